@@ -1,0 +1,68 @@
+"""Exact arithmetic helpers shared by every op oracle.
+
+Values travel as float64 (every element of every type in scope converts to float64 exactly) or as
+int64. ``fl(t, v)`` rounds a float64 to type t once, IEEE round-to-nearest-even with overflow to
+±Inf; a float64 sum/product/quotient of two values of at most 24-bit precision followed by ``fl`` is
+the correctly rounded operation in t (double rounding is innocuous since 53 ≥ 2·24 + 2).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from conformance import dtypes
+from conformance.dtypes import ElemType
+from conformance.oracle import floats
+
+
+def as_float64(arr: np.ndarray, t: ElemType | str) -> np.ndarray:
+    """Exact float64 value of every element (floats decoded from their bits, never cast)."""
+    t = dtypes.get(t)
+    if t.is_float:
+        return floats.decode(t.to_bits(arr), t)
+    return np.asarray(arr).astype(np.int64).astype(np.float64)
+
+
+def as_int64(arr: np.ndarray, t: ElemType | str) -> np.ndarray:
+    t = dtypes.get(t)
+    if not t.is_integer:
+        raise TypeError(f"{t.name} is not an integer type")
+    return np.asarray(arr).astype(np.int64)
+
+
+def fl(t: ElemType | str, v: np.ndarray) -> np.ndarray:
+    """Round float64 values to float type t (IEEE: RNE, overflow to ±Inf), back as float64."""
+    t = dtypes.get(t)
+    return floats.decode(floats.encode(np.asarray(v, dtype=np.float64), t, saturate=False), t)
+
+
+def int_to_float(values: np.ndarray, t: ElemType | str) -> np.ndarray:
+    """Convert exact integers (int64) to float type t with one RNE rounding (float64 holds ≤ 2^53 exactly)."""
+    values = np.asarray(values, dtype=np.int64)
+    if np.any(np.abs(values) > 2**53):
+        raise ValueError("integer beyond 2^53: not exactly representable on the way to rounding")
+    return fl(t, values.astype(np.float64))
+
+
+def round_half_even(v: np.ndarray) -> np.ndarray:
+    """Round to the nearest integer, ties to even; exact on float64 (np.rint is IEEE roundeven)."""
+    return np.rint(v)
+
+
+def saturate_to_int(v: np.ndarray, t: ElemType | str) -> tuple[np.ndarray, np.ndarray]:
+    """Clamp exact float64 integers (±Inf allowed) to t's range; NaN -> (0, undefined=True)."""
+    t = dtypes.get(t)
+    lo, hi = t.qrange
+    nan = np.isnan(v)
+    clipped = np.clip(np.where(nan, 0.0, v), lo, hi)
+    return clipped.astype(np.int64), nan
+
+
+def pack_output(values: np.ndarray, t: ElemType | str) -> np.ndarray:
+    """int64 values (integer types) or raw codes (float types) -> an array of t's dtype."""
+    t = dtypes.get(t)
+    if t.is_integer:
+        lo, hi = t.qrange
+        if values.size and (values.min() < lo or values.max() > hi):
+            raise ValueError(f"value outside {t.name} range")
+        return t.from_bits(np.asarray(values, dtype=np.int64) & ((1 << t.bits) - 1))
+    return t.from_bits(values)

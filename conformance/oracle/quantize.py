@@ -1,0 +1,110 @@
+"""QuantizeLinear, every version: y = saturate(round(x / y_scale) + y_zero_point).
+
+One common body; a version class only sets the facts its own text states (see the table in
+``_VERSIONS``). Clauses: docs/semantics.md#q-formula and the sections named below.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import ClassVar
+
+import numpy as np
+
+from conformance import dtypes
+from conformance.case import Arg, Draft
+from conformance.oracle import floats
+from conformance.oracle.arith import as_float64, fl, pack_output, round_half_even, saturate_to_int
+from conformance.oracle.base import Evaluation, OpOracle, register
+from conformance.oracle.granularity import InvalidModel, expand
+
+HALF_KINDS = ("float16", "bfloat16")
+
+
+class QuantizeLinear(OpOracle):
+    op = "QuantizeLinear"
+    output_names = ("y",)
+    has_axis: ClassVar[bool] = True
+    # Cast table of this version: fnuz ±Inf with saturate=1 -> NaN (19–23) or ±FLT_MAX (24+).
+    fnuz_inf_saturates: ClassVar[bool] = False
+    # The "precision" sentence (23+); before it the quotient precision of half inputs is unstated.
+    scale_type_sets_precision: ClassVar[bool] = False
+
+    def output_type(self, draft: Draft, zp: Arg | None) -> str:
+        """docs/semantics.md#q-output-type."""
+        if zp is not None:
+            return zp.type
+        code = draft.attrs.get("output_dtype", 0)
+        return dtypes.get(code).name if code else "uint8"
+
+    def division_readings(self, x_t: str, s_t: str, attrs) -> list[tuple[str, str]]:
+        """(reading name, precision type) pairs; the first is what the latest spec text states.
+
+        docs/semantics.md#q-division, #q-division-half."""
+        if attrs.get("precision", 0):
+            return [("spec", dtypes.get(attrs["precision"]).name)]
+        if s_t in ("int32", "float8e8m0"):  # no meaningful division in these types
+            readings = [("division-in-float32", "float32")]
+            if x_t in HALF_KINDS:
+                readings.append((f"division-in-{x_t}", x_t))
+            return readings
+        if s_t in HALF_KINDS and not self.scale_type_sets_precision:
+            return [(f"quotient-in-{s_t}", s_t), ("quotient-in-float32", "float32")]
+        return [("spec", s_t)]
+
+    def evaluate(self, draft: Draft) -> Evaluation:
+        x, s, zp = (list(draft.inputs) + [None])[:3]
+        attrs = draft.attrs
+        out_t = dtypes.get(self.output_type(draft, zp))
+        if zp is not None and attrs.get("output_dtype", 0) and dtypes.get(attrs["output_dtype"]).name != zp.type:
+            raise InvalidModel("output_dtype differs from the zero point's type")
+        axis = attrs.get("axis", 1) if self.has_axis else None
+        block = attrs.get("block_size", 0)
+        shape = x.value.shape
+        scale = expand(as_float64(s.value, s.type), shape, axis, block)
+        zero = (expand(as_float64(zp.value, zp.type), shape, axis, block) if zp is not None
+                else np.zeros(shape))
+        xv = as_float64(x.value, x.type)
+        ev = Evaluation(clause="q-formula")
+        undefined = np.zeros(shape, bool)
+
+        zp_readings = [("", False)]
+        if out_t.is_float:
+            zp_readings = [("zero-point-added", False)]
+            if not np.any(zero != 0):
+                zp_readings.append(("zero-point-skipped", True))
+
+        for (div_name, prec), (zp_name, skip_zp) in itertools.product(
+            self.division_readings(x.type, s.type, attrs), zp_readings
+        ):
+            q = fl(prec, fl(prec, xv) / fl(prec, scale))  # correctly rounded x / scale in `prec`
+            if out_t.is_integer:
+                y, nan = saturate_to_int(round_half_even(q) + zero, out_t)
+                undefined |= nan
+                out = pack_output(y, out_t)
+            else:
+                v = q if skip_zp else fl(prec, q + zero)
+                kw = dict(saturate=bool(attrs.get("saturate", 1)), fnuz_inf_saturates=self.fnuz_inf_saturates)
+                undefined |= floats.undefined_mask(v, out_t, **kw)
+                out = pack_output(floats.encode(v, out_t, **kw), out_t)
+            name = "+".join(n for n in (div_name, zp_name) if n and n != "spec") or "spec"
+            ev.add(name, (out,))
+        ev.dont_care = [undefined]
+        return ev
+
+
+def _version(since: int, **facts) -> QuantizeLinear:
+    cls = type(f"QuantizeLinear_{since}", (QuantizeLinear,), {"since": since, **facts})
+    return cls()
+
+
+_VERSIONS = [
+    _version(10, has_axis=False),
+    _version(13),
+    _version(19),
+    _version(21),
+    _version(23, scale_type_sets_precision=True),
+    _version(24, scale_type_sets_precision=True, fnuz_inf_saturates=True),
+    _version(25, scale_type_sets_precision=True, fnuz_inf_saturates=True),
+    _version(28, scale_type_sets_precision=True, fnuz_inf_saturates=True),
+]
+register(*_VERSIONS)

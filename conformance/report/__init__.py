@@ -1,0 +1,1 @@
+"""Report writers (JSON, HTML, Markdown): written on the controller only."""

@@ -1,0 +1,1 @@
+"""The bundled runners: one thin adapter per runtime, no comparison logic in any of them."""
