@@ -6,6 +6,7 @@ corpus and their own runner; per-case results travel to the controller in ``user
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import Counter, defaultdict
@@ -24,8 +25,10 @@ from conformance.runner import Runner, RunnerError, Unsupported, describe, prepa
 
 RUNNER_KEY = pytest.StashKey[Runner]()
 CORPUS_KEY = pytest.StashKey[corpus_mod.Corpus]()
-RESULTS_KEY = pytest.StashKey[list]()
 PROPERTY = "qconform"
+
+# Feature modules, each with its own options and hooks (reports, exploration).
+pytest_plugins: list[str] = []
 
 
 def default_golden() -> Path:
@@ -69,7 +72,7 @@ def case_markers(case: Case) -> list[str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[RESULTS_KEY] = []
+    _session_results.clear()
     name = config.getoption("runner", None)
     if not name:
         return
@@ -164,6 +167,8 @@ class CaseItem(pytest.Item):
             "family": c.family, "clause": c.clause, "verdict": outcome.verdict, "reading": outcome.reading,
             "readings": len(c.readings), "masked": outcome.masked, "mismatches": outcome.mismatch_count,
             "problem": outcome.problem,
+            "first_mismatches": [dataclasses.asdict(m) for m in outcome.mismatches],
+            "output_types": list(c.output_types),
         })))
 
     def repr_failure(self, excinfo, style=None):
