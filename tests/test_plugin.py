@@ -1,0 +1,95 @@
+"""The plugin end to end, in subprocesses: runners by every resolution path, errors, markers."""
+from __future__ import annotations
+
+import textwrap
+
+from conftest import run_pytest
+
+# A vendor runner: a complete plug-in, kept outside the repository (tmp_path).
+VENDOR = textwrap.dedent('''
+    from runners.cpu_ref import CpuRefRunner
+
+    class Mine(CpuRefRunner):
+        name = "mine"
+
+        def __init__(self, flavour: str = "plain"):
+            self.flavour = flavour
+
+        def describe(self):
+            return {"name": self.name, "version": "1.0", "device": "cpu", "options": {"flavour": self.flavour}}
+''')
+
+SUBSET = ["-m", "op_QuantizeLinear and opset_13 and family_examples"]
+
+
+def test_file_runner_outside_the_repo(tmp_path):
+    f = tmp_path / "vendor.py"
+    f.write_text(VENDOR)
+    r = run_pytest(f"--runner={f}:Mine", "--runner-opt", "flavour=odd", *SUBSET, "-q")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "2 passed" in r.stdout
+    r = run_pytest(f"--runner={f}:Mine", *SUBSET, "--co", "-q")
+    assert "QuantizeLinear-13/float32-uint8/examples/default" in r.stdout
+
+
+def test_entry_point_of_an_installed_package(tmp_path):
+    site = tmp_path / "site"
+    (site / "vendor_pkg").mkdir(parents=True)
+    (site / "vendor_pkg" / "__init__.py").write_text(VENDOR)
+    dist = site / "vendor_pkg-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vendor-pkg\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[qconform.runners]\nmine = vendor_pkg:Mine\n")
+    r = run_pytest("--runner=mine", *SUBSET, env={"PYTHONPATH": str(site)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "2 passed" in r.stdout and '"name": "mine"' in r.stdout  # the header names the runner
+
+
+def test_module_attr_runner():
+    r = run_pytest("--runner=runners.cpu_ref:CpuRefRunner", *SUBSET, "-q")
+    assert r.returncode == 0 and "2 passed" in r.stdout
+
+
+def _one_clear_line(r) -> str:
+    assert r.returncode != 0
+    assert "Traceback" not in r.stdout + r.stderr
+    lines = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip()]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_misspelt_runner_gives_one_line():
+    line = _one_clear_line(run_pytest("--runner=onnxrunime"))
+    assert "unknown runner 'onnxrunime'" in line
+    assert "onnxruntime, onnx-reference, cpu-ref" in line.replace("cpu-ref, onnx-reference, onnxruntime",
+                                                                 "onnxruntime, onnx-reference, cpu-ref") or "cpu-ref" in line
+    assert "path/to/file.py:Attr" in line
+
+
+def test_plugin_that_fails_to_import_gives_one_line(tmp_path):
+    f = tmp_path / "broken.py"
+    f.write_text("import no_such_module_anywhere\n")
+    line = _one_clear_line(run_pytest(f"--runner={f}:Mine"))
+    assert "failed to load" in line and "no_such_module_anywhere" in line
+
+
+def test_unknown_runner_option_gives_one_line():
+    line = _one_clear_line(run_pytest("--runner=cpu-ref", "--runner-opt", "speed=11"))
+    assert "rejected its options" in line and "speed" in line
+
+
+def test_markers_select_cases():
+    r = run_pytest("--runner=cpu-ref", "-m", "op_DequantizeLinear and opset_10", "--co", "-q")
+    ids = [ln for ln in r.stdout.splitlines() if "::" in ln]
+    assert ids and all("DequantizeLinear-10/" in i for i in ids)
+
+
+def test_project_tests_do_not_collect_cases():
+    r = run_pytest("--co", "-q", "tests/test_compare.py")
+    assert "golden/MANIFEST" not in r.stdout
+
+
+def test_xdist_runs_cases_in_parallel():
+    r = run_pytest("--runner=cpu-ref", "-n", "2", "-m", "opset_13", "-q")
+    assert r.returncode == 0, r.stdout[-2000:]
+    assert "passed" in r.stdout and "qconform summary" in r.stdout

@@ -1,0 +1,65 @@
+"""The bundled runners are real: each runs the spine, and a deliberately wrong runner fails on named cases."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import run_pytest
+from conformance.compare import compare
+from conformance.model import build_model
+from conformance.runner import prepare, resolve
+from runners.cpu_ref import CpuRefRunner
+
+
+class RoundHalfAway(CpuRefRunner):
+    """A plausible bug: ties rounded away from zero (C's round()) instead of to even."""
+
+    name = "round-half-away"
+
+    def prepare(self, model):
+        node = model.graph.node[0]
+        inits = {t.name: t for t in model.graph.initializer}
+        from onnx import numpy_helper
+
+        def run(feeds):
+            x = feeds[node.input[0]].astype(np.float64)
+            s = numpy_helper.to_array(inits[node.input[1]]).astype(np.float64)
+            zp = numpy_helper.to_array(inits[node.input[2]])
+            q = np.sign(x / s) * np.floor(np.abs(x / s) + 0.5) + zp.astype(np.int64)
+            info = np.iinfo(zp.dtype)
+            return [np.clip(q, info.min, info.max).astype(zp.dtype)]
+        return run
+
+
+def test_cpu_ref_passes_the_whole_corpus(corpus):
+    runner = CpuRefRunner()
+    failures = [c.id for c in corpus.cases if compare(c, prepare(runner, build_model(c))(c.feeds)).verdict != "pass"]
+    assert failures == []
+
+
+def test_wrong_runner_fails_on_named_cases(tmp_path):
+    r = run_pytest(f"--runner={__file__}:RoundHalfAway", "-m", "op_QuantizeLinear and opset_13", "-q")
+    assert r.returncode == 1
+    # x/s = -0.5 is a tie: to even gives 0, half away from zero gives -1.
+    assert "QuantizeLinear-13/float32-int8/basic/per-tensor" in r.stdout
+    assert "=0xff (-1), but should be 0x00 (0) [x=-1.0, y_scale=2.0, y_zero_point=0]" in r.stdout
+
+
+@pytest.mark.parametrize("name", ["onnxruntime", "onnx-reference", "cpu-ref"])
+def test_each_bundled_runner_runs_the_suite(name):
+    r = run_pytest(f"--runner={name}", "-m", "opset_10 or opset_13 or opset_21", "-q", "-rs")
+    assert "qconform summary" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
+    assert " passed" in r.stdout
+    if name == "cpu-ref":
+        assert r.returncode == 0 and " failed" not in r.stdout
+
+
+def test_ort_missing_kernel_is_unsupported():
+    r = run_pytest("--runner=onnxruntime", "-m", "opset_21 and types_bfloat16_int8", "-q", "-rs")
+    assert "unsupported:" in r.stdout and "skipped" in r.stdout, r.stdout[-3000:]
+
+
+def test_describe_identifies_each_runner():
+    for name in ("onnxruntime", "onnx-reference", "cpu-ref"):
+        info = resolve(name).describe()
+        assert info["name"] == name and info["version"]
