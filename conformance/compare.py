@@ -47,7 +47,7 @@ class Outcome:
     def message(self, case: Case) -> str:
         head = f"{case.id} [{case.op}-{case.opset} {_attrs(case)}] clause: docs/semantics.md#{case.clause}"
         if self.problem:
-            return f"{head}\n  {self.problem}"
+            return f"{head}\n  {self.verdict}: {self.problem}"
         lines = [head, f"  {self.mismatch_count} element(s) differ from reading '{self.reading}'"
                        + (f"; {self.masked} don't-care element(s) skipped" if self.masked else "")]
         for m in self.mismatches:

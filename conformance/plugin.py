@@ -21,9 +21,11 @@ from conformance import corpus as corpus_mod
 from conformance.case import Case
 from conformance.compare import Outcome, compare
 from conformance.model import build_model
-from conformance.runner import Runner, RunnerError, Unsupported, describe, prepare, resolve
+from conformance.isolation import CallResult, Worker, execute
+from conformance.runner import Runner, RunnerError, describe, resolve
 
 RUNNER_KEY = pytest.StashKey[Runner]()
+WORKER_KEY = pytest.StashKey[Worker]()
 CORPUS_KEY = pytest.StashKey[corpus_mod.Corpus]()
 PROPERTY = "qconform"
 
@@ -50,6 +52,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--strict-nan", action="store_true", help="NaN outputs must match the expected NaN bits exactly")
     g.addoption("--profile", choices=("default", "strict"), default="default",
                 help="default: any permitted reading passes; strict: only the latest spec text's reading")
+    g.addoption("--isolate", choices=("on", "off"), default="on",
+                help="run the runner in a worker process so a crash or hang costs one case, not the run "
+                     "(default: on)")
+    g.addoption("--case-timeout", type=float, default=120.0, metavar="S",
+                help="with --isolate=on: a case with no result after S seconds is a timeout (default 120)")
+    g.addoption("--worker-memory-mb", type=int, default=0, metavar="MB",
+                help="with --isolate=on: address-space limit of the runner's worker (default: none)")
 
 
 def _options(config: pytest.Config) -> dict[str, str]:
@@ -87,6 +96,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     config.stash[RUNNER_KEY] = runner
     config.stash[CORPUS_KEY] = corpus
+    if config.getoption("isolate") == "on":
+        config.stash[WORKER_KEY] = Worker(name, _options(config), config.getoption("case_timeout"),
+                                          config.getoption("worker_memory_mb"))
     for m in sorted({m for c in corpus.cases for m in case_markers(c)}):
         config.addinivalue_line("markers", f"{m}: qconform case marker")
     # With no explicit paths (or only the configured testpaths), collect the corpus itself.
@@ -94,6 +106,11 @@ def pytest_configure(config: pytest.Config) -> None:
         (config.rootpath / p).resolve() for p in (config.getini("testpaths") or ["."])
     ] or Path(config.args[0]).resolve() == config.rootpath:
         config.args[:] = [str(golden)]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if WORKER_KEY in config.stash:
+        config.stash[WORKER_KEY].close()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -144,17 +161,18 @@ class CaseItem(pytest.Item):
 
     def runtest(self) -> None:
         case, config = self.case, self.config
-        runner = config.stash[RUNNER_KEY]
-        feeds = {k: np.array(v, copy=True) for k, v in case.feeds.items()}
-        try:
-            outputs = prepare(runner, build_model(case))(feeds)
-        except Unsupported as exc:
-            self._record(Outcome("unsupported", problem=str(exc)))
-            pytest.skip(f"unsupported: {exc}")
-        except Exception as exc:
-            self._record(Outcome("error", problem=f"runner raised {type(exc).__name__}: {exc}"))
-            raise CaseFailure(f"{case.id}: runner error: {type(exc).__name__}: {exc}") from exc
-        outcome = compare(case, outputs, strict_nan=config.getoption("strict_nan"),
+        model = build_model(case)
+        if WORKER_KEY in config.stash:
+            result = config.stash[WORKER_KEY].call(model, case.feeds)
+        else:
+            result = execute(config.stash[RUNNER_KEY], model, case.feeds)
+        if result.kind == "unsupported":
+            self._record(Outcome("unsupported", problem=result.message))
+            pytest.skip(f"unsupported: {result.message}")
+        if result.kind != "ok":  # error, crashed, timeout: this case's verdict; the run goes on
+            self._record(Outcome(result.kind, problem=result.message))
+            raise CaseFailure(f"{case.id}: {result.kind}: {result.message}")
+        outcome = compare(case, result.outputs, strict_nan=config.getoption("strict_nan"),
                           profile=config.getoption("profile"))
         self._record(outcome)
         if outcome.verdict != "pass":

@@ -1,0 +1,57 @@
+"""A runner that crashes, hangs or returns garbage never loses a result (issue 9)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from conftest import run_pytest
+from fault_runners import FAULTS
+
+RUNNER = f"--runner={Path(__file__).with_name('fault_runners.py')}:FaultRunner"
+
+EXPECTED = {  # fault -> (verdict word in the failure line, detail)
+    "segfault": ("crashed", "SIGSEGV"),
+    "abort": ("crashed", "SIGABRT"),
+    "exit": ("crashed", "exited with status 3"),
+    "hang": ("timeout", "--case-timeout=3s"),
+    "memory": ("error", "out of memory"),
+    "exception": ("error", "RuntimeError: kernel exploded"),
+    "wrong-dtype": ("", "element type int16, expected int8"),
+    "wrong-shape": ("", "shape (1, "),
+    "none": ("error", "runner returned NoneType"),
+    "extra-output": ("error", "returned 2 output(s)"),
+    "mutate-input": ("error", "mutated its input 'x'"),
+}
+
+
+def test_every_fault_is_classified_and_the_run_completes():
+    r = run_pytest(RUNNER, "-m", "opset_13", "--case-timeout=3", "--worker-memory-mb=3000", "-rA", timeout=300)
+    out = r.stdout
+    assert r.returncode == 1, out[-3000:]
+    lines = {m.group(1): m.group(2) for m in re.finditer(r"^(?:FAILED|PASSED) golden/MANIFEST::(\S+)(.*)$", out, re.M)}
+    for cid, fault in FAULTS.items():
+        verdict, detail = EXPECTED[fault]
+        assert cid in lines, f"{cid} ({fault}) has no verdict line"
+        section = out[out.index(f"_ {cid} _"):] if f"_ {cid} _" in out else lines[cid]
+        assert detail in section[:3000], f"{fault}: {detail!r} not in {section[:500]!r}"
+        if verdict:
+            assert f"{verdict}: " in section[:3000]
+    healthy = [cid for cid in lines if cid not in FAULTS]
+    assert healthy and all(f"PASSED golden/MANIFEST::{cid}" in out for cid in healthy)
+    n_collected = int(re.search(r"(\d+) (?:passed|failed)", out.splitlines()[-1]).group(1))
+    assert n_collected > 0
+    counts = re.findall(r"(\d+) (passed|failed|skipped|deselected)", out.splitlines()[-1])
+    ran = sum(int(n) for n, what in counts if what in ("passed", "failed", "skipped"))
+    assert ran == len(lines)  # every collected case has exactly one verdict
+
+
+def test_without_isolation_exceptions_and_garbage_are_still_classified():
+    safe = [cid for cid, f in FAULTS.items() if f in ("exception", "none", "extra-output", "mutate-input", "wrong-dtype")]
+    k = " or ".join(f"opset_13 and {m}" for m in ("types_int32_float32_int8", "types_int32_float32_uint8",
+                                                     "types_int8_float32"))
+    r = run_pytest(RUNNER, "--isolate=off", "-m", k, "-rA", timeout=300)
+    for cid in safe:
+        if f"::{cid}" in r.stdout:
+            assert f"FAILED golden/MANIFEST::{cid}" in r.stdout
+    assert "Traceback" not in r.stdout.split("short test summary")[0] or "INTERNALERROR" not in r.stdout
+    assert "INTERNALERROR" not in r.stdout
