@@ -4,6 +4,7 @@ Layout (FORMAT_VERSION 1):
   golden/MANIFEST               sha256 of every file, then the corpus digest (sha256 of the manifest lines)
   golden/index/<group>.jsonl    one line per case: id, family, clause, attributes, inputs, readings, hashes
   golden/data/<group>.pb        an onnx.SequenceProto of TensorProtos named "<id>|<role>|<name>"
+  golden/sweeps/<sweep>.json    per-chunk SHA-256 digests of exhaustive sweeps (conformance/sweep.py)
 Tensors are ONNX TensorProto (the native encoding of every type, sub-byte packing included), so any
 ONNX tool reads them without qconform; nothing is pickled. Serialisation is deterministic, so the
 same cases give the same bytes on every machine.
@@ -26,6 +27,7 @@ from conformance.case import Arg, Case, Draft, Reading
 
 FORMAT_VERSION = 1
 MANIFEST = "MANIFEST"
+HASHED = ("index", "data", "sweeps")  # every file below these is in the MANIFEST
 
 
 class CorpusError(Exception):
@@ -108,7 +110,7 @@ def write(cases: Iterable[Case], root: Path) -> str:
 
 
 def _manifest_lines(root: Path) -> list[str]:
-    files = sorted(p for sub in ("index", "data") for p in (root / sub).glob("*") if p.is_file())
+    files = sorted(p for sub in HASHED for p in (root / sub).glob("*") if p.is_file())
     return [f"{_sha256(p)}  {p.relative_to(root).as_posix()}" for p in files]
 
 
@@ -139,7 +141,7 @@ def verify(root: Path) -> str:
             raise CorpusError(f"golden file missing: {p} (listed in {mpath})")
         if _sha256(p) != sha:
             raise CorpusError(f"golden file changed: {p} does not match its SHA-256 in {mpath}")
-    present = {p.relative_to(root).as_posix() for sub in ("index", "data") for p in (root / sub).glob("*")}
+    present = {p.relative_to(root).as_posix() for sub in HASHED for p in (root / sub).glob("*")}
     extra = sorted(present - set(listed))
     if extra:
         raise CorpusError(f"golden file not in {mpath}: {root / extra[0]}")

@@ -27,6 +27,8 @@ BUNDLED: dict[str, str] = {
     "onnxruntime": "runners.onnxruntime_runner:OnnxRuntimeRunner",
     "onnx-reference": "runners.onnx_reference:OnnxReferenceRunner",
     "cpu-ref": "runners.cpu_ref:CpuRefRunner",
+    "cpu-kernel": "runners.cpu_kernel:CpuKernelRunner",
+    "gpu-kernel": "runners.gpu_kernel:GpuKernelRunner",
 }
 
 

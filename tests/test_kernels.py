@@ -1,0 +1,272 @@
+"""qconform's own kernels (conformance/kernels/qkernels.h): the gcc build passes the corpus and the
+exhaustive sweeps, the same header compiles to clean PTX for four GPU architectures, and the
+gpu-kernel runner says plainly why it cannot start here."""
+from __future__ import annotations
+
+import ctypes
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from conformance import dtypes
+from conformance import kernels as K
+from conformance import sweep as S
+from conformance.compare import compare
+from conformance.model import build_model
+from conformance.runner import Unsupported, prepare
+
+CPU = "runners.cpu_kernel:CpuKernelRunner"
+
+
+@pytest.fixture(scope="module")
+def cpu_kernel():
+    from runners.cpu_kernel import CpuKernelRunner
+
+    try:
+        return CpuKernelRunner()
+    except Unsupported as exc:  # a machine without a C compiler
+        pytest.skip(str(exc))
+
+
+# --------------------------------------------------------------------------------------------
+# The kind table and the specials
+# --------------------------------------------------------------------------------------------
+def test_kernel_kind_table_matches_the_registry(cpu_kernel):
+    out = (ctypes.c_int * 7)()
+    for name, k in K.KIND.items():
+        assert cpu_kernel.lib.qk_describe_kind(k, out) == 0, name
+        style, width, ebits, mbits, bias, signed, max_code = list(out)
+        t = dtypes.get(name)
+        assert width == t.bits and bool(signed) == t.signed, name
+        if t.is_integer:
+            assert style == K.STYLE["int"], name
+            continue
+        fmt = t.float_format
+        assert style == K.STYLE[fmt.nan_style] and (ebits, mbits, bias) == (fmt.ebits, fmt.mbits, fmt.bias), name
+        if fmt.nan_style != "e8m0":
+            from conformance.oracle import floats
+
+            assert max_code == int(floats.encode(np.array([fmt.max_finite]), t)[0]), name
+
+
+@pytest.mark.parametrize("t", ["float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "float4e2m1",
+                               "float6e2m3", "float6e3m2", "float16", "bfloat16"])
+@pytest.mark.parametrize("saturate", [0, 1])
+@pytest.mark.parametrize("fnuz_inf_saturates", [0, 1])
+def test_specials_table_matches_the_oracle(cpu_kernel, t, saturate, fnuz_inf_saturates):
+    """Every float32 special and the overflow edges, under both tables, against floats.encode."""
+    from conformance.oracle import floats
+
+    et = dtypes.get(t)
+    mx = et.float_format.max_finite
+    with np.errstate(over="ignore"):  # bfloat16's max * 1.25 is beyond float32: Inf, also a case
+        vals = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, mx, -mx, mx * 1.0625, mx * 1.25, -mx * 1.5,
+                         3e38, -3e38, 1e-45, -1e-45, 2.0**-130], dtype=np.float32)
+    kw = dict(saturate=bool(saturate), fnuz_inf_saturates=bool(fnuz_inf_saturates))
+    want = floats.encode(vals.astype(np.float64), et, **kw).astype(np.uint64)
+    got = np.array([cpu_kernel.lib.qk_encode_f32_export(int(b), K.KIND[t], saturate, fnuz_inf_saturates)
+                    for b in vals.view(np.uint32)], dtype=np.uint64)
+    undefined = floats.undefined_mask(vals.astype(np.float64), et)
+    nan = et.is_nan_bits(want) & et.is_nan_bits(got)
+    bad = (want != got) & ~nan & ~undefined
+    assert not bad.any(), [(float(v), hex(int(w)), hex(int(g))) for v, w, g in zip(vals[bad], want[bad], got[bad])]
+
+
+# --------------------------------------------------------------------------------------------
+# The corpus
+# --------------------------------------------------------------------------------------------
+def test_cpu_kernel_passes_the_whole_corpus(corpus, cpu_kernel):
+    """Strict profile (the latest spec text's reading only), which implies the default profile.
+    Every ai.onnx QuantizeLinear / DequantizeLinear case runs; the rest is declined and counted."""
+    verdicts: Counter = Counter()
+    declined: Counter = Counter()
+    failures = []
+    for case in corpus.cases:
+        try:
+            outputs = prepare(cpu_kernel, build_model(case))(case.feeds)
+        except Unsupported as exc:
+            declined[(case.domain, case.op, str(exc)[:120])] += 1
+            continue
+        outcome = compare(case, outputs, profile="strict")
+        verdicts[outcome.verdict] += 1
+        if outcome.verdict != "pass":
+            failures.append(outcome.message(case))
+    assert not failures, "\n".join(failures[:10])
+    print(f"cpu-kernel: {verdicts['pass']} cases pass (strict), {sum(declined.values())} declined: {dict(declined)}")
+    q_dq = sum(1 for c in corpus.cases if c.domain == "" and c.op in ("QuantizeLinear", "DequantizeLinear"))
+    assert verdicts["pass"] == q_dq, declined
+    assert not [k for k in declined if k[0] == "" and k[1] in ("QuantizeLinear", "DequantizeLinear")]
+
+
+def test_cpu_kernel_declines_what_it_does_not_implement(cpu_kernel):
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"])
+    graph = helper.make_graph([node], "g", [], [helper.make_tensor_value_info("y", TensorProto.UINT8, [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    with pytest.raises(Unsupported, match="QuantizeLinear and DequantizeLinear only"):
+        cpu_kernel.prepare(model)
+
+
+# --------------------------------------------------------------------------------------------
+# Sweeps: every 16-bit input, the sampled float32 set, and whatever full-2^32 chunks have goldens
+# --------------------------------------------------------------------------------------------
+SWEEPS = S.all_sweeps()
+
+
+def _assert_sweep(summary: S.Summary) -> None:
+    bad = [r for r in summary.results if r.status not in ("ok", "reading")]
+    assert not bad, "\n".join(summary.lines())
+
+
+@pytest.mark.parametrize("op", ["QuantizeLinear", "DequantizeLinear"])
+def test_sweeps_every_16bit_input(cpu_kernel, op):
+    chosen = [s for s in SWEEPS if s.op == op and "all" in s.domains()]
+    summary = S.check(chosen, ("all",), CPU)
+    assert len(summary.results) == len(chosen)
+    _assert_sweep(summary)
+
+
+@pytest.mark.parametrize("target", ["float8", "float4", "int8"])
+def test_sweeps_sampled_float32(cpu_kernel, target):
+    chosen = [s for s in SWEEPS if s.x_type == "float32" and f"-{target}" in s.id]
+    assert chosen
+    summary = S.check(chosen, ("sampled",), CPU)
+    assert len(summary.results) == 3 * len(chosen)
+    _assert_sweep(summary)
+
+
+def test_sampled_float32_domain_covers_every_exponent():
+    dom = S.domain(S.select(["QuantizeLinear-25/float32-int8/scale=float32:1.0"])[0], "sampled")
+    sweep = S.select(["QuantizeLinear-25/float32-int8/scale=float32:1.0"])[0]
+    bits = np.concatenate([S.input_bits(sweep, dom, c) for c in range(dom.chunks)])
+    assert bits.size == dom.size == len(np.unique(bits))
+    assert np.array_equal(np.unique((bits >> 23) & 0xFF), np.arange(256))
+    assert np.isin(np.array([0x7F800000, 0xFF800000, 0, 0x80000000, 1, 0x7F7FFFFF], np.uint32), bits).all()
+
+
+def test_full_float32_chunks_with_goldens(cpu_kernel):
+    """The full 2^32 domain: chunks whose oracle digests exist (the rest: `--domain full --regen`)."""
+    have = []
+    for s in SWEEPS:
+        if "full" in s.domains():
+            digests = S.golden_digests(s, S.domain(s, "full"))
+            have += [(s, c) for c, d in enumerate(digests) if d is not None][:2]
+    if not have:
+        pytest.skip("no full-2^32 golden chunks stored yet (qconform sweep --regen --domain full)")
+    for s, c in have:
+        _assert_sweep(S.check([s], ("full",), CPU, chunks=range(c, c + 1)))
+
+
+def test_sweep_names_the_exact_inputs_of_a_deviation(tmp_path):
+    """A runner that rounds ties away from zero: the digest differs, the oracle names the inputs."""
+    sweep = S.select(["QuantizeLinear-25/float16-int8/scale=float16:1.0"])[0]
+    summary = S.check([sweep], ("all",), f"{__file__}:TiesAwayRunner")
+    (r,) = summary.results
+    assert r.status == "mismatch" and r.mismatches > 0
+    assert "y=0x03 (3), but should be 0x02 (2) [x=0x4100 (2.5)]" in r.detail, r.detail
+    assert r.detail.startswith(f"{r.mismatches} of 65536 element(s) differ")
+
+
+def test_sweep_state_file_resumes(tmp_path, cpu_kernel):
+    chosen = [s for s in SWEEPS if s.op == "DequantizeLinear" and s.x_type == "int4"]
+    state = tmp_path / "state.jsonl"
+    first = S.check(chosen, ("all",), CPU, state=state)
+    assert all(r.status == "ok" for r in first.results)
+    lines = state.read_text().splitlines()
+    assert json.loads(lines[0])["runner"] == CPU and len(lines) == 1 + len(chosen)
+    again = S.check(chosen, ("all",), CPU, state=state)  # nothing left to run: read back
+    assert [r.digest for r in again.results] == [r.digest for r in first.results]
+    assert len(state.read_text().splitlines()) == len(lines)
+
+
+def test_canonical_form_ignores_nan_encodings():
+    t = dtypes.get("float8e4m3fn")
+    canon = S.Canonicaliser(t)
+    a = t.from_bits(np.array([0x7F, 0x01, 0x00]))
+    b = t.from_bits(np.array([0xFF, 0x01, 0x00]))
+    assert S.digest(canon(a, None)) == S.digest(canon(b, None))
+    assert S.digest(canon(a, None)) != S.digest(canon(t.from_bits(np.array([0x7F, 0x02, 0x00])), None))
+
+
+class TiesAwayRunner:
+    """A plausible bug, for the deviation test: round(x / s) with ties away from zero."""
+
+    name = "ties-away"
+
+    def prepare(self, model):
+        from runners.cpu_kernel import CpuKernelRunner
+
+        inner = CpuKernelRunner().prepare(model)
+
+        def run(feeds):
+            x = np.nan_to_num(feeds["x"].astype(np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+            y = inner(feeds)[0].astype(np.int64)
+            tie = (np.abs(x - np.trunc(x)) == 0.5) & (np.abs(x) < 127)
+            away = (np.trunc(x) + np.sign(x)).astype(np.int64)
+            return [np.where(tie, away, y).astype(np.int8)]
+
+        return run
+
+
+# --------------------------------------------------------------------------------------------
+# The GPU side: PTX for four architectures, the lint, the runner without a device
+# --------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def nvrtc():
+    from conformance.kernels import ptx
+
+    try:
+        ptx.nvrtc()
+    except ptx.NvrtcUnavailable as exc:
+        pytest.skip(f"NVRTC not installed here: {exc}")
+    return ptx
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_89", "sm_90", "sm_100"])
+def test_header_compiles_to_ptx_and_passes_the_lint(nvrtc, arch):
+    code = nvrtc.compile_ptx(arch)
+    assert f".target {arch}" in code
+    issues = nvrtc.lint(code)
+    assert not issues, "\n".join(map(str, issues[:10]))
+    assert "div.rn.f32" in code
+
+
+def test_lint_fails_on_a_fast_math_build(nvrtc):
+    issues = nvrtc.lint(nvrtc.compile_ptx("sm_90", flags=("--use_fast_math",)))
+    rules = {i.rule for i in issues}
+    assert "required div.rn.f32 not found" in rules
+    assert any("approx" in r for r in rules) and any(".ftz" in r for r in rules)
+
+
+def test_lint_catches_contracted_fma(nvrtc):
+    src = 'extern "C" __global__ void qk_quantize_kernel(float*a){a[0]=a[1]*a[2]+a[3]; a[4]=a[5]/a[6];}' \
+          'extern "C" __global__ void qk_dequantize_kernel(float*a){}'
+    assert any("fma" in i.rule for i in nvrtc.lint(nvrtc.compile_ptx("sm_80", flags=("--fmad=true",), source=src)))
+    assert not nvrtc.lint(nvrtc.compile_ptx("sm_80", source=src))
+
+
+def test_gpu_kernel_reports_unsupported_without_a_device():
+    from conformance.runner import RunnerError, resolve
+    from runners.gpu_kernel import GpuKernelRunner
+
+    try:
+        runner = GpuKernelRunner()
+    except Unsupported as exc:
+        assert str(exc).startswith("no CUDA device (cupy: "), exc
+        with pytest.raises(RunnerError, match="cannot start here: no CUDA device"):
+            resolve("runners.gpu_kernel:GpuKernelRunner")
+        return
+    # A machine with a CUDA device: then the same header must agree with the gcc build.
+    sweep = S.select(["QuantizeLinear-25/float16-float8e4m3fn/scale=float16:1.0/saturate=1"])[0]
+    _assert_sweep(S.check([sweep], ("all",), "runners.gpu_kernel:GpuKernelRunner"))
+    assert runner.describe()["device"].startswith("cuda")
+
+
+def test_gpu_kernel_shares_the_header():
+    import runners.gpu_kernel as g
+    from conformance.kernels.build import HEADER
+
+    assert g.HEADER == HEADER and "extern \"C\" __global__ void qk_quantize_kernel" in HEADER.read_text()
