@@ -121,7 +121,7 @@ class ElemType:
 
     def to_bits(self, arr: np.ndarray) -> np.ndarray:
         """Raw encoding of every element, high unused bits cleared (comparison works on this)."""
-        arr = np.ascontiguousarray(arr, dtype=self.dtype)
+        arr = np.ascontiguousarray(arr, dtype=self.dtype).reshape(np.shape(arr))  # keep rank 0
         raw = arr.view(self.bits_dtype)
         if self.bits < 8 * self.dtype.itemsize:
             raw = raw & self.bits_dtype.type((1 << self.bits) - 1)

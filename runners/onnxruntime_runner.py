@@ -317,7 +317,7 @@ class OnnxRuntimeRunner(BaseRunner):
                 if t is not None:
                     value = _to_ortvalue(t, arr)
                 else:
-                    value = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(arr))
+                    value = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(arr).reshape(np.shape(arr)))  # keep rank 0
                 keep.append(value)
                 binding.bind_ortvalue_input(name, value)
             for name in output_names:

@@ -7,6 +7,8 @@ the correctly rounded operation in t (double rounding is innocuous since 53 ≥ 
 """
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 
 from conformance import dtypes
@@ -66,3 +68,32 @@ def pack_output(values: np.ndarray, t: ElemType | str) -> np.ndarray:
             raise ValueError(f"value outside {t.name} range")
         return t.from_bits(np.asarray(values, dtype=np.int64) & ((1 << t.bits) - 1))
     return t.from_bits(values)
+
+
+def exact_product(t: ElemType | str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """fl_t(a × b) with ONE rounding of the exact product (a, b float64 values).
+
+    Where both factors carry few enough bits the float64 product is already exact; the rest (e.g.
+    int32 × float32, up to 56 bits) is rounded from a Fraction, ties to even, by integer arithmetic."""
+    t = dtypes.get(t)
+    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    out = fl(t, a * b)
+    wide = np.isfinite(a) & np.isfinite(b) & (np.abs(a) > 2.0**29)
+    for idx in map(tuple, np.argwhere(wide)):
+        out[idx] = _round_fraction(t, Fraction(a[idx]) * Fraction(b[idx]))
+    return out
+
+
+def _round_fraction(t: ElemType, r: Fraction) -> float:
+    fmt = t.float_format
+    if r == 0:
+        return 0.0
+    mag = abs(r)
+    e = mag.numerator.bit_length() - mag.denominator.bit_length()
+    if Fraction(2) ** e > mag:
+        e -= 1
+    quantum = Fraction(2) ** (max(e, fmt.emin) - fmt.mbits)
+    v = round(mag / quantum) * quantum  # Fraction.__round__ is round-half-even
+    if v > fmt.max_finite:
+        return float("inf") if r > 0 else float("-inf")
+    return float(v) if r > 0 else -float(v)

@@ -79,7 +79,8 @@ def oracle_for(domain: str, op: str, opset: int) -> OpOracle:
 def evaluate(draft: Draft) -> Case:
     """Compute a draft's expected outputs under every permitted reading. Raises InvalidModel."""
     oracle = oracle_for(draft.domain, draft.op, draft.opset)
-    ev = oracle.evaluate(draft)
+    with np.errstate(all="ignore"):  # IEEE specials (x/0, Inf-Inf) are the point, not accidents
+        ev = oracle.evaluate(draft)
     masks = ev.dont_care or [None] * len(oracle.output_names)
     masks = [None if m is None or not m.any() else m for m in masks]
     unique: list[Reading] = []

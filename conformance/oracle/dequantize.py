@@ -11,7 +11,7 @@ import numpy as np
 from conformance import dtypes
 from conformance.case import Draft
 from conformance.oracle import floats
-from conformance.oracle.arith import as_float64, fl, pack_output
+from conformance.oracle.arith import as_float64, exact_product, fl, pack_output
 from conformance.oracle.base import Evaluation, OpOracle, register
 from conformance.oracle.granularity import InvalidModel, expand
 
@@ -51,6 +51,7 @@ class DequantizeLinear(OpOracle):
         if out_t != "float32":
             via32 = fl(out_t, fl("float32", fl("float32", diff) * fl("float32", scale)))
             ev.add("multiply-in-float32-then-round", (self._out(via32, out_t),))
+        ev.add("multiply-exact-then-round", (self._out(exact_product(out_t, diff, scale), out_t),))
         ev.dont_care = [None]
         return ev
 

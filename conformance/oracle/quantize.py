@@ -46,10 +46,21 @@ class QuantizeLinear(OpOracle):
             readings = [("division-in-float32", "float32")]
             if x_t in HALF_KINDS:
                 readings.append((f"division-in-{x_t}", x_t))
+            readings.append(("division-in-float64", "float64"))
             return readings
         if s_t in HALF_KINDS and not self.scale_type_sets_precision:
             return [(f"quotient-in-{s_t}", s_t), ("quotient-in-float32", "float32")]
+        if x_t == "int32" and not self.scale_type_sets_precision:  # docs/semantics.md#q-int32-input
+            return [("int32-via-float32", s_t), ("int32-via-float64", "float64")]
         return [("spec", s_t)]
+
+    def fnuz_readings(self, out_t: dtypes.ElemType, saturate: bool) -> list[tuple[str, bool]]:
+        """±Inf into a fnuz kind with saturate=1: each version's own Cast table first; the 24+ table
+        (a "spec clarification") is permitted before 24 too. docs/semantics.md#q-float8-fnuz-inf."""
+        fnuz = out_t.float_format is not None and out_t.float_format.nan_style == "fnuz"
+        if fnuz and saturate and not self.fnuz_inf_saturates:
+            return [("fnuz-inf-nan", False), ("fnuz-inf-max", True)]
+        return [("", self.fnuz_inf_saturates)]
 
     def evaluate(self, draft: Draft) -> Evaluation:
         x, s, zp = (list(draft.inputs) + [None])[:3]
@@ -73,23 +84,36 @@ class QuantizeLinear(OpOracle):
             if not np.any(zero != 0):
                 zp_readings.append(("zero-point-skipped", True))
 
-        for (div_name, prec), (zp_name, skip_zp) in itertools.product(
-            self.division_readings(x.type, s.type, attrs), zp_readings
+        saturate = bool(attrs.get("saturate", 1))
+        for (div_name, prec), (zp_name, skip_zp), (inf_name, inf_max) in itertools.product(
+            self.division_readings(x.type, s.type, attrs), zp_readings, self.fnuz_readings(out_t, saturate)
         ):
-            q = fl(prec, fl(prec, xv) / fl(prec, scale))  # correctly rounded x / scale in `prec`
+            q = _quotient(prec, xv, scale)
             if out_t.is_integer:
                 y, nan = saturate_to_int(round_half_even(q) + zero, out_t)
                 undefined |= nan
                 out = pack_output(y, out_t)
             else:
-                v = q if skip_zp else fl(prec, q + zero)
-                kw = dict(saturate=bool(attrs.get("saturate", 1)), fnuz_inf_saturates=self.fnuz_inf_saturates)
+                v = q if skip_zp else _rounded(prec, q + zero)
+                kw = dict(saturate=saturate, fnuz_inf_saturates=inf_max)
                 undefined |= floats.undefined_mask(v, out_t, **kw)
                 out = pack_output(floats.encode(v, out_t, **kw), out_t)
-            name = "+".join(n for n in (div_name, zp_name) if n and n != "spec") or "spec"
+            name = "+".join(n for n in (div_name, zp_name, inf_name) if n and n != "spec") or "spec"
             ev.add(name, (out,))
         ev.dont_care = [undefined]
         return ev
+
+
+def _rounded(prec: str, v: np.ndarray) -> np.ndarray:
+    return v if prec == "float64" else fl(prec, v)
+
+
+def _quotient(prec: str, xv: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """x / scale correctly rounded in ``prec`` (operands first rounded to it); "float64" keeps
+    int32 x exact and rounds the quotient once to float64 (the int32-via-float64 reading)."""
+    if prec == "float64":
+        return xv / scale
+    return fl(prec, fl(prec, xv) / fl(prec, scale))
 
 
 def _version(since: int, **facts) -> QuantizeLinear:
