@@ -1,0 +1,51 @@
+"""Pieces several test modules share: a deliberately wrong runner and one-group copies of the corpus.
+
+Kept free of test-only imports so ``--runner=tests/support.py:FlipInt8Runner`` loads anywhere."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from conformance import corpus as corpus_mod
+from conformance.plugin import default_golden
+from conformance.runner import Unsupported
+from runners.cpu_ref import CpuRefRunner
+
+SUPPORT = Path(__file__).resolve()
+
+
+class FlipInt8Runner(CpuRefRunner):
+    """Deliberately wrong: cpu-ref with the lowest bit of every int8 output element flipped."""
+
+    name = "flip-int8"
+
+    def prepare(self, model):
+        run = super().prepare(model)
+
+        def wrong(feeds):
+            return [(o.view(np.uint8) ^ np.uint8(1)).view(np.int8) if o.dtype == np.int8 else o for o in run(feeds)]
+
+        return wrong
+
+
+class FlipInt8NoUint8Runner(FlipInt8Runner):
+    """As FlipInt8Runner, and refuses every model with a uint8 output."""
+
+    name = "flip-int8-no-uint8"
+
+    def prepare(self, model):
+        if any(o.type.tensor_type.elem_type == 2 for o in model.graph.output):  # TensorProto.UINT8
+            raise Unsupported("uint8 outputs are not implemented")
+        return super().prepare(model)
+
+
+def copy_group(root: Path, group: str = "QuantizeLinear-21") -> Path:
+    """A real corpus made of one golden group of the bundled corpus (files copied, MANIFEST rewritten)."""
+    src = default_golden()
+    for sub, ext in (("index", "jsonl"), ("data", "pb")):
+        (root / sub).mkdir(parents=True)
+        shutil.copy(src / sub / f"{group}.{ext}", root / sub)
+    corpus_mod.write_manifest(root)
+    return root

@@ -1,0 +1,129 @@
+"""--export-failures: each deviating case as an ONNX node test directory a vendor can use alone.
+
+The reproducers are read back with onnx only (``onnx.load``, ``onnx.checker``, ``TensorProto``),
+never with qconform, then fed to onnxruntime directly: a plain ``InferenceSession`` must show the
+very mismatch the suite reported (same elements, same bits). A wrong runner's export is checked
+against the runner's recorded actual bits the same way.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import numpy_helper
+
+from conformance import corpus as corpus_mod
+from conformance import dtypes
+from conformance.plugin import default_golden
+from runners.cpu_ref import CpuRefRunner
+from support import SUPPORT, FlipInt8Runner, copy_group  # noqa: F401
+
+pytest_plugins = ["pytester"]
+
+HERE = Path(__file__).resolve()
+FAST = ("-p", "no:randomly", "--isolate=off")
+#: Output types a plain InferenceSession hands back as numpy arrays with their true bits.
+NUMPY_NATIVE = {"int8", "uint8", "int16", "uint16", "int32", "float16", "float32"}
+
+
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory) -> Path:
+    return copy_group(tmp_path_factory.mktemp("golden"))
+
+
+def read_tensor(path: Path) -> tuple[str, np.ndarray]:
+    t = onnx.TensorProto()
+    t.ParseFromString(path.read_bytes())
+    return t.name, numpy_helper.to_array(t)
+
+
+def read_case(d: Path) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.ndarray], list, dict]:
+    """A node test directory read with onnx alone: model, named inputs, expected outputs,
+    don't-care masks (None where the output has none), metadata."""
+    model = onnx.load(d / "model.onnx")
+    onnx.checker.check_model(model, full_check=True)
+    data = d / "test_data_set_0"
+    inputs = dict(read_tensor(data / f"input_{n}.pb") for n in range(len(model.graph.input)))
+    assert list(inputs) == [vi.name for vi in model.graph.input]
+    expected = [read_tensor(data / f"output_{n}.pb")[1] for n in range(len(model.graph.output))]
+    masks = [read_tensor(p)[1] if (p := d / "dont_care" / f"output_{n}.pb").exists() else None
+             for n in range(len(expected))]
+    meta = json.loads((d / "qconform.json").read_text())
+    assert [0 if m is None else int(m.sum()) for m in masks] == meta["dont_care"]
+    return model, inputs, expected, masks, meta
+
+
+def mismatches(expected: np.ndarray, actual: np.ndarray, dont_care=None) -> list[tuple[tuple[int, ...], int, int]]:
+    """(index, expected bits, actual bits) of every element whose bits differ, in C order,
+    skipping don't-care elements."""
+    t = dtypes.get(expected.dtype)
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    eb, ab = t.to_bits(expected), t.to_bits(actual)
+    differ = eb != ab if dont_care is None else (eb != ab) & ~dont_care
+    return [(tuple(int(i) for i in idx), int(eb[tuple(idx)]), int(ab[tuple(idx)])) for idx in np.argwhere(differ)]
+
+
+def same_mismatch(failure: dict, found: list) -> None:
+    """The reproducer's mismatch is the one the suite reported: count, elements and bits."""
+    assert len(found) == failure["mismatches"], failure["id"]
+    shown = [(tuple(m["index"]), m["expected_bits"], m["actual_bits"]) for m in failure["first_mismatches"]]
+    assert found[: len(shown)] == shown, failure["id"]
+
+
+def export_run(pytester, golden, runner, *args):
+    out, rep = pytester.path / "repro", pytester.path / "report"
+    result = pytester.runpytest(f"--runner={runner}", f"--golden={golden}", f"--export-failures={out}",
+                                f"--report={rep}", *FAST, *args)
+    report = json.loads((rep / "report.json").read_text())
+    return result, report, out
+
+
+def test_onnxruntime_reproducers_show_the_same_mismatch(pytester, golden):
+    result, report, out = export_run(pytester, golden, "onnxruntime", "-m", "family_specials")
+    failures = {f["id"]: f for f in report["failures"]}
+    index = json.loads((out / "index.json").read_text())
+    assert {e["id"] for e in index} == set(failures) and failures
+    result.stdout.fnmatch_lines([f"*exported {len(failures)} failing case(s) to {out}*"])
+
+    checked = []
+    for entry in index:
+        model, inputs, expected, masks, meta = read_case(out / entry["dir"])
+        failure = failures[meta["id"]]
+        assert meta["verdict"] == failure["verdict"] and meta["clause"] == failure["clause"]
+        out_types = [dtypes.get(e.dtype).name for e in expected]
+        if failure["verdict"] != "fail" or failure["problem"] or not set(out_types) <= NUMPY_NATIVE:
+            continue
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        actual = session.run(None, inputs)
+        same_mismatch(failure, [m for e, a, k in zip(expected, actual, masks) for m in mismatches(e, a, k)])
+        checked.append(meta["id"])
+    if not checked:
+        pytest.skip("no onnxruntime deviation with numpy-native outputs in this corpus subset; "
+                    "test_wrong_runner_reproducers covers the export")
+    # e.g. QuantizeLinear-21/float16-int8/specials/extremes: x=+inf gives -128 where the spec says 127
+
+
+def test_wrong_runner_reproducers(pytester, golden):
+    result, report, out = export_run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", "-m", "family_specials")
+    cases = {c.id: c for c in corpus_mod.load(golden).cases}
+    failures = report["failures"]
+    assert failures and all(f["verdict"] == "fail" for f in failures)
+    for entry in json.loads((out / "index.json").read_text()):
+        model, inputs, expected, masks, meta = read_case(out / entry["dir"])
+        case = cases[meta["id"]]
+        # Expected outputs are the case's first reading, bit for bit; inputs are the case's feeds.
+        assert meta["expected_reading"] == case.readings[0].name
+        for e, g in zip(expected, case.readings[0].outputs):
+            assert mismatches(g, e) == []
+        for name, value in case.feeds.items():
+            assert mismatches(value, inputs[name]) == []
+        # The runner fed the reproducer alone shows exactly the mismatch the suite recorded.
+        actual = FlipInt8Runner().prepare(model)(inputs)
+        failure = next(f for f in failures if f["id"] == meta["id"])
+        same_mismatch(failure, [m for e, a, k in zip(expected, actual, masks) for m in mismatches(e, a, k)])
+        assert meta["first_mismatches"] == failure["first_mismatches"]

@@ -1,0 +1,205 @@
+"""Baseline gating, the collected-cases floor and ``qconform report diff``, shown with wrong runners.
+
+The wrong runners are cpu-ref with one deliberate bug each: the low bit of int8 outputs flipped
+(deviations), and uint8 outputs refused as Unsupported (a change of support status).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conformance import cli
+from conformance import corpus as corpus_mod
+from conformance.plugin import default_golden
+from conformance.report import baseline as baseline_mod
+from conformance.runner import Unsupported
+from runners.cpu_ref import CpuRefRunner
+from support import SUPPORT, FlipInt8Runner, copy_group  # noqa: F401
+
+pytest_plugins = ["pytester"]
+
+HERE = Path(__file__).resolve()
+FAST = ("-p", "no:randomly", "--isolate=off")
+
+
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory) -> Path:
+    """QuantizeLinear-21 cases with int8/uint8 outputs (basic and specials) from the bundled corpus."""
+    group = corpus_mod.load(copy_group(tmp_path_factory.mktemp("group")))
+    cases = [c for c in group.cases if c.output_types[0] in ("int8", "uint8") and c.family in ("basic", "specials")]
+    root = tmp_path_factory.mktemp("golden")
+    corpus_mod.write(cases, root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def ids(golden: Path) -> dict[str, set[str]]:
+    cases = corpus_mod.load(golden).cases
+    return {t: {c.id for c in cases if c.output_types[0] == t} for t in ("int8", "uint8")}
+
+
+def run(pytester: pytest.Pytester, golden: Path, runner: str, *args: str, out: str = "out"):
+    result = pytester.runpytest(f"--runner={runner}", f"--golden={golden}", f"--report={pytester.path / out}",
+                                *FAST, *args)
+    report_path = pytester.path / out / "report.json"
+    return result, (json.loads(report_path.read_text()) if report_path.exists() else None)
+
+
+def write_baseline(pytester: pytest.Pytester, *entries: dict) -> Path:
+    path = pytester.path / "baseline.json"
+    path.write_text(json.dumps({"qconform_baseline": 1, "entries": list(entries)}))
+    return path
+
+
+def test_wrong_runner_fails_without_baseline(pytester, golden, ids):
+    result, report = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert set(report["gate"]["new_failures"]) == ids["int8"] and not report["gate"]["passed"]
+    result.stdout.fnmatch_lines([f"*gate: {len(ids['int8'])} deviation(s) not covered by a baseline*"])
+
+
+def test_baseline_covers_known_deviations_and_reports_stale_entries(pytester, golden, ids):
+    path = write_baseline(
+        pytester,
+        {"id": "QuantizeLinear-21/*-int8/*", "reason": "known: int8 low bit", "expires": "2999-12-31"},
+        {"id": "QuantizeLinear-21/*-uint8/*", "reason": "once broken, fixed since"},
+        {"id": "NoSuchOp-1/*", "reason": "typo in a pattern"},
+    )
+    result, report = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", f"--baseline={path}")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert result.parseoutcomes().get("xfailed") == len(ids["int8"])
+    gate = report["gate"]
+    assert gate["passed"] and gate["new_failures"] == [] and gate["baselined"] == len(ids["int8"])
+    stale = {s["entry"]: s["why"] for s in gate["stale"]}
+    assert stale == {2: "its cases now pass", 3: "matches no case in this run"}
+    assert all(f["baseline"] == "known: int8 low bit" for f in report["failures"])
+    result.stdout.fnmatch_lines(["*stale baseline entry 2 (QuantizeLinear-21/*-uint8/*): its cases now pass*",
+                                 "*stale baseline entry 3 (NoSuchOp-1/*): matches no case in this run*"])
+
+
+def test_uncovered_deviations_still_fail(pytester, golden, ids):
+    covered = sorted(ids["int8"])[0]
+    path = write_baseline(pytester, {"id": covered, "reason": "vendor bug 1234"})
+    result, report = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", f"--baseline={path}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert set(report["gate"]["new_failures"]) == ids["int8"] - {covered}
+    assert report["gate"]["baselined"] == 1
+
+
+def test_expired_entries_fail_the_run(pytester, golden, ids):
+    path = write_baseline(
+        pytester,
+        {"id": "QuantizeLinear-21/*-int8/*", "reason": "known: int8 low bit", "expires": "2000-01-31"},
+    )
+    result, report = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", f"--baseline={path}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    gate = report["gate"]
+    assert [e["entry"] for e in gate["expired"]] == [1] and not gate["passed"]
+    assert set(gate["new_failures"]) == ids["int8"]  # an expired entry covers nothing
+    result.stdout.fnmatch_lines(["*gate: baseline entry 1 (QuantizeLinear-21/*-int8/*) expired on 2000-01-31*"])
+
+    # An expired entry fails the run even when nothing deviates: the file must be kept honest.
+    result, report = run(pytester, golden, "cpu-ref", f"--baseline={path}", out="out2")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert report["gate"]["expired"] and report["gate"]["new_failures"] == []
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{not json", "is not JSON: line 1"),
+    ('{"qconform_baseline": 1, "entries": [{"id": "X-1/*"}]}', "entry 1 (X-1/*) needs a non-empty \"reason\""),
+    ('{"qconform_baseline": 1, "entries": [{"id": "X-1/*", "reason": "r", "expires": "soon"}]}',
+     "expires 'soon' is not an ISO date"),
+    ('{"entries": []}', "expected \"qconform_baseline\": 1"),
+])
+def test_bad_baseline_is_one_line_usage_error(pytester, golden, text, message):
+    path = pytester.path / "baseline.json"
+    path.write_text(text)
+    result, report = run(pytester, golden, "cpu-ref", f"--baseline={path}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and report is None
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert len(errors) == 1 and str(path) in errors[0] and message in errors[0], result.stderr.str()
+
+
+def test_floor_fails_a_run_that_collects_too_few_cases(pytester, golden):
+    # A selection going wrong without any -k/-m: a conftest dropping most items. The default floor
+    # (every corpus case, as no filter is given) catches it.
+    pytester.makeconftest("""
+        def pytest_collection_modifyitems(items):
+            del items[3:]
+    """)
+    result, report = run(pytester, golden, "cpu-ref")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert report["counts"]["collected"] == 3 and not report["gate"]["floor_ok"]
+    result.stdout.fnmatch_lines(["*gate: only 3 case(s) collected, fewer than the floor of *"])
+
+
+def test_deliberate_deselection_is_not_a_broken_selection(pytester, golden):
+    # A plugin that sets items aside through pytest_deselected (as -k, -m and --explore do) is a
+    # selection: no default floor. (Under xdist the workers send their count to the controller.)
+    pytester.makeconftest("""
+        def pytest_collection_modifyitems(config, items):
+            config.hook.pytest_deselected(items=items[3:])
+            del items[3:]
+    """)
+    result, report = run(pytester, golden, "cpu-ref")
+    assert result.ret == pytest.ExitCode.OK
+    assert report["gate"]["min_cases"] == 0 and report["invocation"]["filters"][-1].endswith(" deselected")
+
+
+def test_explicit_floor_applies_to_filtered_runs(pytester, golden):
+    result, report = run(pytester, golden, "cpu-ref", "-k", "specials", "--min-cases=10000")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED and not report["gate"]["floor_ok"]
+    result, report = run(pytester, golden, "cpu-ref", "-k", "specials", out="out2")
+    assert result.ret == pytest.ExitCode.OK and report["gate"]["min_cases"] == 0
+
+
+def test_report_diff(pytester, golden, ids, capsys):
+    _, good = run(pytester, golden, "cpu-ref", out="good")
+    _, bad = run(pytester, golden, f"{SUPPORT}:FlipInt8NoUint8Runner", out="bad")
+    old, new = pytester.path / "good" / "report.json", pytester.path / "bad" / "report.json"
+    capsys.readouterr()  # drop the in-process runs' output
+
+    assert cli.main(["report", "diff", str(old), str(new), "--json"]) == 1
+    d = json.loads(capsys.readouterr().out)
+    assert {e["id"] for e in d["regressed"]} == ids["int8"]
+    assert {e["id"] for e in d["support"]} == ids["uint8"]
+    assert all((e["old"], e["new"]) == ("pass", "unsupported") for e in d["support"])
+    assert d["fixed"] == [] and d["added"] == [] and d["removed"] == []
+
+    assert cli.main(["report", "diff", str(new), str(old), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert {e["id"] for e in d["fixed"]} == ids["int8"] and d["regressed"] == []
+    assert all((e["old"], e["new"]) == ("unsupported", "pass") for e in d["support"])
+
+    # The console script, as CI calls it: text output, exit 1 on regressions.
+    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "report", "diff", str(old), str(new)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stderr
+    assert f"regressed (passed before, deviates now): {len(ids['int8'])}" in proc.stdout
+    some = sorted(ids["int8"])[0]
+    assert f"  {some}: pass → fail (" in proc.stdout
+
+
+def test_report_diff_rejects_what_is_not_a_report(tmp_path, capsys):
+    bogus = tmp_path / "x.json"
+    bogus.write_text('{"schema_version": 99, "cases": []}')
+    assert cli.main(["report", "diff", str(bogus), str(bogus)]) == 2
+    assert "schema_version 99" in capsys.readouterr().err
+
+
+def test_baseline_glob_and_expiry_rules():
+    b = baseline_mod.parse([{"id": "Q-21/*/specials/*", "reason": "r", "expires": "2026-01-31"},
+                            {"id": "Q-21/float32-int8/basic/per-axis", "reason": "exact"}])
+    import datetime as dt
+
+    day, after = dt.date(2026, 1, 31), dt.date(2026, 2, 1)
+    assert b.live_match("Q-21/float16-int8/specials/extremes", day).number == 1  # expiry day inclusive
+    assert b.live_match("Q-21/float16-int8/specials/extremes", after) is None
+    assert b.live_match("Q-21/float32-int8/basic/per-axis", after).number == 2
+    assert b.live_match("Q-21/float32-int8/basic/per-tensor", day) is None

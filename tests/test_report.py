@@ -1,0 +1,159 @@
+"""report.json: valid against its schema, and every collected case appears in it with a verdict.
+
+End to end with ``pytester`` against the real bundled runners: onnxruntime over a small subset
+of the real corpus, a deliberately wrong runner (cpu-ref with the low bit of int8 outputs
+flipped), and the same run under pytest-xdist, whose controller must see what a plain run sees.
+Runs use one golden group copied from the bundled corpus (``--golden``): the same real cases,
+loaded and collected in a fraction of the time.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+
+from conformance import corpus as corpus_mod
+from conformance.plugin import default_golden
+from conformance.report import model
+from runners.cpu_ref import CpuRefRunner
+from support import SUPPORT, FlipInt8Runner, copy_group  # noqa: F401
+
+pytest_plugins = ["pytester"]
+
+HERE = Path(__file__).resolve()
+GROUP = "QuantizeLinear-21"
+#: ORT subset: passes, real deviations (±inf to int8/int16, float8 saturation) and unsupported types.
+ORT_SUBSET = "family_specials"
+FAST = ("-p", "no:randomly", "--isolate=off")  # runner isolation is tested in test_isolation.py
+
+
+@pytest.fixture(scope="module")
+def group_golden(tmp_path_factory) -> Path:
+    return copy_group(tmp_path_factory.mktemp("golden"), GROUP)
+
+
+@pytest.fixture(scope="module")
+def small_golden(group_golden: Path, tmp_path_factory) -> Path:
+    """int8 and uint8 outputs of the basic and specials families: enough for every verdict kind."""
+    cases = [c for c in corpus_mod.load(group_golden).cases
+             if c.output_types[0] in ("int8", "uint8") and c.family in ("basic", "specials")]
+    assert len(cases) >= 8
+    root = tmp_path_factory.mktemp("small")
+    corpus_mod.write(cases, root)
+    return root
+
+
+def run_report(pytester: pytest.Pytester, runner: str, golden: Path, *args: str):
+    out = pytester.path / "out"
+    result = pytester.runpytest(f"--runner={runner}", f"--golden={golden}", f"--report={out}", *FAST, *args)
+    return result, json.loads((out / "report.json").read_text())
+
+
+def validate(report: dict) -> None:
+    jsonschema.Draft202012Validator(model.schema()).validate(report)
+
+
+def check_counts(result: pytest.RunResult, report: dict) -> None:
+    """collected == reported, and each verdict count agrees with pytest's own outcome counts."""
+    c = report["counts"]
+    outcomes = result.parseoutcomes()
+    assert c["collected"] == c["reported"] == len(report["cases"]) > 0
+    assert c["collected"] == sum(outcomes.get(k, 0) for k in ("passed", "failed", "skipped", "xfailed"))
+    assert c["pass"] == outcomes.get("passed", 0)
+    assert c["unsupported"] == outcomes.get("skipped", 0)
+    assert sum(c[v] for v in model.BAD) == outcomes.get("failed", 0) + outcomes.get("xfailed", 0)
+    bad = {case["id"] for case in report["cases"] if case["verdict"] in model.BAD}
+    assert {f["id"] for f in report["failures"]} == bad
+    assert sum(sum(cell["counts"].values()) for cell in report["matrix"]) == c["reported"]
+
+
+def test_schema_is_valid_json_schema():
+    jsonschema.Draft202012Validator.check_schema(model.schema())
+    assert model.schema()["properties"]["schema_version"]["const"] == model.SCHEMA_VERSION
+
+
+def test_onnxruntime_report(pytester: pytest.Pytester, group_golden: Path):
+    result, report = run_report(pytester, "onnxruntime", group_golden, "-m", ORT_SUBSET)
+    validate(report)
+    check_counts(result, report)
+    assert report["complete"] and not report["interrupted"]
+    assert report["runner"]["name"] == "onnxruntime" and report["runner"]["version"]
+    assert report["corpus"]["digest"] == corpus_mod.verify(group_golden)
+    assert f"-m {ORT_SUBSET!r}" in report["invocation"]["filters"] and report["gate"]["min_cases"] == 0
+    assert report["exit_status"] == result.ret
+    assert {"pass", "unsupported"} <= {c["verdict"] for c in report["cases"]}
+    for f in report["failures"]:
+        assert f["clause"], f["id"]
+        if f["verdict"] == "fail" and not f["problem"]:
+            assert f["first_mismatches"] and f["mismatches"] >= len(f["first_mismatches"])
+            m = f["first_mismatches"][0]
+            assert m["expected_hex"] != m["actual_hex"] and m["inputs"]
+        else:
+            assert f["problem"]
+    out = pytester.path / "out"
+    assert "onnxruntime" in (out / "summary.md").read_text()
+    assert (out / "report.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_wrong_runner_report(pytester: pytest.Pytester, small_golden: Path):
+    result, report = run_report(pytester, f"{SUPPORT}:FlipInt8Runner", small_golden)
+    validate(report)
+    check_counts(result, report)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    int8 = {c["id"] for c in report["cases"] if c["output_types"] == ["int8"]}
+    assert int8 and {f["id"] for f in report["failures"]} == int8
+    assert set(report["gate"]["new_failures"]) == int8 and not report["gate"]["passed"]
+    assert report["gate"]["min_cases"] == report["counts"]["collected"]  # unfiltered: the whole corpus
+    for f in report["failures"]:
+        assert f["verdict"] == "fail" and f["clause"]
+        for m in f["first_mismatches"]:
+            assert m["expected_bits"] ^ m["actual_bits"] == 1
+            assert m["type"] == "int8" and len(m["actual_hex"]) == 4  # 0x.. : two hex digits for 8 bits
+    status = {(c["op_version"], c["type_pair"]): c["status"] for c in report["matrix"]}
+    assert all(status[(c["op_version"], c["type_pair"])] == "fail" for c in report["cases"] if c["id"] in int8)
+
+
+def test_xdist_controller_sees_every_case(pytester: pytest.Pytester, small_golden: Path):
+    _, plain = run_report(pytester, "cpu-ref", small_golden)
+    result, dist = run_report(pytester, "cpu-ref", small_golden, "-n", "2")
+    validate(dist)
+    check_counts(result, dist)
+    assert dist["invocation"]["workers"] == 2 and dist["complete"]
+    assert [(c["id"], c["verdict"]) for c in plain["cases"]] == [(c["id"], c["verdict"]) for c in dist["cases"]]
+
+
+def test_not_run_cases_are_reported(pytester: pytest.Pytester, small_golden: Path):
+    """-x stops after the first failure: the cases after it are in the report as not-run."""
+    result, report = run_report(pytester, f"{SUPPORT}:FlipInt8Runner", small_golden, "-x")
+    validate(report)
+    c = report["counts"]
+    assert c["collected"] == c["reported"] and c["fail"] == 1 and c["not-run"] > 0
+    assert c["ran"] + c["not-run"] == c["collected"]
+    assert not report["complete"] and not report["interrupted"]
+    result.stdout.fnmatch_lines(["*INCOMPLETE*not run*"])
+
+
+def test_report_options_need_a_runner(pytester: pytest.Pytester):
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest("--report=out")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--report needs --runner*"])
+
+
+def test_case_without_a_result_is_an_error_not_a_gap(pytester: pytest.Pytester, small_golden: Path):
+    """A case that fails before its runner is called (here: in setup) still gets a verdict."""
+    pytester.makepyfile(breaksetup="""
+        def pytest_runtest_setup(item):
+            if item.name.endswith("/per-axis"):
+                raise RuntimeError("setup broke")
+    """)
+    pytester.syspathinsert()
+    result, report = run_report(pytester, "cpu-ref", small_golden, "-p", "breaksetup")
+    validate(report)
+    broken = [c for c in report["cases"] if c["id"].endswith("/per-axis")]
+    assert broken and all(c["verdict"] == "error" and "setup broke" in c["problem"] for c in broken)
+    assert report["counts"]["collected"] == report["counts"]["reported"] and report["complete"]
