@@ -1,0 +1,91 @@
+"""deviation: the oracle with one known implementation deviation, run as if it were a runtime.
+
+    pytest --runner=runners.deviation:DeviationRunner --runner-opt model=round-half-away
+
+Like cpu-ref it reads the single node from the model and computes from the inputs only (never the
+goldens); unlike cpu-ref it computes through ``conformance.diagnosis.models.get(model)``, so each
+deviation model can be run against the corpus as a vendor runtime would be, and the report's
+diagnosis can be checked to name it. ``--runner-opt model=spec`` runs the hooked bodies with no
+deviation (they must pass everything, like cpu-ref)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+import conformance
+from conformance import dtypes
+from conformance.case import Arg, Draft
+from conformance.diagnosis.models import MODELS, Deviation, Spec, hooked_oracle
+from conformance.oracle import InvalidModel, oracle_for
+from conformance.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
+
+
+def draft_from_model(model: onnx.ModelProto, feeds: Inputs) -> Draft:
+    """The single node of ``model`` with its initializers and the fed inputs, as a Draft."""
+    if len(model.graph.node) != 1:
+        raise Unsupported("the deviation runner runs single-node models only")
+    node = model.graph.node[0]
+    opset = next(o.version for o in model.opset_import if o.domain == node.domain)
+    inits = {t.name: (dtypes.get(t.data_type).name, numpy_helper.to_array(t)) for t in model.graph.initializer}
+    graph_types = {i.name: dtypes.get(i.type.tensor_type.elem_type).name for i in model.graph.input}
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    args: list[Arg | None] = []
+    for name in node.input:
+        if not name:
+            args.append(None)
+        elif name in inits:
+            args.append(Arg(name, inits[name][0], inits[name][1], initializer=True))
+        else:
+            args.append(Arg(name, graph_types[name], np.asarray(feeds[name])))
+    while args and args[-1] is None:
+        args.pop()
+    return Draft(node.op_type, opset, "", "", "", tuple(args), attrs, domain=node.domain)
+
+
+class DeviationRunner(BaseRunner):
+    name = "deviation"
+
+    def __init__(self, model: str = "") -> None:
+        if model == "spec":
+            self.model: Deviation | None = None
+        elif model in MODELS:
+            self.model = MODELS[model]
+        else:
+            raise TypeError(f"unknown deviation model {model!r} (--runner-opt model=NAME); "
+                            f"known: spec, {', '.join(MODELS)}")
+        self.name = f"deviation:{model}"
+
+    def describe(self) -> dict[str, Any]:
+        m = self.model
+        return {"name": self.name, "version": conformance.__version__, "device": "cpu",
+                "options": {"model": m.name if m else "spec"},
+                "implementation": "conformance.diagnosis.models (the oracle with one deviating step)",
+                "explanation": m.explanation if m else "no deviation"}
+
+    def outputs(self, draft: Draft) -> tuple[np.ndarray, ...]:
+        if self.model is None:
+            return hooked_oracle(draft, Spec).evaluate(draft).readings[0][1]
+        return self.model.outputs(draft)
+
+    def prepare(self, model: onnx.ModelProto) -> Prepared:
+        node = model.graph.node[0] if len(model.graph.node) == 1 else None
+        if node is None:
+            raise Unsupported("the deviation runner runs single-node models only")
+        opset = next(o.version for o in model.opset_import if o.domain == node.domain)
+        try:
+            oracle_for(node.domain, node.op_type, opset)
+        except LookupError as exc:
+            raise Unsupported(str(exc)) from None
+
+        def run(feeds: Inputs) -> Outputs:
+            draft = draft_from_model(model, feeds)
+            try:
+                outs = self.outputs(draft)
+            except InvalidModel as exc:
+                raise ValueError(f"invalid model: {exc}") from None
+            return [np.array(o, copy=True) for o in outs]
+
+        return run

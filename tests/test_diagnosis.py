@@ -1,0 +1,336 @@
+"""Diagnosis (issue 7): the deviation models, their diagnosis, and the acceptance points.
+
+1. Each deviation model, run as a runtime over the corpus, fails it, and the diagnosis names that
+   same model first (every group it fails in, and across them).
+2. The spec-exact runner (cpu-ref) gets no diagnosis: nothing fails.
+3. onnxruntime's actual failures over the corpus are diagnosed (printed; docs/diagnosis.md).
+(4, the cost of diagnosis, is measured by benchmarks/bench_diagnosis.py, not asserted here.)
+
+Everything runs in process with conformance.compare, no pytest subprocess. To stay fast, point 1
+diagnoses the first ``MAX_GROUPS`` failing (op, opset, types) groups of each model (up to
+``MAX_GROUPS_TIED`` while another model ties with it), looking first in the generator families most
+likely to expose it (``Deviation.families``), smallest groups first; a model that passes the whole
+corpus fails its test with the witness case a generator family should add.
+"""
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from conformance.case import Case
+from conformance.compare import compare
+from conformance.diagnosis import diagnose as dg
+from conformance.diagnosis.models import (MODELS, Deviation, Spec, hooked_oracle, round_fraction, round_with,
+                                          swap_slots)
+from conformance.model import build_model
+from conformance.runner import prepare
+
+MAX_GROUPS = 2
+MAX_GROUPS_TIED = 8  # while two models explain the same cases, look further for a group that separates them
+
+Key = tuple  # (domain, op, opset, types)
+
+
+def group_cases(cases) -> dict[Key, list[Case]]:
+    groups: dict[Key, list[Case]] = defaultdict(list)
+    for c in cases:
+        groups[(c.domain, c.op, c.opset, c.types)].append(c)
+    return dict(sorted(groups.items()))
+
+
+def stratified(cases, stride: int = 40) -> list[Case]:
+    """One case per (op, opset, family), plus every ``stride``-th case: every op version and family
+    and a spread of type combinations, in a few seconds."""
+    seen, out = set(), []
+    for i, c in enumerate(cases):
+        k = (c.domain, c.op, c.opset, c.family)
+        if k not in seen or i % stride == 0:
+            seen.add(k)
+            out.append(c)
+    return out
+
+
+def _order(model: Deviation, groups: dict[Key, list[Case]]) -> list[Key]:
+    fams = {f: i for i, f in enumerate(model.families)}
+
+    def prio(key):
+        return min((fams.get(c.family, len(fams)) for c in groups[key]), default=len(fams))
+
+    keys = sorted((k for k in groups if k[1] in model.ops), key=lambda k: (prio(k), len(groups[k]), k))
+    # Diversify: one group per (op, data type) first, so that the groups diagnosed differ in more
+    # than their output type (two models agreeing on int32 data may well differ on float16 data).
+    seen, first, rest = set(), [], []
+    for k in keys:
+        x_type = (k[1], k[3].split("-")[0])
+        (rest if x_type in seen else first).append(k)
+        seen.add(x_type)
+    return first + rest
+
+
+def _fails(model: Deviation, case: Case) -> bool:
+    try:
+        return compare(case, list(model.outputs(case.draft))).verdict == "fail"
+    except Exception:
+        return False
+
+
+def scan(model: Deviation, groups: dict[Key, list[Case]], max_groups: int = MAX_GROUPS):
+    """Run ``model`` as a runtime group by group; diagnose and rank the first failing groups.
+
+    Returns (ranked groups, one failing case, its outputs)."""
+    found: list[dg.GroupDiagnosis] = []
+    example = None
+    for key in _order(model, groups):
+        cases = groups[key]
+        if not any(_fails(model, c) for c in cases if model.applies(c.draft)):
+            continue  # discovery looks at applicable cases only; a failing group is then run whole
+        records, failed = [], False
+        for c in cases:
+            rec = {"id": c.id, "domain": c.domain, "op": c.op, "opset": c.opset, "types": c.types}
+            try:
+                out = list(model.outputs(c.draft))
+            except Exception as exc:  # such a kernel rejects the model: an error, nothing to explain
+                records.append({**rec, "verdict": "error", "problem": str(exc)})
+                continue
+            outcome = compare(c, out)
+            rec["verdict"] = outcome.verdict
+            if outcome.verdict == "fail":
+                failed = True
+                example = example or (c, out)
+                rec.update(dg.record_fields(dg.diagnose_case(c, out)))
+            records.append(rec)
+        if failed:
+            found += dg.rank(records, {c.id: c for c in cases})
+            top = dg.overall(found)
+            tied = len(top) > 1 and top[0].key() == top[1].key()
+            if len(found) >= (MAX_GROUPS_TIED if tied else max_groups):
+                break
+    return found, example
+
+
+@pytest.fixture(scope="module")
+def groups(corpus):
+    return group_cases(corpus.cases)
+
+
+@pytest.fixture(scope="module")
+def sample(corpus):
+    return stratified(corpus.cases)
+
+
+# --------------------------------------------------------------------------------------------
+# the registry and the exact helpers
+# --------------------------------------------------------------------------------------------
+
+
+def test_registry_is_complete():
+    assert len(MODELS) >= 15
+    for name, m in MODELS.items():
+        assert name == m.name and name == name.lower() and " " not in name, name
+        assert m.ops and m.explanation and m.evidence and m.witness, name
+        assert m.explanation.endswith("."), f"{name}: the explanation is one sentence for a vendor"
+
+
+def test_every_model_is_documented():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "diagnosis.md").read_text()
+    missing = [n for n in MODELS if f"`{n}`" not in doc]
+    assert not missing, f"docs/diagnosis.md does not list {missing}"
+
+
+@pytest.mark.parametrize("mode, expected", [
+    ("half-even", [-2, -2, -0.0, 0, 2, 2, 3]),
+    ("half-away", [-3, -2, -1, 1, 2, 3, 3]),
+    ("half-up", [-2, -1, -0.0, 1, 2, 3, 3]),
+    ("toward-zero", [-2, -1, -0.0, 0, 1, 2, 2]),
+])
+def test_round_with(mode, expected):
+    v = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 2.75])
+    assert round_with(v, mode).tolist() == expected
+    assert [round_fraction(Fraction(x), mode) for x in v] == [int(e) for e in expected]
+    assert np.isnan(round_with(np.array([np.nan]), mode)[0])
+    assert round_with(np.array([np.inf, -np.inf]), mode).tolist() == [np.inf, -np.inf]
+
+
+def test_swap_slots_reads_high_nibble_first_packing():
+    from conformance import dtypes
+
+    t = dtypes.get("uint4")
+    x = t.from_bits(np.array([1, 2, 3], dtype=np.uint8))
+    # bytes written MSB-first: 0x12, 0x30 -> read LSB-first: 2, 1, 0
+    assert t.to_bits(swap_slots(x, t)).tolist() == [2, 1, 0]
+    assert t.to_bits(swap_slots(swap_slots(x[:2], t), t)).tolist() == [1, 2]
+
+
+# --------------------------------------------------------------------------------------------
+# the hooked bodies are the oracle
+# --------------------------------------------------------------------------------------------
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    from conformance import dtypes
+
+    return dtypes.get(a.dtype).to_bits(a)
+
+
+def test_hooked_bodies_reproduce_the_oracle(sample):
+    """The bodies the models hook into give the oracle's readings, in order, bit for bit (the
+    current oracle, not the goldens: a golden one regeneration behind must not fail this)."""
+    from conformance.oracle import oracle_for
+
+    bad = []
+    for c in sample:
+        want = oracle_for(c.domain, c.op, c.opset).evaluate(c.draft)
+        got = hooked_oracle(c.draft, Spec).evaluate(c.draft)
+        same = [n for n, _ in want.readings] == [n for n, _ in got.readings] and all(
+            a.dtype == b.dtype and a.shape == b.shape and np.array_equal(_bits(a), _bits(b))
+            for (_, wo), (_, go) in zip(want.readings, got.readings) for a, b in zip(wo, go))
+        masks = [(m is None or not np.any(m)) and (g is None or not np.any(g)) or
+                 (m is not None and g is not None and np.array_equal(m, g))
+                 for m, g in zip(want.dont_care or [], got.dont_care or [])]
+        if not same or not all(masks):
+            bad.append(c.id)
+    assert not bad, f"{len(bad)} case(s) differ, e.g. {bad[:5]}: a hooked body no longer mirrors its oracle"
+
+
+# --------------------------------------------------------------------------------------------
+# acceptance 1
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_each_deviation_fails_the_corpus_and_is_named_first(name, groups):
+    model = MODELS[name]
+    found, example = scan(model, groups)
+    if not found:
+        pytest.fail(f"{name} passes every case of the corpus: no generator family exposes it yet. "
+                    f"A case that would: {model.witness}")
+    for g in found:
+        me = next((c for c in g.candidates if c.model == name), None)
+        assert me is not None and me.rank == 1 and me.explains_all, (
+            f"{g.label}: {name} is not ranked first:\n" + "\n".join(c.summary() for c in g.candidates))
+    top = dg.overall(found)
+    assert top[0].model == name, [(o.model, o.key()) for o in top[:3]]
+    tied = [o.model for o in top[1:] if o.key() == top[0].key()]
+    assert not tied, (f"{name} and {tied} reproduce each other on every diagnosed case and are consistent "
+                      f"with every passing one: the corpus cannot tell them apart here ({[g.label for g in found]})")
+
+    # The same model through the runner adapter (model file in, arrays out) gives the same outputs.
+    from runners.deviation import DeviationRunner
+
+    case, out = example
+    via_runner = prepare(DeviationRunner(model=name), build_model(case))({k: v.copy() for k, v in case.feeds.items()})
+    for a, b in zip(via_runner, out):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        assert np.array_equal(a.view(np.uint8) if a.dtype.itemsize == 1 else a.view(f"u{a.dtype.itemsize}"),
+                              b.view(np.uint8) if b.dtype.itemsize == 1 else b.view(f"u{b.dtype.itemsize}"))
+
+
+# --------------------------------------------------------------------------------------------
+# acceptance 2
+# --------------------------------------------------------------------------------------------
+
+
+def test_spec_exact_runner_gets_no_diagnosis(sample):
+    from runners.cpu_ref import CpuRefRunner
+
+    runner = CpuRefRunner()
+    run = dg.run_cases(lambda c: prepare(runner, build_model(c))(dict(c.feeds)), sample)
+    assert {r["verdict"] for r in run.records} == {"pass"}
+    assert run.groups == [] and not any("diagnosis" in r for r in run.records)
+
+
+# --------------------------------------------------------------------------------------------
+# acceptance 3
+# --------------------------------------------------------------------------------------------
+
+
+def test_onnxruntime_failures_are_diagnosed(corpus, sample, capsys):
+    """On the stratified sample (the whole corpus with QCONFORM_DIAGNOSIS_FULL=1: ~1.5 min)."""
+    pytest.importorskip("onnxruntime")
+    from runners.onnxruntime_runner import OnnxRuntimeRunner
+
+    runner = OnnxRuntimeRunner()
+    cases = corpus.cases if os.environ.get("QCONFORM_DIAGNOSIS_FULL") else sample
+    run = dg.run_cases(lambda c: prepare(runner, build_model(c))(dict(c.feeds)), cases)
+    failing = [r for r in run.records if r["verdict"] == "fail"]
+    assert all("diagnosis" in r for r in failing)
+    assert sorted(r["id"] for r in failing) == sorted(i for g in run.groups for i in g.failing)
+    for g in run.groups:
+        assert g.candidates or g.unexplained == g.failing
+        assert g.headline()
+    with capsys.disabled():
+        print(f"\nonnxruntime over {len(cases)} cases: {len(failing)} failing case(s) in {len(run.groups)} "
+              f"group(s); diagnosis took {run.seconds_diagnosing:.2f}s")
+        for o in dg.overall(run.groups)[:8]:
+            print(f"  {o.model}: first in {len(o.first_in)} group(s), explains {o.explained} failing case(s)")
+        for line in dg.render_text(run.groups):
+            print("    " + line)
+
+
+# --------------------------------------------------------------------------------------------
+# the ranking rules
+# --------------------------------------------------------------------------------------------
+
+
+def _rec(i, verdict, diag=()):
+    return {"id": f"c{i}", "domain": "", "op": "QuantizeLinear", "opset": 21, "types": "float32-int8",
+            "verdict": verdict, "diagnosis": list(diag)}
+
+
+def test_rank_orders_all_first_then_count_and_says_when_nothing_explains():
+    recs = [_rec(1, "fail", ["round-half-up", "round-half-away"]), _rec(2, "fail", ["round-half-away"]),
+            _rec(3, "fail", ["round-half-away", "wrap-around"]), _rec(4, "pass"), _rec(5, "error")]
+    (g,) = dg.rank(recs)
+    assert [(c.model, c.rank, len(c.explained)) for c in g.candidates] == [
+        ("round-half-away", 1, 3), ("round-half-up", 2, 1), ("wrap-around", 2, 1)]
+    assert g.failing == ["c1", "c2", "c3"] and g.unexplained == []
+    (g,) = dg.rank([_rec(1, "fail"), _rec(2, "pass")])
+    assert g.candidates == [] and dg.NO_EXPLANATION in g.headline()
+    assert dg.message_lines([]) == [f"  diagnosis: {dg.NO_EXPLANATION}"]
+    assert dg.rank([_rec(1, "pass")]) == []
+
+
+def test_budget_marks_the_rest_not_diagnosed():
+    recs = [_rec(1, "fail", ["wrap-around"]), _rec(2, "fail", ["wrap-around"]), _rec(3, "fail")]
+    del recs[2]["diagnosis"]  # beyond the budget
+    (g,) = dg.rank(recs)
+    assert g.undiagnosed == ["c3"] and g.unexplained == []
+    assert g.candidates[0].explains_all and "1 more failing case(s) not diagnosed" in g.headline()
+    budget = dg.Budget(per_group=1)
+    a, b = (type("C", (), {"domain": "", "op": "Q", "opset": 1, "types": t}) for t in ("x", "y"))
+    assert [budget.allow(a), budget.allow(a), budget.allow(b)] == [True, False, True]
+
+
+def test_same_outputs_follows_compare(sample):
+    """The matcher diagnosis uses is compare()'s rule: bits, NaN as one class, don't-care skipped."""
+    from conformance import dtypes
+
+    checked = 0
+    for c in sample[:300]:
+        variants = [list(r.outputs) for r in c.readings]
+        for outs in list(variants):
+            flipped = []
+            for o in outs:
+                t = dtypes.get(o.dtype)
+                bits = t.to_bits(o).copy()
+                if bits.size:
+                    bits.reshape(-1)[0] ^= 1
+                flipped.append(t.from_bits(bits).reshape(o.shape))
+            variants.append(flipped)
+        for actual in variants:
+            passes = compare(c, actual).verdict == "pass"
+            assert passes == any(dg.same_outputs(r.outputs, actual, c.dont_care) for r in c.readings), c.id
+            checked += 1
+    assert checked > 300
+
+
+def test_malformed_outputs_get_no_diagnosis(corpus):
+    case = corpus.cases[0]
+    assert dg.diagnose_case(case, [np.zeros((1, 2, 3), np.float64)] * len(case.output_names)) == []
+    assert dg.diagnose_case(case, "not a list") == []
