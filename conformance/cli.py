@@ -9,12 +9,22 @@ from conformance import corpus
 from conformance.plugin import default_golden
 
 
-def regenerate(root: Path) -> tuple[int, str]:
-    """Generators -> oracle -> corpus. Deterministic: same bytes on every machine."""
+def regenerate(root: Path, jobs: int | None = None) -> tuple[int, str]:
+    """Generators -> oracle -> corpus. Deterministic: same bytes on every machine, whatever ``jobs``
+    (cases are evaluated independently and written sorted by id)."""
+    import multiprocessing
+    import os
+
     from conformance import oracle
     from conformance.generators import all_drafts
 
-    cases = [oracle.evaluate(d) for d in all_drafts()]
+    drafts = list(all_drafts())
+    jobs = jobs or os.cpu_count() or 1
+    if jobs > 1:
+        with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+            cases = pool.map(oracle.evaluate, drafts, chunksize=64)
+    else:
+        cases = [oracle.evaluate(d) for d in drafts]
     return len(cases), corpus.write(cases, root)
 
 
@@ -30,6 +40,24 @@ def main(argv: list[str] | None = None) -> int:
     cert = sub.add_parser("certify", help="run the suite against a runner and write a report")
     cert.add_argument("--runner", required=True)
     cert.add_argument("pytest_args", nargs=argparse.REMAINDER, help="further pytest arguments")
+    rep = sub.add_parser("report", help="work with report.json files")
+    rsub = rep.add_subparsers(dest="report_cmd", required=True)
+    rdiff = rsub.add_parser("diff", help="what regressed, got fixed or changed support status "
+                                         "(exit 1 on regressions)")
+    rdiff.add_argument("old", type=Path, help="the earlier report.json")
+    rdiff.add_argument("new", type=Path, help="the later report.json")
+    rdiff.add_argument("--json", action="store_true", help="print the differences as JSON")
+    from conformance import sweep
+
+    sweep.add_arguments(sub.add_parser("sweep", help="exhaustive sweeps of a runner against digest goldens"))
+    cov = sub.add_parser("coverage", help="op x version x type table of cases per family; exit 1 on gaps")
+    cov.add_argument("--dir", type=Path, default=None, help="golden corpus directory")
+    cov.add_argument("--missing", action="store_true", help="list only the applicable pairs without a case")
+    exp = sub.add_parser("explore", help="findings of pytest --explore")
+    esub = exp.add_subparsers(dest="explore_cmd", required=True)
+    promote = esub.add_parser("promote", help="turn a saved draft into a corpus case (family 'explored')")
+    promote.add_argument("file", type=Path, help="a JSON draft saved by pytest --explore")
+    promote.add_argument("--dir", type=Path, default=None, help="destination (default golden/explored)")
     args = parser.parse_args(argv)
 
     if args.cmd == "golden":
@@ -44,6 +72,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"qconform: {exc}", file=sys.stderr)
             return 2
         return 0
+    if args.cmd == "report":
+        from conformance.report import diff
+
+        try:
+            return diff.main(args.old, args.new, as_json=args.json)
+        except diff.ReportError as exc:
+            print(f"qconform: {exc}", file=sys.stderr)
+            return 2
+    if args.cmd == "sweep":
+        return sweep.main(args)
+    if args.cmd == "coverage":
+        from conformance import coverage
+
+        return coverage.main(args.dir or default_golden(), only_missing=args.missing)
+    if args.cmd == "explore":
+        from conformance.generators import explored
+
+        return explored.promote_main(args.file, args.dir)
     if args.cmd == "certify":
         import pytest
 

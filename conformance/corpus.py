@@ -1,8 +1,11 @@
 """The only reader and writer of ``golden/``.
 
-Layout (FORMAT_VERSION 1):
+Layout (FORMAT_VERSION 2):
   golden/MANIFEST               sha256 of every file, then the corpus digest (sha256 of the manifest lines)
-  golden/index/<group>.jsonl    one line per case: id, family, clause, attributes, inputs, readings, hashes
+  golden/index/<group>.jsonl    one line per case: id (op-version/types/family/name), clause, attributes,
+                                inputs as "name:type[shape]=sha" ("*" after the name: an initializer),
+                                outputs as "name:type[shape]", readings {name: [sha per output]},
+                                don't-care counts, provenance, note
   golden/data/<group>.pb        an onnx.SequenceProto of TensorProtos named "<id>|<role>|<name>"
   golden/sweeps/<sweep>.json    per-chunk SHA-256 digests of exhaustive sweeps (conformance/sweep.py)
 Tensors are ONNX TensorProto (the native encoding of every type, sub-byte packing included), so any
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +29,7 @@ from onnx import numpy_helper
 from conformance import dtypes
 from conformance.case import Arg, Case, Draft, Reading
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MANIFEST = "MANIFEST"
 HASHED = ("index", "data", "sweeps")  # every file below these is in the MANIFEST
 
@@ -46,33 +50,33 @@ def _sha256(path: Path) -> str:
 
 
 def _tensor(name: str, arr: np.ndarray) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.ascontiguousarray(arr), name)
+    return numpy_helper.from_array(np.ascontiguousarray(arr).reshape(np.shape(arr)), name)  # keep rank 0
 
 
 def _index_line(case: Case) -> dict:
     d = case.draft
-    return {
+    line = {
         "id": case.id,
-        "family": d.family,
         "clause": case.clause,
-        "op": d.op,
-        "domain": d.domain,
-        "opset": d.opset,
-        "types": d.types,
-        "name": d.name,
         "attrs": dict(sorted(d.attrs.items())),
         "inputs": [None if a is None else
-                   {"name": a.name, "type": a.type, "shape": list(a.value.shape),
-                    "initializer": a.initializer, "sha": _tensor_sha(a.type, a.value)}
+                   f"{a.name}{'*' if a.initializer else ''}:{a.type}{list(a.value.shape)}={_tensor_sha(a.type, a.value)}"
                    for a in d.inputs],
-        "outputs": [{"name": n, "type": t, "shape": list(e.shape)}
-                    for n, t, e in zip(case.output_names, case.output_types, case.expected)],
+        "outputs": [f"{n}:{t}{list(e.shape)}" for n, t, e in zip(case.output_names, case.output_types, case.expected)],
         "readings": {r.name: [_tensor_sha(t, o) for t, o in zip(case.output_types, r.outputs)]
                      for r in case.readings},
         "dont_care": [0 if m is None else int(m.sum()) for m in case.dont_care],
-        "provenance": d.provenance,
-        "note": d.note,
     }
+    if d.provenance and d.provenance != f"{d.family}:{case.group}":
+        line["provenance"] = d.provenance
+    if d.note:
+        line["note"] = d.note
+    return line
+
+
+_ID = re.compile(r"^(?:(?P<domain>[\w.]+)\.)?(?P<op>[A-Za-z]+)-(?P<opset>\d+)/(?P<types>[^/]+)/(?P<family>[^/]+)/(?P<name>.+)$")
+_ARG = re.compile(r"^(?P<name>\w+)(?P<init>\*?):(?P<type>\w+)\[[\d, ]*\]=[0-9a-f]+$")
+_OUT = re.compile(r"^(?P<name>\w+):(?P<type>\w+)\[[\d, ]*\]$")
 
 
 def write(cases: Iterable[Case], root: Path) -> str:
@@ -160,6 +164,9 @@ class Corpus:
 
 def _case_from(line: dict, tensors: dict[str, np.ndarray], where: str) -> Case:
     cid = line["id"]
+    m = _ID.match(cid)
+    if not m:
+        raise CorpusError(f"{where}: malformed case id {cid!r}")
 
     def get(key: str) -> np.ndarray:
         try:
@@ -167,17 +174,26 @@ def _case_from(line: dict, tensors: dict[str, np.ndarray], where: str) -> Case:
         except KeyError:
             raise CorpusError(f"{where}: case {cid} has no tensor {key!r}") from None
 
-    inputs = tuple(None if a is None else Arg(a["name"], a["type"], get(f"{cid}|in|{a['name']}"), a["initializer"])
-                   for a in line["inputs"])
-    names = tuple(o["name"] for o in line["outputs"])
+    def arg(text: str) -> Arg:
+        a = _ARG.match(text)
+        if not a:
+            raise CorpusError(f"{where}: malformed input {text!r}")
+        return Arg(a["name"], a["type"], get(f"{cid}|in|{a['name']}"), bool(a["init"]))
+
+    inputs = tuple(None if a is None else arg(a) for a in line["inputs"])
+    outs = [_OUT.match(o) for o in line["outputs"]]
+    if not all(outs):
+        raise CorpusError(f"{where}: malformed outputs {line['outputs']!r}")
+    names = tuple(o["name"] for o in outs)
     readings = tuple(Reading(r, tuple(get(f"{cid}|out.{r}|{n}") for n in names)) for r in line["readings"])
     masks = tuple(get(f"{cid}|dont_care|{n}") if k else None for n, k in zip(names, line["dont_care"]))
-    draft = Draft(op=line["op"], opset=line["opset"], types=line["types"], family=line["family"],
-                  name=line["name"], inputs=inputs, attrs=line["attrs"], domain=line["domain"],
-                  clause=line["clause"], provenance=line["provenance"], note=line["note"])
+    group = f"{m['domain']}.{m['op']}-{m['opset']}" if m["domain"] else f"{m['op']}-{m['opset']}"
+    draft = Draft(op=m["op"], opset=int(m["opset"]), types=m["types"], family=m["family"], name=m["name"],
+                  inputs=inputs, attrs=line["attrs"], domain=m["domain"] or "", clause=line["clause"],
+                  provenance=line.get("provenance", f"{m['family']}:{group}"), note=line.get("note", ""))
     case = Case(draft, names, readings, masks, line["clause"])
-    if case.id != cid:
-        raise CorpusError(f"{where}: id {cid!r} does not match its fields ({case.id!r})")
+    if case.output_types != tuple(o["type"] for o in outs):
+        raise CorpusError(f"{where}: case {cid}: output types differ from the index line")
     return case
 
 

@@ -26,11 +26,12 @@ from conformance.runner import Runner, RunnerError, describe, resolve
 
 RUNNER_KEY = pytest.StashKey[Runner]()
 WORKER_KEY = pytest.StashKey[Worker]()
+BUDGET_KEY = pytest.StashKey[Any]()
 CORPUS_KEY = pytest.StashKey[corpus_mod.Corpus]()
 PROPERTY = "qconform"
 
 # Feature modules, each with its own options and hooks (reports, exploration).
-pytest_plugins: list[str] = []
+pytest_plugins: list[str] = ["conformance.report.plugin", "conformance.explore"]
 
 
 def default_golden() -> Path:
@@ -57,6 +58,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "(default: on)")
     g.addoption("--case-timeout", type=float, default=120.0, metavar="S",
                 help="with --isolate=on: a case with no result after S seconds is a timeout (default 120)")
+    g.addoption("--diagnose", choices=("on", "off"), default="on",
+                help="name the known deviation (docs/diagnosis.md) that reproduces each failure (default: on)")
+    g.addoption("--diagnose-per-group", type=int, default=16, metavar="N",
+                help="diagnose at most N failing cases per op-version/type group and process (default 16; "
+                     "0: no limit); the report ranks models over the diagnosed ones")
     g.addoption("--worker-memory-mb", type=int, default=0, metavar="MB",
                 help="with --isolate=on: address-space limit of the runner's worker (default: none)")
 
@@ -174,11 +180,29 @@ class CaseItem(pytest.Item):
             raise CaseFailure(f"{case.id}: {result.kind}: {result.message}")
         outcome = compare(case, result.outputs, strict_nan=config.getoption("strict_nan"),
                           profile=config.getoption("profile"))
-        self._record(outcome)
+        diagnosis = self._diagnose(outcome, result.outputs)
+        self._record(outcome, diagnosis)
         if outcome.verdict != "pass":
-            raise CaseFailure(outcome.message(case))
+            lines = [] if diagnosis is None else message_lines_for(diagnosis)
+            raise CaseFailure("\n".join([outcome.message(case), *lines]))
 
-    def _record(self, outcome: Outcome) -> None:
+    def _diagnose(self, outcome: Outcome, outputs) -> list | None:
+        """Which known deviations reproduce a failure (None: not diagnosed, by option or budget)."""
+        config = self.config
+        if outcome.verdict != "fail" or config.getoption("diagnose") == "off":
+            return None
+        from conformance.diagnosis.diagnose import Budget, diagnose_case
+
+        if BUDGET_KEY not in config.stash:
+            config.stash[BUDGET_KEY] = Budget(config.getoption("diagnose_per_group") or None)
+        if not config.stash[BUDGET_KEY].allow(self.case):
+            return None
+        try:
+            return diagnose_case(self.case, outputs, strict_nan=config.getoption("strict_nan"))
+        except Exception:  # diagnosis is advice: it must never turn a verdict into a crash
+            return None
+
+    def _record(self, outcome: Outcome, diagnosis: list | None = None) -> None:
         c = self.case
         self.user_properties.append((PROPERTY, json.dumps({
             "id": c.id, "op": c.op, "domain": c.domain, "opset": c.opset, "types": c.types,
@@ -187,6 +211,7 @@ class CaseItem(pytest.Item):
             "problem": outcome.problem,
             "first_mismatches": [dataclasses.asdict(m) for m in outcome.mismatches],
             "output_types": list(c.output_types),
+            **({} if diagnosis is None else {"diagnosis": [d.model for d in diagnosis]}),
         })))
 
     def repr_failure(self, excinfo, style=None):
@@ -196,6 +221,12 @@ class CaseItem(pytest.Item):
 
     def reportinfo(self):
         return self.path, None, self.case.id
+
+
+def message_lines_for(diagnosis: list) -> list[str]:
+    from conformance.diagnosis.diagnose import message_lines
+
+    return message_lines(diagnosis)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

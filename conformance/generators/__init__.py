@@ -7,10 +7,26 @@ from typing import Callable, Iterable, Iterator
 
 from conformance.case import Draft
 from conformance.generators import basic, examples
+from conformance.generators import (explored, floatkinds, granularity, packing, precision, random, saturation,
+                                    shapes, specials, ties)
+from conformance.generators import dynamic_quantize, ms_quant, qlinear_matmul
 
 FAMILIES: dict[str, Callable[[], Iterable[Draft]]] = {
     examples.FAMILY: examples.generate,
     basic.FAMILY: basic.generate,
+    ties.FAMILY: ties.generate,
+    saturation.FAMILY: saturation.generate,
+    specials.FAMILY: specials.generate,
+    floatkinds.FAMILY: floatkinds.generate,
+    packing.FAMILY: packing.generate,
+    granularity.FAMILY: granularity.generate,
+    shapes.FAMILY: shapes.generate,
+    precision.FAMILY: precision.generate,
+    random.FAMILY: random.generate,
+    explored.FAMILY: explored.generate,
+    **dynamic_quantize.entries(),
+    **qlinear_matmul.entries(),
+    **ms_quant.entries(),
 }
 
 
