@@ -20,29 +20,8 @@ from conformance import dtypes
 from conformance.case import Arg, Draft
 from conformance.diagnosis.models import MODELS, Deviation, Spec, hooked_oracle
 from conformance.oracle import InvalidModel, oracle_for
+from runners.cpu_ref import draft_from_model
 from conformance.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
-
-
-def draft_from_model(model: onnx.ModelProto, feeds: Inputs) -> Draft:
-    """The single node of ``model`` with its initializers and the fed inputs, as a Draft."""
-    if len(model.graph.node) != 1:
-        raise Unsupported("the deviation runner runs single-node models only")
-    node = model.graph.node[0]
-    opset = next(o.version for o in model.opset_import if o.domain == node.domain)
-    inits = {t.name: (dtypes.get(t.data_type).name, numpy_helper.to_array(t)) for t in model.graph.initializer}
-    graph_types = {i.name: dtypes.get(i.type.tensor_type.elem_type).name for i in model.graph.input}
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    args: list[Arg | None] = []
-    for name in node.input:
-        if not name:
-            args.append(None)
-        elif name in inits:
-            args.append(Arg(name, inits[name][0], inits[name][1], initializer=True))
-        else:
-            args.append(Arg(name, graph_types[name], np.asarray(feeds[name])))
-    while args and args[-1] is None:
-        args.pop()
-    return Draft(node.op_type, opset, "", "", "", tuple(args), attrs, domain=node.domain)
 
 
 class DeviationRunner(BaseRunner):

@@ -49,3 +49,11 @@ def copy_group(root: Path, group: str = "QuantizeLinear-21") -> Path:
         shutil.copy(src / sub / f"{group}.{ext}", root / sub)
     corpus_mod.write_manifest(root)
     return root
+
+
+def failing(runner, cases) -> list[str]:
+    """Ids of the cases a runner does not pass (in-process, no isolation)."""
+    from conformance.compare import compare
+    from conformance.model import build_model
+
+    return [c.id for c in cases if compare(c, runner.run(build_model(c), c.feeds)).verdict != "pass"]

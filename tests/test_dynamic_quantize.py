@@ -18,6 +18,7 @@ from conformance.model import build_model
 from conformance.oracle import evaluate
 from conformance.runner import BaseRunner
 from runners.cpu_ref import CpuRefRunner
+from support import failing
 
 SPEC = schemas.get("DynamicQuantizeLinear", 11)
 COMBO = SPEC.combinations()[0]
@@ -230,15 +231,6 @@ class ScaleInFloat64(NumpyDQL):
 class MultiplyByReciprocal(NumpyDQL):
     def quantize(self, x, scale):
         return np.rint(x * (F32(1) / scale))
-
-
-def failing(runner, cases) -> list[str]:
-    out = []
-    for c in cases:
-        o = compare(c, runner.run(build_model(c), c.feeds))
-        if o.verdict != "pass":
-            out.append(c.id)
-    return out
 
 
 def test_numpy_baseline_and_cpu_ref_pass_every_family_case(family_cases):

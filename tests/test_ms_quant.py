@@ -17,6 +17,7 @@ from conformance.model import build_model
 from conformance.oracle import InvalidModel, evaluate
 from conformance.runner import BaseRunner, Unsupported, resolve
 from runners.cpu_ref import CpuRefRunner
+from support import failing
 
 Q = schemas.get("QuantizeLinear", 1, MS_DOMAIN)
 DQ = schemas.get("DequantizeLinear", 1, MS_DOMAIN)
@@ -211,15 +212,6 @@ class FirstZeroPointOnly(NumpyMsQuant):
 @pytest.fixture(scope="module")
 def family_cases() -> list[Case]:
     return [evaluate(d) for d in ms_quant.generate()]
-
-
-def failing(runner, cases) -> list[str]:
-    out = []
-    for c in cases:
-        o = compare(c, runner.run(build_model(c), c.feeds))
-        if o.verdict != "pass":
-            out.append(c.id)
-    return out
 
 
 def test_numpy_baseline_and_cpu_ref_pass_every_family_case(family_cases):
