@@ -24,7 +24,14 @@ EXPECTED = {  # fault -> (verdict word in the failure line, detail)
 }
 
 
+def _worker_dirs() -> set[str]:
+    import tempfile
+
+    return {p.name for p in Path(tempfile.gettempdir()).glob("qconform-worker-*")}
+
+
 def test_every_fault_is_classified_and_the_run_completes():
+    before = _worker_dirs()
     r = run_pytest(RUNNER, "-m", "opset_13", "--case-timeout=3", "--worker-memory-mb=3000", "-rA", timeout=300)
     out = r.stdout
     assert r.returncode == 1, out[-3000:]
@@ -43,6 +50,7 @@ def test_every_fault_is_classified_and_the_run_completes():
     counts = re.findall(r"(\d+) (passed|failed|skipped|deselected)", out.splitlines()[-1])
     ran = sum(int(n) for n, what in counts if what in ("passed", "failed", "skipped"))
     assert ran == len(lines)  # every collected case has exactly one verdict
+    assert _worker_dirs() <= before, "a worker's temporary directory survived a crash, a kill or the run"
 
 
 def test_without_isolation_exceptions_and_garbage_are_still_classified():

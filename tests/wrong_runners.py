@@ -14,14 +14,14 @@ from typing import Callable
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
 
 from conformance import dtypes
-from conformance.case import Arg, Draft
+from conformance.case import Draft
 from conformance.oracle import floats, oracle_for
 from conformance.oracle.arith import as_float64, fl, pack_output
 from conformance.oracle.granularity import expand
 from conformance.runner import BaseRunner, Inputs, Outputs, Prepared
+from runners.cpu_ref import draft_from_model
 
 
 def _rne(q):
@@ -168,17 +168,6 @@ BUGS: dict[str, Steps] = {
 }
 
 
-def _draft_from_model(model: onnx.ModelProto, feeds: Inputs) -> Draft:
-    node = model.graph.node[0]
-    opset = next(o.version for o in model.opset_import if o.domain == node.domain)
-    inits = {t.name: (dtypes.get(t.data_type).name, numpy_helper.to_array(t)) for t in model.graph.initializer}
-    types = {i.name: dtypes.get(i.type.tensor_type.elem_type).name for i in model.graph.input}
-    args = [None if not n else Arg(n, *inits[n], initializer=True) if n in inits
-            else Arg(n, types[n], np.asarray(feeds[n])) for n in node.input]
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    return Draft(node.op_type, opset, "", "", "", tuple(args), attrs, domain=node.domain)
-
-
 class WrongRunner(BaseRunner):
     def __init__(self, bug: str) -> None:
         self.bug = bug
@@ -187,6 +176,6 @@ class WrongRunner(BaseRunner):
 
     def prepare(self, model: onnx.ModelProto) -> Prepared:
         def run(feeds: Inputs) -> Outputs:
-            return [compute(_draft_from_model(model, feeds), self.steps)]
+            return [compute(draft_from_model(model, feeds), self.steps)]
 
         return run

@@ -105,7 +105,7 @@ def from_codes(raw: np.ndarray, t: dtypes.ElemType, shape: tuple[int, ...]) -> n
         if t.signed:
             shift = 8 - t.bits
             c = (c << np.uint8(shift)).view(np.int8) >> np.int8(shift)
-        return c.astype(t.dtype)
+        return np.asarray(c.astype(t.dtype)).reshape(shape)  # numpy ops on 0-d give scalars
     if raw.dtype.itemsize == t.dtype.itemsize:
         return raw.view(t.dtype)
     return t.from_bits(raw)
