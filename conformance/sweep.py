@@ -99,7 +99,11 @@ class Sweep:
         return t.from_bits(floats.encode(np.array([self.zp]), t)).reshape(())
 
     def domains(self) -> tuple[str, ...]:
-        return ("sampled", "full") if self.x_type == "float32" else ("all",)
+        """float32 inputs: sampled, and all 2^32 for the current opset's table (the opset-21 fnuz
+        sweeps differ from it at ±Inf only, which the sampled domain holds)."""
+        if self.x_type != "float32":
+            return ("all",)
+        return ("sampled", "full") if self.opset == SWEEP_OPSET else ("sampled",)
 
     def describe(self) -> dict[str, Any]:
         st, zt = dtypes.get(self.scale_type), dtypes.get(self.zp_type)
@@ -261,22 +265,33 @@ def digest(canon: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(canon).data).hexdigest()
 
 
-def oracle_case(sweep: Sweep, x: np.ndarray):
+#: The oracle evaluates a chunk in slices this long: numpy's temporaries then stay in cache (~1.5x
+#: faster than one 2^24 pass); the digest is the same, hashed slice by slice.
+ORACLE_SLICE = 1 << 16
+
+
+def oracle_case(sweep: Sweep, x: np.ndarray, primary_only: bool = False):
     from conformance.oracle import evaluate
 
-    return evaluate(sweep.draft(x))
+    return evaluate(sweep.draft(x), primary_only=primary_only)
 
 
 def oracle_digest(sweep: Sweep, dom: Domain, chunk: int) -> str:
-    """The golden digest of one chunk, computed by the oracle (checks the don't-care rule too)."""
+    """The golden digest of one chunk, computed by the oracle's primary reading (the golden bytes;
+    other readings are only consulted when a runner's chunk differs). Checks the don't-care rule."""
     x = inputs(sweep, dom, chunk)
-    case = oracle_case(sweep, x)
-    mask = case.dont_care[0]
-    mine = dont_care(sweep, x)
-    theirs = np.zeros(x.shape, bool) if mask is None else mask
-    if not np.array_equal(theirs, np.zeros(x.shape, bool) if mine is None else mine):
-        raise AssertionError(f"{sweep.id}: the oracle's don't-care elements differ from sweep.dont_care")
-    return digest(Canonicaliser(dtypes.get(sweep.out_type))(case.expected[0], mine))
+    canonical = Canonicaliser(dtypes.get(sweep.out_type))
+    h = hashlib.sha256()
+    for lo in range(0, x.size, ORACLE_SLICE):
+        xs = x[lo:lo + ORACLE_SLICE]
+        case = oracle_case(sweep, xs, primary_only=True)
+        mask = case.dont_care[0]
+        mine = dont_care(sweep, xs)
+        theirs = np.zeros(xs.shape, bool) if mask is None else mask
+        if not np.array_equal(theirs, np.zeros(xs.shape, bool) if mine is None else mine):
+            raise AssertionError(f"{sweep.id}: the oracle's don't-care elements differ from sweep.dont_care")
+        h.update(np.ascontiguousarray(canonical(case.expected[0], mine)).data)
+    return h.hexdigest()
 
 
 # ----------------------------------------------------------------------------------------------

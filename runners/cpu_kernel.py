@@ -1,7 +1,7 @@
 """cpu-kernel: qconform's own C kernels (conformance/kernels/qkernels.h) built with the host gcc.
 
-The same header the GPU runner launches, compiled at first use (-O2 -ffp-contract=off, no
-fast-math) and cached. It reads the node like cpu-ref and computes the reading the latest spec
+The same header the GPU runner launches, compiled at first use (conformance/kernels/build.py:
+-O2, vectorized, -ffp-contract=off, no fast-math) and cached. It reads the node like cpu-ref and computes the reading the latest spec
 text states (so it passes the strict profile). Unsupported: ops other than ai.onnx
 QuantizeLinear / DequantizeLinear, types or attributes the kernels do not cover, and machines
 without a C compiler ("no C compiler: ...").
@@ -27,12 +27,13 @@ def _ptr(a: np.ndarray | None) -> int | None:
 class CpuKernelRunner(BaseRunner):
     name = "cpu-kernel"
 
-    def __init__(self) -> None:
-        self.lib = build.load()  # Unsupported("no C compiler: ...") where there is none
+    def __init__(self, extra_cflags: tuple[str, ...] = ()) -> None:
+        self.extra_cflags = tuple(extra_cflags)
+        self.lib = build.load(self.extra_cflags)  # Unsupported("no C compiler: ...") where there is none
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "version": conformance.__version__, "device": "cpu",
-                "options": {"cflags": " ".join(build.CFLAGS)},
+                "options": {"cflags": " ".join(build.CFLAGS + self.extra_cflags)},
                 "implementation": f"conformance/kernels/qkernels.h via {build.find_compiler()} "
                                   f"({platform.machine()})"}
 

@@ -10,6 +10,17 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+def pytest_addoption(parser):
+    parser.addoption("--full-sweep", action="store_true",
+                     help="also run cpu-kernel over all 2^32 float32 inputs of every full sweep (~15 min, 2 cores)")
+
+
+@pytest.fixture
+def full_sweep(request):
+    if not request.config.getoption("--full-sweep"):
+        pytest.skip("the full 2^32 float32 sweeps run with --full-sweep")
+
+
 @pytest.fixture(scope="session")
 def corpus():
     from conformance import corpus as corpus_mod

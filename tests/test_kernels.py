@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
+import platform
+from pathlib import Path
 from collections import Counter
 
 import numpy as np
@@ -158,6 +161,55 @@ def test_full_float32_chunks_with_goldens(cpu_kernel):
         pytest.skip("no full-2^32 golden chunks stored yet (qconform sweep --regen --domain full)")
     for s, c in have:
         _assert_sweep(S.check([s], ("full",), CPU, chunks=range(c, c + 1)))
+
+
+def test_full_float32_sweeps_every_chunk(cpu_kernel, full_sweep):
+    """Every chunk of every full-domain sweep (16 configurations x 2^32 inputs; ~15 min on 2 cores)."""
+    chosen = [s for s in SWEEPS if "full" in s.domains()]
+    summary = S.check(chosen, ("full",), CPU, jobs=os.cpu_count() or 1, progress=True)
+    assert len(summary.results) == 256 * len(chosen)
+    assert not summary.missing, f"{len(summary.missing)} chunks have no golden (qconform sweep --regen --domain full)"
+    _assert_sweep(summary)
+
+
+def _isa_levels() -> list[str]:
+    """The x86-64 ISA levels the host clones target that this CPU can run (v4: AVX-512, v3: AVX2)."""
+    if platform.machine() != "x86_64":
+        return []
+    flags = set()
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    levels = ["x86-64"]
+    if {"avx2", "fma", "bmi2"} <= flags:
+        levels.append("x86-64-v3")
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
+        levels.append("x86-64-v4")
+    return levels
+
+
+@pytest.mark.parametrize("level", ["x86-64", "x86-64-v3", "x86-64-v4"])
+def test_every_vector_width_gives_the_golden_bits(cpu_kernel, level):
+    """The host loops are cloned per ISA level and the CPU picks one at load time, so the sweeps
+    above test only this machine's pick. Each level, built alone, must match the sampled goldens."""
+    from runners.cpu_kernel import CpuKernelRunner
+
+    if level not in _isa_levels():
+        pytest.skip(f"this CPU cannot run {level} code")
+    runner = CpuKernelRunner(extra_cflags=("-DQK_NO_CLONES", f"-march={level}"))
+    hot = [s for s in SWEEPS if s.x_type == "float32" and s.opset == S.SWEEP_OPSET and s.op == "QuantizeLinear"
+           and s.out_type in ("int8", "uint8", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz")]
+    assert len(hot) == 14
+    for sweep in hot:
+        run = prepare(runner, S.sweep_model(sweep))
+        dom = S.domain(sweep, "sampled")
+        goldens = S.golden_digests(sweep, dom)
+        for chunk in range(dom.chunks):
+            x = S.inputs(sweep, dom, chunk)
+            (y,) = run({"x": x})
+            got = S.digest(S.Canonicaliser(dtypes.get(sweep.out_type))(y, S.dont_care(sweep, x)))
+            assert got == goldens[chunk], f"{level}: {sweep.id} sampled chunk {chunk} differs from the golden"
 
 
 def test_sweep_names_the_exact_inputs_of_a_deviation(tmp_path):

@@ -21,7 +21,13 @@ from conformance.runner import Unsupported
 
 HEADER = Path(__file__).with_name("qkernels.h")
 #: No fast-math, no FMA contraction: the header's arithmetic is IEEE float32 as written.
-CFLAGS = ("-x", "c", "-std=gnu11", "-O2", "-ffp-contract=off", "-fno-fast-math", "-fPIC", "-shared")
+#: -ftree-vectorize -fno-trapping-math let gcc vectorize the branch-free integer-output loops (with
+#: trapping math on, a float comparison that may raise "invalid" on NaN blocks if-conversion). Not
+#: trapping changes which exception flags may be raised, never a value: nothing here reads the flags,
+#: and the exhaustive sweeps check the compiled result bit by bit. (Order matters: -fno-fast-math
+#: switches trapping math back on, so -fno-trapping-math comes after it.)
+CFLAGS = ("-x", "c", "-std=gnu11", "-O2", "-ftree-vectorize", "-ffp-contract=off", "-fno-fast-math",
+          "-fno-trapping-math", "-fPIC", "-shared")
 LIBNAME = "libqkernels.so"
 
 
@@ -50,25 +56,28 @@ def _compiler_id(cc: str) -> str:
     return out.stdout.splitlines()[0] if out.stdout else cc
 
 
-def build_key(cc: str) -> str:
+def build_key(cc: str, extra: tuple[str, ...] = ()) -> str:
     h = hashlib.sha256()
     h.update(HEADER.read_bytes())
-    h.update("\0".join(CFLAGS).encode())
+    h.update("\0".join(CFLAGS + extra).encode())
     h.update(_compiler_id(cc).encode())
     return h.hexdigest()[:20]
 
 
-def build(force: bool = False) -> Path:
-    """Compile the header into the cache (if not there yet); returns the library's path."""
+def build(force: bool = False, extra: tuple[str, ...] = ()) -> Path:
+    """Compile the header into the cache (if not there yet); returns the library's path.
+
+    ``extra`` flags build a variant (tests build one per x86-64 ISA level with -DQK_NO_CLONES, to
+    check every vector width the clones use, not only the one this CPU picks)."""
     cc = find_compiler()
-    out_dir = cache_root() / "kernels" / build_key(cc)
+    out_dir = cache_root() / "kernels" / build_key(cc, extra)
     lib = out_dir / LIBNAME
     if lib.is_file() and not force:
         return lib
     out_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=out_dir)
     os.close(fd)
-    cmd = [cc, *CFLAGS, "-o", tmp, str(HEADER), "-lm"]
+    cmd = [cc, *CFLAGS, *extra, "-o", tmp, str(HEADER), "-lm"]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if proc.returncode != 0:
@@ -81,9 +90,9 @@ def build(force: bool = False) -> Path:
 
 
 @functools.cache
-def load() -> ctypes.CDLL:
+def load(extra: tuple[str, ...] = ()) -> ctypes.CDLL:
     """The compiled library with argument types declared (built at first use)."""
-    dll = ctypes.CDLL(str(build()))
+    dll = ctypes.CDLL(str(build(extra=extra)))
     i64, i32, vp = ctypes.c_int64, ctypes.c_int, ctypes.c_void_p
     dll.qk_quantize.argtypes = [vp, i32, vp, i32, vp, i32, i32, i32, i32, i64, *[i64] * 6, vp]
     dll.qk_quantize.restype = i32

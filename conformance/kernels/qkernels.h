@@ -483,8 +483,18 @@ extern "C" __global__ void qk_dequantize_kernel(QK_DQ_ARGS) {
 #else
 /* ---- host entry points ---------------------------------------------------------------------
  * The generic loop, plus the same loop specialised for a few hot per-tensor signatures: the
- * element function is the same one, only its kind arguments become compile-time constants. */
+ * element function is the same one, only its kind arguments become compile-time constants.
+ * On x86-64 gcc also clones those loops for AVX2 and AVX-512 (picked at load time by the CPU):
+ * wider vectors of the same IEEE operations (vdivps is correctly rounded like divss; no FMA is
+ * formed, -ffp-contract=off), so every clone gives the same bits; the sweeps run whichever clone
+ * the machine picks. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(QK_NO_CLONES)
+#  define QK_HOST_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#  define QK_HOST_CLONES
+#endif
 #define QK_SPECIAL(XK, SK, OK)                                                                \
+  QK_HOST_CLONES                                                                              \
   static void qk_quantize_##XK##_##SK##_##OK(const void *x, const void *s, const void *zp,    \
                                                int prec, int saturate, int fnuz_inf_saturates,  \
                                                qk_i64 n, void *y) {                           \

@@ -24,9 +24,17 @@ class Evaluation:
     readings: list[tuple[str, tuple[np.ndarray, ...]]] = field(default_factory=list)
     dont_care: list[np.ndarray | None] | None = None
     clause: str = ""
+    #: Only the first (primary) reading is wanted: sweeps of 2^24 inputs a chunk and cpu-ref.
+    primary_only: bool = False
 
     def add(self, name: str, outputs: tuple[np.ndarray, ...]) -> None:
-        self.readings.append((name, outputs))
+        if not self.complete:
+            self.readings.append((name, outputs))
+
+    @property
+    def complete(self) -> bool:
+        """True once nothing more is wanted: oracles stop computing further readings then."""
+        return self.primary_only and bool(self.readings)
 
 
 def _same_bits(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...], masks) -> bool:
@@ -53,7 +61,7 @@ class OpOracle:
     def attr(self, attrs: Mapping[str, Any], name: str, default: Any) -> Any:
         return attrs.get(name, default)
 
-    def evaluate(self, draft: Draft) -> Evaluation:
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
         raise NotImplementedError
 
 
@@ -76,18 +84,21 @@ def oracle_for(domain: str, op: str, opset: int) -> OpOracle:
     return ORACLES[(domain, op, versions[-1])]
 
 
-def evaluate(draft: Draft) -> Case:
-    """Compute a draft's expected outputs under every permitted reading. Raises InvalidModel."""
+def evaluate(draft: Draft, primary_only: bool = False) -> Case:
+    """Compute a draft's expected outputs under every permitted reading (or, with
+    ``primary_only``, the first reading alone, under its own name). Raises InvalidModel."""
     oracle = oracle_for(draft.domain, draft.op, draft.opset)
     with np.errstate(all="ignore"):  # IEEE specials (x/0, Inf-Inf) are the point, not accidents
-        ev = oracle.evaluate(draft)
+        ev = oracle.evaluate(draft, primary_only)
     masks = ev.dont_care or [None] * len(oracle.output_names)
     masks = [None if m is None or not m.any() else m for m in masks]
     unique: list[Reading] = []
     for name, outs in ev.readings:
         if not any(_same_bits(outs, r.outputs, masks) for r in unique):
             unique.append(Reading(name, tuple(outs)))
-    if len(unique) == 1:
+    if primary_only:
+        unique = unique[:1]
+    elif len(unique) == 1:
         unique = [Reading("spec", unique[0].outputs)]
     return Case(draft, oracle.output_names, tuple(unique), tuple(masks), draft.clause or ev.clause)
 

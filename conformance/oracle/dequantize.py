@@ -31,7 +31,7 @@ class DequantizeLinear(OpOracle):
             raise InvalidModel("a float8e8m0 scale needs output_dtype")
         return scale_t
 
-    def evaluate(self, draft: Draft) -> Evaluation:
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
         x, s, zp = (list(draft.inputs) + [None])[:3]
         attrs = draft.attrs
         out_t = self.output_type(draft, s.type)
@@ -44,14 +44,15 @@ class DequantizeLinear(OpOracle):
         if x.type == "int32" and np.any(zero != 0):
             raise InvalidModel("int32 input with a non-zero zero point (docs/semantics.md#dq-int32)")
         diff = as_float64(x.value, x.type) - zero  # exact: both sides have ≤ 33 significant bits here
-        ev = Evaluation(clause="dq-formula")
+        ev = Evaluation(clause="dq-formula", primary_only=primary_only)
         # Literal: "The output type also determines the precision of the multiplication" (23+).
         literal = fl(out_t, fl(out_t, diff) * fl(out_t, scale))
         ev.add("multiply-in-output-type", (self._out(literal, out_t),))
-        if out_t != "float32":
+        if out_t != "float32" and not ev.complete:
             via32 = fl(out_t, fl("float32", fl("float32", diff) * fl("float32", scale)))
             ev.add("multiply-in-float32-then-round", (self._out(via32, out_t),))
-        ev.add("multiply-exact-then-round", (self._out(exact_product(out_t, diff, scale), out_t),))
+        if not ev.complete:
+            ev.add("multiply-exact-then-round", (self._out(exact_product(out_t, diff, scale), out_t),))
         ev.dont_care = [None]
         return ev
 

@@ -58,12 +58,12 @@ class DynamicQuantizeLinear(OpOracle):
             y, undefined = saturate_to_int(round_half_even(q) + zp, OUT_T)
         return int(zp), y, undefined
 
-    def evaluate(self, draft: Draft) -> Evaluation:
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
         if len(draft.inputs) != 1 or draft.inputs[0] is None or draft.inputs[0].type != "float32":
             raise InvalidModel("DynamicQuantizeLinear takes one float32 input x")
         x = draft.inputs[0]
         xv = as_float64(x.value, x.type)
-        ev = Evaluation(clause="dql-formula")
+        ev = Evaluation(clause="dql-formula", primary_only=primary_only)
         shape = xv.shape
         if np.isnan(xv).any():  # docs/semantics.md#dql-nan: min/max of a NaN tensor is not defined
             ev.clause = "dql-nan"

@@ -172,14 +172,21 @@ def round_to_format(x: np.ndarray, t: ElemType) -> np.ndarray:
     if fmt.nan_style == "e8m0":
         raise ValueError("round_to_format is not defined for float8e8m0 (exponent-only scale type)")
     x = _as_float64(x)
+    finite_nonzero, k, q = _round_scaled(x, fmt)
+    with np.errstate(over="ignore"):  # scaling back is exact (or overflows to inf near 2^1024)
+        r = np.ldexp(k, q)
+    return np.where(finite_nonzero, np.copysign(r, x), x)
+
+
+def _round_scaled(x: np.ndarray, fmt: FloatFormat) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """|x| rounded to t's precision as k * 2^q (k integral float64, q int64), for finite x != 0.
+
+    a * 2^-q is exact (a power-of-two scaling landing in [0, 2^(mbits+1)), far from float64's
+    limits) and rint rounds half to even: that rint is the conversion's one rounding."""
     finite_nonzero = np.isfinite(x) & (x != 0)
     a = np.where(finite_nonzero, np.abs(x), 1.0)
     q = _quantum_exponent(a, fmt)
-    # a * 2^-q is exact (a power-of-two scaling landing in [0, 2^(mbits+1)), far from float64's
-    # limits); rint rounds half to even; scaling back is exact (or overflows to inf near 2^1024).
-    with np.errstate(over="ignore"):
-        r = np.ldexp(np.rint(np.ldexp(a, -q)), q)
-    return np.where(finite_nonzero, np.copysign(r, x), x)
+    return finite_nonzero, np.rint(np.ldexp(a, -q)), q
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,19 +210,22 @@ def _nan_code(fmt: FloatFormat, negative: np.ndarray) -> np.ndarray:
     return np.zeros(negative.shape, dtype=np.uint64)  # "none": undefined, see undefined_mask
 
 
-def _magnitude_code(a: np.ndarray, fmt: FloatFormat) -> np.ndarray:
-    """Code (without sign) of a representable magnitude a >= 0 (a already rounded, <= max_finite).
+def _magnitude_code(k: np.ndarray, q: np.ndarray, fmt: FloatFormat) -> np.ndarray:
+    """Code (without sign) of the magnitude k * 2^q (from ``_round_scaled``), monotone in it.
 
-    With a = k * 2^q (q from _quantum_exponent, k integer): k < 2^mbits for subnormals (code = k),
-    k in [2^mbits, 2^(mbits+1)) for normals, where code = (biased exp << mbits) + (k - 2^mbits)
-    = ((E - emin) << mbits) + k. Both cases: ((max(E, emin) - emin) << mbits) + k.
+    k < 2^mbits for subnormals (code = k), k in [2^mbits, 2^(mbits+1)) for normals, where code =
+    (biased exp << mbits) + (k - 2^mbits) = ((E - emin) << mbits) + k, i.e. in both cases
+    ((q + mbits - emin) << mbits) + k. A rounding that carried into the next binade (k =
+    2^(mbits+1) at q, the same value as 2^mbits at q + 1) gives the same code, and so does
+    subnormal k = 2^mbits (the smallest normal): no second exponent extraction is needed.
+    Beyond max_finite the codes keep growing, so overflow is ``code > code of max_finite``.
     """
-    pos = a > 0
-    safe = np.where(pos, a, 1.0)
-    q = _quantum_exponent(safe, fmt)
-    k = np.ldexp(safe, -q).astype(np.int64)
-    code = ((q + fmt.mbits - fmt.emin) << fmt.mbits) + k
-    return np.where(pos, code, 0).astype(np.uint64)
+    return ((q + fmt.mbits - fmt.emin) << fmt.mbits) + k.astype(np.int64)
+
+
+def _max_code(fmt: FloatFormat) -> int:
+    _, k, q = _round_scaled(np.array([fmt.max_finite]), fmt)
+    return int(_magnitude_code(k, q, fmt)[0])
 
 
 def _encode_e8m0(x: np.ndarray, t: ElemType) -> np.ndarray:
@@ -254,16 +264,17 @@ def encode(
     negative = np.signbit(x)
     nan = np.isnan(x)
     inf = np.isinf(x)
-    r = round_to_format(np.where(nan, 0.0, x), t)
-    a = np.abs(r)
-    overflow = (a > fmt.max_finite) & ~inf  # a finite x whose rounding exceeds the range
+    finite_nonzero, k, q = _round_scaled(x, fmt)
+    max_code = _max_code(fmt)
+    mag = np.where(finite_nonzero, _magnitude_code(k, q, fmt), 0)
+    overflow = mag > max_code  # a finite x whose rounding exceeds the range
+    mag = np.where(overflow, 0, mag).astype(np.uint64)
 
     sign = np.uint64(1 << (fmt.width - 1))
-    max_code = _magnitude_code(np.array(fmt.max_finite), fmt)
+    max_code = np.uint64(max_code)
     # Sign bit: set for negative inputs, except that fnuz has no -0 (its slot 0x80 is NaN):
     # "-0 -> 0" in the fnuz columns (also for negatives that round to zero).
-    neg_bit = negative & ~((a == 0) & (fmt.nan_style == "fnuz"))
-    mag = _magnitude_code(np.where(overflow | inf, 0.0, a), fmt)
+    neg_bit = negative & ~((mag == 0) & ~overflow & (fmt.nan_style == "fnuz"))
     code = np.where(neg_bit, mag | sign, mag)
 
     nan_code = _nan_code(fmt, negative)

@@ -30,7 +30,7 @@ class _MsFacts:
     clause: ClassVar[str]
     per_tensor: ClassVar[OpOracle]  # the common body without an axis (set below)
 
-    def evaluate(self, draft: Draft) -> Evaluation:
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
         unknown = [a for a in draft.attrs if a != "axis"]
         if unknown:
             raise InvalidModel(f"com.microsoft {self.op}-1 has no attribute {unknown[0]!r} (only axis)")
@@ -44,7 +44,7 @@ class _MsFacts:
                 raise InvalidModel(f"axis given: scale and zero point must be 1-D tensors "
                                    f"(docs/semantics.md#{self.clause})")
             body = super()
-        ev = body.evaluate(draft)
+        ev = body.evaluate(draft, primary_only)
         ev.clause = self.clause
         return ev
 

@@ -82,7 +82,7 @@ class QLinearMatMul(OpOracle):
     op = "QLinearMatMul"
     output_names = ("y",)
 
-    def evaluate(self, draft: Draft) -> Evaluation:
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
         a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (list(draft.inputs) + [None] * 8)[:8]
         if any(v is None for v in (a, a_s, b, b_s, y_s)):
             raise InvalidModel("QLinearMatMul needs a, a_scale, b, b_scale and y_scale")
@@ -153,7 +153,7 @@ class QLinearMatMul(OpOracle):
             if out_t.float_format.nan_style == "fnuz":
                 fnuz_readings = [("fnuz-inf-nan", False), ("fnuz-inf-max", True)]
 
-        ev = Evaluation(clause="qlmm-formula")
+        ev = Evaluation(clause="qlmm-formula", primary_only=primary_only)
         undefined = np.broadcast_to(touched, out_shape).copy()
         # every accumulation reading at once, stacked on a leading axis
         e = accs[0][2]

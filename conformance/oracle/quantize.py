@@ -62,7 +62,7 @@ class QuantizeLinear(OpOracle):
             return [("fnuz-inf-nan", False), ("fnuz-inf-max", True)]
         return [("", self.fnuz_inf_saturates)]
 
-    def evaluate(self, draft: Draft) -> Evaluation:
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
         x, s, zp = (list(draft.inputs) + [None])[:3]
         attrs = draft.attrs
         out_t = dtypes.get(self.output_type(draft, zp))
@@ -75,7 +75,7 @@ class QuantizeLinear(OpOracle):
         zero = (expand(as_float64(zp.value, zp.type), shape, axis, block) if zp is not None
                 else np.zeros(shape))
         xv = as_float64(x.value, x.type)
-        ev = Evaluation(clause="q-formula")
+        ev = Evaluation(clause="q-formula", primary_only=primary_only)
         undefined = np.zeros(shape, bool)
 
         zp_readings = [("", False)]
@@ -85,10 +85,13 @@ class QuantizeLinear(OpOracle):
                 zp_readings.append(("zero-point-skipped", True))
 
         saturate = bool(attrs.get("saturate", 1))
+        quotients: dict[str, np.ndarray] = {}  # the zero-point and fnuz readings share a quotient
         for (div_name, prec), (zp_name, skip_zp), (inf_name, inf_max) in itertools.product(
             self.division_readings(x.type, s.type, attrs), zp_readings, self.fnuz_readings(out_t, saturate)
         ):
-            q = _quotient(prec, xv, scale)
+            if ev.complete:
+                break
+            q = quotients[prec] if prec in quotients else quotients.setdefault(prec, _quotient(prec, xv, scale))
             if out_t.is_integer:
                 y, nan = saturate_to_int(round_half_even(q) + zero, out_t)
                 undefined |= nan
