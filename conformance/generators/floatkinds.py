@@ -2,7 +2,7 @@
 
 QuantizeLinear to a float kind: every finite value, every midpoint between neighbours with one
 step of x's type either side, the largest finite value and the overflow threshold with their
-neighbours, ±Inf and NaN, under saturate=1 and saturate=0 (the version's own Cast table decides;
+neighbours, the first steps past the overflow threshold, ±Inf and NaN, under saturate=1 and saturate=0 (the version's own Cast table decides;
 docs/semantics.md#q-float8, #q-float8-fnuz-inf, #q-float4-float6), plus a non-zero float zero
 point (#q-float8-zero-point). DequantizeLinear from a float kind: every code under scales 1, large
 (output overflow) and small (output subnormals) (#dq-float8). An e8m0 scale: every one of its 255
@@ -47,7 +47,11 @@ def _q_values(y: ElemType) -> np.ndarray:
     f = y.float_format
     vals = floats.all_finite_values(y)
     mids = floats.midpoints(y)
-    over = np.array([f.max_finite * k for k in (1.5, 2, 4)])
+    # Beyond the overflow threshold: the first steps past max (the next binade's spacing), where
+    # [x] > FLT_MAX but an implementation comparing x, not [x], or clamping late still says max
+    # (onnxruntime's E4M3FN saturate=0 does for 480..495: errata E28), and far beyond.
+    ulp = 2.0 ** (math.floor(math.log2(f.max_finite)) - f.mbits)
+    over = np.array([f.max_finite + ulp * k for k in (1, 1.25, 1.5)] + [f.max_finite * k for k in (1.5, 2, 4)])
     over = np.concatenate([over, -over])
     return vals, np.concatenate([mids, over])
 
