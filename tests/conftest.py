@@ -15,12 +15,6 @@ def pytest_addoption(parser):
                      help="also run cpu-kernel over all 2^32 float32 inputs of every full sweep (~15 min, 2 cores)")
 
 
-@pytest.fixture
-def full_sweep(request):
-    if not request.config.getoption("--full-sweep"):
-        pytest.skip("the full 2^32 float32 sweeps run with --full-sweep")
-
-
 @pytest.fixture(scope="session")
 def corpus():
     from conformance import corpus as corpus_mod
