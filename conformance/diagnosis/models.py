@@ -225,7 +225,7 @@ class Steps:
 class HookedQuantize(Steps, QuantizeLinear):
     """QuantizeLinear.evaluate with hooks (conformance/oracle/quantize.py)."""
 
-    def evaluate(self, draft: Draft) -> Evaluation:
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
         x, s, zp = (list(draft.inputs) + [None])[:3]
         attrs = draft.attrs
         out_t = dtypes.get(self.output_type(draft, zp))
@@ -279,7 +279,7 @@ class HookedDequantize(Steps, DequantizeLinear):
                 return self.exact_product(out_t, diff, scale)
             return self.fl(prec, self.fl(prec, diff) * self.fl(prec, scale))
 
-    def evaluate(self, draft: Draft) -> Evaluation:
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
         x, s, zp = (list(draft.inputs) + [None])[:3]
         attrs = draft.attrs
         out_t = self.output_type(draft, s.type)
@@ -329,7 +329,7 @@ class HookedDynamicQuantize(Steps, DynamicQuantizeLinear):
             y, undefined = self.to_int(q, zp, "uint8", "float32")
         return int(zp), y, undefined
 
-    def evaluate(self, draft: Draft) -> Evaluation:
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
         if len(draft.inputs) != 1 or draft.inputs[0] is None or draft.inputs[0].type != "float32":
             raise InvalidModel("DynamicQuantizeLinear takes one float32 input x")
         x = draft.inputs[0]
@@ -376,7 +376,7 @@ class HookedQLinearMatMul(Steps, QLinearMatMul):
     def requantisations(self, scale_t: str) -> list[str]:
         return [r for r in qm.REQUANTISATIONS if r != "multiplier-in-scale-type" or scale_t in HALF_KINDS]
 
-    def evaluate(self, draft: Draft) -> Evaluation:
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
         a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (list(draft.inputs) + [None] * 8)[:8]
         if any(v is None for v in (a, a_s, b, b_s, y_s)):
             raise InvalidModel("QLinearMatMul needs a, a_scale, b, b_scale and y_scale")
@@ -583,8 +583,8 @@ class Float8ZeroPointIgnored:
 class ScalarAs1D:
     """A rank-0 data input comes back as a one-element 1-D tensor."""
 
-    def evaluate(self, draft):
-        ev = super().evaluate(draft)
+    def evaluate(self, draft, primary_only: bool = False):
+        ev = super().evaluate(draft, primary_only)
         x = draft.inputs[0] if draft.inputs else None
         if x is None or x.value.ndim != 0:
             return ev
@@ -1062,7 +1062,7 @@ class Deviation:
         except Exception:
             return False
 
-    def evaluate(self, draft: Draft) -> Evaluation:
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
         """Outputs under every reading of the spec, each computed the deviating way.
         Raises InvalidModel (or another exception) where such a kernel would reject the model."""
         return hooked_oracle(draft, self.mixin).evaluate(draft)
