@@ -68,8 +68,12 @@ def test_sigint_writes_a_partial_report(tmp_path: Path, golden: Path, isolate: s
     cmd = [sys.executable, "-m", "pytest", f"--runner={HERE}:StallAfterRunner", f"--runner-opt=marker={marker}",
            f"--golden={golden}", f"--report={out}", f"--isolate={isolate}", "-p", "no:cacheprovider",
            "-p", "no:randomly", "-q"]
+    # A shell starts pytest with Ctrl-C at its default disposition; this test process may not have it
+    # (seen under the full `-n 2` run: an inherited SIG_IGN made the child deaf to SIGINT), so the
+    # child gets the default explicitly.
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while not marker.exists():
@@ -77,7 +81,13 @@ def test_sigint_writes_a_partial_report(tmp_path: Path, golden: Path, isolate: s
             assert time.monotonic() < deadline, "the run never reached the stalling case"
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the whole foreground process group
-        output, _ = proc.communicate(timeout=60)
+        try:
+            output, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired as exc:
+            os.killpg(proc.pid, signal.SIGKILL)
+            rest, _ = proc.communicate()
+            seen = (exc.output or b"").decode(errors="replace") if isinstance(exc.output, bytes) else (exc.output or "")
+            pytest.fail(f"no exit 60 s after SIGINT (returncode {proc.returncode}); output:\n{(seen + rest)[-4000:]}")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
