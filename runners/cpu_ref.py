@@ -39,6 +39,19 @@ def draft_from_model(model: onnx.ModelProto, feeds: Inputs) -> Draft:
     return Draft(node.op_type, opset, "", "", "", tuple(args), attrs, domain=node.domain)
 
 
+def require_oracle_node(model: onnx.ModelProto, who: str) -> None:
+    """Unsupported unless ``model`` is one node of an op version the oracle has (cpu-ref and the
+    deviation runner both run the oracle on the node)."""
+    if len(model.graph.node) != 1:
+        raise Unsupported(f"{who} runs single-node models only")
+    node = model.graph.node[0]
+    opset = next(o.version for o in model.opset_import if o.domain == node.domain)
+    try:
+        oracle_for(node.domain, node.op_type, opset)
+    except LookupError as exc:
+        raise Unsupported(str(exc)) from None
+
+
 class CpuRefRunner(BaseRunner):
     name = "cpu-ref"
 
@@ -47,14 +60,7 @@ class CpuRefRunner(BaseRunner):
                 "options": {}, "implementation": "conformance.oracle (numpy, exact arithmetic)"}
 
     def prepare(self, model: onnx.ModelProto) -> Prepared:
-        if len(model.graph.node) != 1:
-            raise Unsupported("cpu-ref runs single-node models only")
-        node = model.graph.node[0]
-        opset = next(o.version for o in model.opset_import if o.domain == node.domain)
-        try:
-            oracle_for(node.domain, node.op_type, opset)
-        except LookupError as exc:
-            raise Unsupported(str(exc)) from None
+        require_oracle_node(model, "cpu-ref")
 
         def run(feeds: Inputs) -> Outputs:
             try:

@@ -13,15 +13,13 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
 
 import conformance
-from conformance import dtypes
-from conformance.case import Arg, Draft
+from conformance.case import Draft
 from conformance.diagnosis.models import MODELS, Deviation, Spec, hooked_oracle
-from conformance.oracle import InvalidModel, oracle_for
-from runners.cpu_ref import draft_from_model
-from conformance.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
+from conformance.oracle import InvalidModel
+from conformance.runner import BaseRunner, Inputs, Outputs, Prepared
+from runners.cpu_ref import draft_from_model, require_oracle_node
 
 
 class DeviationRunner(BaseRunner):
@@ -50,14 +48,7 @@ class DeviationRunner(BaseRunner):
         return self.model.outputs(draft)
 
     def prepare(self, model: onnx.ModelProto) -> Prepared:
-        node = model.graph.node[0] if len(model.graph.node) == 1 else None
-        if node is None:
-            raise Unsupported("the deviation runner runs single-node models only")
-        opset = next(o.version for o in model.opset_import if o.domain == node.domain)
-        try:
-            oracle_for(node.domain, node.op_type, opset)
-        except LookupError as exc:
-            raise Unsupported(str(exc)) from None
+        require_oracle_node(model, "the deviation runner")
 
         def run(feeds: Inputs) -> Outputs:
             draft = draft_from_model(model, feeds)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import os
 import platform
 from pathlib import Path
 from collections import Counter

@@ -91,7 +91,9 @@ class QuantizeLinear(OpOracle):
         ):
             if ev.complete:
                 break
-            q = quotients[prec] if prec in quotients else quotients.setdefault(prec, _quotient(prec, xv, scale))
+            if prec not in quotients:
+                quotients[prec] = _quotient(prec, xv, scale)
+            q = quotients[prec]
             if out_t.is_integer:
                 y, nan = saturate_to_int(round_half_even(q) + zero, out_t)
                 undefined |= nan
