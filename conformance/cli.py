@@ -28,6 +28,26 @@ def regenerate(root: Path, jobs: int | None = None) -> tuple[int, str]:
     return len(cases), corpus.write(cases, root)
 
 
+def _facts(args) -> int:
+    from conformance import facts
+    from conformance.facts import docs, drift
+
+    try:
+        if args.facts_cmd == "drift":
+            return drift.main(args)
+        files = facts.load_all()
+        if args.facts_cmd == "render":
+            docs.RENDERED.write_text(docs.render(files))
+            print(f"wrote {docs.RENDERED}")
+        else:
+            for ff in files.values():
+                print(f"wrote {facts.write(ff)}")
+    except facts.FactsError as exc:
+        print(f"qconform: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="qconform", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -53,6 +73,15 @@ def main(argv: list[str] | None = None) -> int:
     cov = sub.add_parser("coverage", help="op x version x type table of cases per family; exit 1 on gaps")
     cov.add_argument("--dir", type=Path, default=None, help="golden corpus directory")
     cov.add_argument("--missing", action="store_true", help="list only the applicable pairs without a case")
+    fct = sub.add_parser("facts", help="what qconform knows about other runtimes (conformance/facts/*.toml)")
+    fsub = fct.add_subparsers(dest="facts_cmd", required=True)
+    from conformance.facts import drift
+
+    drift.add_arguments(fsub.add_parser(
+        "drift", help="run the bundled third-party runners and propose the facts to add, close or re-bound "
+                      "(exit 1 when they drifted)"))
+    fsub.add_parser("render", help="rewrite docs/facts.md from the facts files")
+    fsub.add_parser("fmt", help="rewrite the facts files in their canonical form")
     exp = sub.add_parser("explore", help="findings of pytest --explore")
     esub = exp.add_subparsers(dest="explore_cmd", required=True)
     promote = esub.add_parser("promote", help="turn a saved draft into a corpus case (family 'explored')")
@@ -86,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         from conformance import coverage
 
         return coverage.main(args.dir or default_golden(), only_missing=args.missing)
+    if args.cmd == "facts":
+        return _facts(args)
     if args.cmd == "explore":
         from conformance.generators import explored
 

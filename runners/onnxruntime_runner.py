@@ -40,7 +40,9 @@ Where ORT cannot run a model
 ----------------------------
 ``Unsupported`` (one line, ORT's own reason) is raised for: a missing kernel (status
 NOT_IMPLEMENTED, at session creation or at run time), an opset or IR version ORT refuses (it
-supports ai.onnx up to opset 26 in 1.31), an element type ORT has no tensor type for (float6e2m3,
+supports ai.onnx up to opset 26 in 1.31), a kernel that states its own limits while it is built
+(1.32: "CPU QuantizeLinear only supports precision 0 (use scale type), FLOAT, and FLOAT16"), an
+element type ORT has no tensor type for (float6e2m3,
 float6e3m2: ``tensor type 27 is not supported``), a type ORT's schema for the op rejects
 (INVALID_GRAPH "Type Error") when the node is in a contrib domain such as com.microsoft (ORT's
 schema is the definition there) or when ``onnx.checker`` (full check) accepts the model (ORT's
@@ -57,6 +59,11 @@ Options (``--runner-opt key=value``)
 ``threads``    intra-op threads, default ``1``: sweeps parallelise across processes, a single
                thread avoids oversubscription and spin-waiting, and keeps runs reproducible;
                ``0`` lets ORT choose (all physical cores).
+``log``        ORT's log severity, ``0`` (verbose) .. ``4`` (fatal only, the default: ORT logs every
+               refused model as an error to stderr, and the refusal already is the case's verdict).
+
+``describe()`` records the platform (``conformance.platform.info()``): which SIMD kernels MLAS picks
+depends on the CPU (u8×s8 QLinearMatMul saturates with AVX2 ``vpmaddubsw``, see the facts).
 """
 from __future__ import annotations
 
@@ -70,7 +77,7 @@ import onnx
 import onnxruntime as ort
 from onnxruntime.capi import onnxruntime_pybind11_state as _ort_state
 
-from conformance import dtypes
+from conformance import dtypes, platform
 from conformance.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
 
 #: Registry types whose arrays are ml_dtypes arrays: these travel through the raw-byte adapter.
@@ -78,7 +85,7 @@ _ADAPTED: dict[int, dtypes.ElemType] = {
     t.onnx: t for t in dtypes.TYPES.values() if t.dtype.type.__module__.split(".")[0] == "ml_dtypes"
 }
 
-_OPTIONS = ("providers", "optimize", "threads")
+_OPTIONS = ("providers", "optimize", "threads", "log")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -174,12 +181,18 @@ _REFUSALS = (
     "Unsupported model IR version",
     "official support for domain",
 )
+#: A kernel that states its own limits when it is built (1.32: "CPU QuantizeLinear only supports
+#: precision 0 (use scale type), FLOAT, and FLOAT16.").
+_KERNEL_LIMIT = re.compile(r"\bonly supports?\b")
 
 
 def _one_line(exc: BaseException) -> str:
     """ORT's message without the status prefix or C++ source location, on one line."""
     msg = " ".join(str(exc).split())
     msg = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", msg)
+    msg = msg.removeprefix("Exception during initialization: ")
+    if " was false. " in msg:  # ORT_ENFORCE: "<file>:<line> <signature> <condition> was false. <message>"
+        return msg.split(" was false. ", 1)[1]
     # "/onnxruntime_src/.../file.cc:123 signature(...) Message" -> "Message"
     m = re.match(r"^\S+\.(?:cc|h|cpp):\d+ .*?\) (?=[A-Z])", msg)
     if m:
@@ -214,6 +227,8 @@ def _unsupported_reason(exc: BaseException, model: onnx.ModelProto) -> str | Non
             return f"onnxruntime {ort.__version__} supports domain {m[2]} up to opset {m[3]}, model uses opset {m[1]}"
         return line
     if "fallback to CPU EP has been explicitly disabled" in text:
+        return _one_line(exc)
+    if "Exception during initialization" in text and _KERNEL_LIMIT.search(text):
         return _one_line(exc)
     return None
 
@@ -258,6 +273,12 @@ class OnnxRuntimeRunner(BaseRunner):
         threads = str(options.get("threads", "1"))
         if not threads.isdigit():
             raise TypeError(f"threads={threads!r}: use a non-negative integer (0 = onnxruntime's default)")
+        log = str(options.get("log", "4"))
+        if log not in ("0", "1", "2", "3", "4"):
+            raise TypeError(f"log={log!r}: use 0 (verbose) .. 4 (fatal only, default)")
+        self.log = int(log)
+        # ORT logs every refused model at ERROR to stderr; the refusal is the case's verdict already.
+        ort.set_default_logger_severity(self.log)
         self.providers = providers
         self.optimize = optimize == "1"
         self.threads = int(threads)
@@ -274,6 +295,7 @@ class OnnxRuntimeRunner(BaseRunner):
                 "intra_op_threads": self.threads or "default",
                 "cpu_fallback": "CPUExecutionProvider" in self.providers,
             },
+            "platform": platform.info(),
         }
 
     def _session_options(self) -> ort.SessionOptions:
@@ -284,7 +306,7 @@ class OnnxRuntimeRunner(BaseRunner):
         so.intra_op_num_threads = self.threads
         so.inter_op_num_threads = self.threads
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        so.log_severity_level = 3  # errors only: ORT's warnings would flood a sweep
+        so.log_severity_level = self.log  # refusals and warnings would flood a run; they are verdicts
         if "CPUExecutionProvider" not in self.providers:
             # Without this ORT silently runs nodes the requested EP lacks on the CPU EP.
             so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")

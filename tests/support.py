@@ -57,3 +57,51 @@ def failing(runner, cases) -> list[str]:
     from conformance.model import build_model
 
     return [c.id for c in cases if compare(c, runner.run(build_model(c), c.feeds)).verdict != "pass"]
+
+
+# ------------------------------------------------------------------------------------------------
+# Facts: what the project's tests may assert about a third-party runtime here
+# ------------------------------------------------------------------------------------------------
+def require_measured(source: str) -> str:
+    """The installed version of ``source``; skips (naming the drift command) where its facts are not
+    measured for that version on this platform."""
+    import pytest
+
+    from conformance import facts
+
+    version, why = facts.checkable(source)
+    if why:
+        pytest.skip(why)
+    return version
+
+
+def require_fact(*fids: str) -> None:
+    """Skip unless every named fact applies here (measured version, in range, platform condition)."""
+    import pytest
+
+    from conformance import facts
+
+    for fid in fids:
+        _, why = facts.asserted(fid)
+        if why:
+            pytest.skip(why)
+
+
+def unexplained(source: str, runner, cases) -> tuple[list[str], int]:
+    """Failure messages of the cases that no fact applying to the installed ``source`` here explains
+    (a cross-check's outcome is a fact about the runtime, so it is judged against the facts), and how
+    many cases ran (unsupported ones do not count)."""
+    from conformance import facts
+    from conformance.facts.observe import explains, run_case
+
+    version = require_measured(source)
+    active = facts.load(source).active(version)
+    bad, ran = [], 0
+    for c in cases:
+        r = run_case(runner, c)
+        if r.verdict == "unsupported":
+            continue
+        ran += 1
+        if r.verdict != "pass" and not any(explains(f, c.id, r) for f in active):
+            bad.append(r.message or r.verdict)
+    return bad, ran

@@ -49,7 +49,7 @@ def _q_values(y: ElemType) -> np.ndarray:
     mids = floats.midpoints(y)
     # Beyond the overflow threshold: the first steps past max (the next binade's spacing), where
     # [x] > FLT_MAX but an implementation comparing x, not [x], or clamping late still says max
-    # (onnxruntime's E4M3FN saturate=0 does for 480..495: errata E28), and far beyond.
+    # (onnxruntime's E4M3FN saturate=0 does for 480..495: fact E28, docs/facts.md), and far beyond.
     ulp = 2.0 ** (math.floor(math.log2(f.max_finite)) - f.mbits)
     over = np.array([f.max_finite + ulp * k for k in (1, 1.25, 1.5)] + [f.max_finite * k for k in (1.5, 2, 4)])
     over = np.concatenate([over, -over])
