@@ -122,9 +122,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     if RUNNER_KEY not in config.stash:
         return []
+    from conformance import platform as machine
+
     c = config.stash[CORPUS_KEY]
-    info = describe(config.stash[RUNNER_KEY])
+    info = {k: v for k, v in describe(config.stash[RUNNER_KEY]).items() if k != "platform"}
     return [f"qconform: runner {json.dumps(info, sort_keys=True, default=str)}",
+            f"qconform: platform {machine.label()} ({machine.cpu_model()})",
             f"qconform: corpus {c.root} digest {c.digest[:16]} ({len(c.cases)} cases), "
             f"profile {config.getoption('profile')}"]
 

@@ -231,7 +231,8 @@ def render(report: dict) -> str:
 <h1>qconform conformance report: {_e(runner)}</h1>
 <div class="meta">qconform {_e(report['qconform_version'])}
  · corpus <code>{_e(str(corpus.get('digest', ''))[:16])}</code>
- ({_e(corpus.get('cases', '?'))} cases) · {_e(p.get('platform', ''))} · Python {_e(p.get('python', ''))}
+ ({_e(corpus.get('cases', '?'))} cases) · {_e(p.get('label', ''))} ({_e(p.get('cpu', ''))})
+ · {_e(p.get('platform', ''))} · Python {_e(p.get('python', ''))}
  · started {_e(t.get('started', ''))} · {_e(t.get('duration_s', ''))} s
  · profile {_e(report['invocation'].get('profile', ''))}</div>
 {_gate(report)}

@@ -60,5 +60,5 @@ def render(report: dict) -> str:
                   for o in diag["overall"] if o.get("explained")][:MAX_ROWS]
     corpus = report["corpus"]
     lines += ["", f"<sub>qconform {report['qconform_version']} · corpus {str(corpus.get('digest', ''))[:16]} · "
-                  f"{report['timing'].get('duration_s', '?')} s · {report['platform'].get('platform', '')}</sub>", ""]
+                  f"{report['timing'].get('duration_s', '?')} s · {report['platform'].get('label', '')} · {report['platform'].get('platform', '')}</sub>", ""]
     return "\n".join(lines)

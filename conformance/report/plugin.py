@@ -35,6 +35,7 @@ import conformance
 from conformance.plugin import CORPUS_KEY, PROPERTY, RUNNER_KEY
 from conformance.report import baseline as baseline_mod
 from conformance.report import model
+from conformance import platform as machine
 from conformance.runner import describe
 
 
@@ -250,7 +251,9 @@ def _meta(session: pytest.Session, state: _State, exitstatus: int) -> dict:
         "corpus": {"digest": corpus.digest, "cases": len(corpus.cases), "root": str(corpus.root)},
         "platform": {"python": platform.python_version(), "implementation": platform.python_implementation(),
                      "system": platform.system(), "release": platform.release(), "machine": platform.machine(),
-                     "platform": platform.platform(), "packages": _package_versions()},
+                     "platform": platform.platform(), "packages": _package_versions(),
+                     # the ISA class that selects a runtime's kernels (facts are keyed by it)
+                     **{k: v for k, v in machine.info().items() if k in ("label", "arch", "cpu", "features")}},
         "invocation": {"args": [str(a) for a in config.invocation_params.args],
                        "profile": config.getoption("profile"), "strict_nan": bool(config.getoption("strict_nan")),
                        "filters": _filters(config, state.deselected), "workers": _workers(config)},
