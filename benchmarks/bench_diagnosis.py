@@ -20,16 +20,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from conformance import corpus as corpus_mod  # noqa: E402
-from conformance.diagnosis import diagnose as dg  # noqa: E402
-from conformance.model import build_model  # noqa: E402
-from conformance.plugin import default_golden  # noqa: E402
-from conformance.runner import prepare, resolve  # noqa: E402
+from qconform import corpus as corpus_mod  # noqa: E402
+from qconform.diagnosis import diagnose as dg  # noqa: E402
+from qconform.model import build_model  # noqa: E402
+from qconform.plugin import default_golden  # noqa: E402
+from qconform.runner import prepare, resolve  # noqa: E402
 
 
 def make_runner(spec: str):
     if spec.startswith("deviation:"):
-        from runners.deviation import DeviationRunner
+        from qconform.runners.deviation import DeviationRunner
 
         return DeviationRunner(model=spec.split(":", 1)[1])
     return resolve(spec)

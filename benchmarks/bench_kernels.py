@@ -33,11 +33,11 @@ def one(contender: str, target: str, n: int, repeat: int) -> dict:
     x *= np.float32(20)  # inflates every contender's peak RSS (the input alone is 4n bytes)
     s = np.float32(0.1)
     if contender in ("cpu-kernel", "onnxruntime"):
-        from conformance import sweep as S
-        from conformance.runner import prepare, resolve
+        from qconform import sweep as S
+        from qconform.runner import prepare, resolve
 
         sw = S.Sweep("QuantizeLinear", 25, "float32", "float32", 0.1, target, 0.0, 1 if target != "int8" else None)
-        spec = "runners.cpu_kernel:CpuKernelRunner" if contender == "cpu-kernel" else "onnxruntime"
+        spec = "qconform.runners.cpu_kernel:CpuKernelRunner" if contender == "cpu-kernel" else "onnxruntime"
         f = prepare(resolve(spec), S.sweep_model(sw))
         call = lambda: f({"x": x})[0]  # noqa: E731
     elif target == "int8":  # numpy: the same formula with numpy's IEEE float32 ops

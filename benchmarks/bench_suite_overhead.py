@@ -25,9 +25,9 @@ def ort_own_seconds() -> tuple[float, int]:
     import numpy as np
     import onnxruntime as ort
 
-    from conformance import corpus, dtypes
-    from conformance.model import build_model
-    from conformance.plugin import default_golden
+    from qconform import corpus, dtypes
+    from qconform.model import build_model
+    from qconform.plugin import default_golden
     from runners import onnxruntime_runner as R
 
     ort.set_default_logger_severity(4)  # the corpus holds models ORT rejects: no log line for each

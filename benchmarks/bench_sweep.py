@@ -30,7 +30,7 @@ def main() -> int:
     ap.add_argument("--limit-chunks", type=int, default=None)
     ap.add_argument("--jobs", type=int, default=1)
     a = ap.parse_args()
-    from conformance import sweep as S
+    from qconform import sweep as S
 
     sw = S.select([a.sweep])[0]
     dom = S.domain(sw, "full")

@@ -1,5 +1,5 @@
 """Opt-in exhaustive check: every one of the 2^32 float32 bit patterns -> every float8 kind
-(saturate=True), conformance.oracle.floats.encode against ml_dtypes.
+(saturate=True), qconform.oracle.floats.encode against ml_dtypes.
 
 Not a test (it takes a long time). The expectation is built as in tests/test_floats.py: ml_dtypes'
 cast does not saturate, so where x is ±Inf or ml_dtypes returns Inf/NaN for a non-NaN x the ONNX
@@ -19,8 +19,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from conformance import dtypes as D  # noqa: E402
-from conformance.oracle import floats as F  # noqa: E402
+from qconform import dtypes as D  # noqa: E402
+from qconform.oracle import floats as F  # noqa: E402
 
 import ml_dtypes  # noqa: E402
 

@@ -17,8 +17,8 @@ def pytest_addoption(parser):
 
 @pytest.fixture(scope="session")
 def corpus():
-    from conformance import corpus as corpus_mod
-    from conformance.plugin import default_golden
+    from qconform import corpus as corpus_mod
+    from qconform.plugin import default_golden
 
     return corpus_mod.load(default_golden())
 

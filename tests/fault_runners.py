@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from runners.cpu_ref import CpuRefRunner
+from qconform.runners.cpu_ref import CpuRefRunner
 
 # case id -> fault. The ids are QuantizeLinear-13 / DequantizeLinear-13 cases of the basic family.
 FAULTS = {

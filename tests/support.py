@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from conformance import corpus as corpus_mod
-from conformance.plugin import default_golden
-from conformance.runner import Unsupported
-from runners.cpu_ref import CpuRefRunner
+from qconform import corpus as corpus_mod
+from qconform.plugin import default_golden
+from qconform.runner import Unsupported
+from qconform.runners.cpu_ref import CpuRefRunner
 
 SUPPORT = Path(__file__).resolve()
 
@@ -53,8 +53,8 @@ def copy_group(root: Path, group: str = "QuantizeLinear-21") -> Path:
 
 def failing(runner, cases) -> list[str]:
     """Ids of the cases a runner does not pass (in-process, no isolation)."""
-    from conformance.compare import compare
-    from conformance.model import build_model
+    from qconform.compare import compare
+    from qconform.model import build_model
 
     return [c.id for c in cases if compare(c, runner.run(build_model(c), c.feeds)).verdict != "pass"]
 
@@ -67,7 +67,7 @@ def require_measured(source: str) -> str:
     measured for that version on this platform."""
     import pytest
 
-    from conformance import facts
+    from qconform import facts
 
     version, why = facts.checkable(source)
     if why:
@@ -79,7 +79,7 @@ def require_fact(*fids: str) -> None:
     """Skip unless every named fact applies here (measured version, in range, platform condition)."""
     import pytest
 
-    from conformance import facts
+    from qconform import facts
 
     for fid in fids:
         _, why = facts.asserted(fid)
@@ -91,8 +91,8 @@ def unexplained(source: str, runner, cases) -> tuple[list[str], int]:
     """Failure messages of the cases that no fact applying to the installed ``source`` here explains
     (a cross-check's outcome is a fact about the runtime, so it is judged against the facts), and how
     many cases ran (unsupported ones do not count)."""
-    from conformance import facts
-    from conformance.facts.observe import explains, run_case
+    from qconform import facts
+    from qconform.facts.observe import explains, run_case
 
     version = require_measured(source)
     active = facts.load(source).active(version)

@@ -5,8 +5,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from conformance.case import Arg, Case, Draft, Reading
-from conformance.compare import compare
+from qconform.case import Arg, Case, Draft, Reading
+from qconform.compare import compare
 
 
 def make_case(expected, *, mask=None, alt=None) -> Case:
@@ -87,5 +87,5 @@ def test_failure_message_grammar():
     case = Case(d, ("y",), (Reading("spec", (f8([0x7F]),)),), (None,), "q-float8")
     msg = compare(case, [f8([0x7E])]).message(case)
     assert "QuantizeLinear-19/float32-float8e4m3fn/float8/overflow" in msg
-    assert "docs/semantics.md#q-float8" in msg
+    assert "qconform/docs/semantics.md#q-float8" in msg
     assert "y[0]=0x7e (448.0), but should be 0x7f (nan) [x=470.0, y_scale=1.0]" in msg

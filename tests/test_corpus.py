@@ -6,9 +6,9 @@ import shutil
 import pytest
 
 from conftest import run_pytest
-from conformance import corpus as corpus_mod
-from conformance.cli import regenerate
-from conformance.plugin import default_golden
+from qconform import corpus as corpus_mod
+from qconform.cli import regenerate
+from qconform.plugin import default_golden
 
 
 def _case_files(root) -> list[str]:
@@ -20,12 +20,12 @@ def test_regeneration_is_bit_identical_to_the_committed_corpus(tmp_path):
     """The committed corpus was written on another machine (or run); a fresh one must match it byte for byte."""
     n, _digest = regenerate(tmp_path / "a")
     assert _case_files(tmp_path / "a") == _case_files(default_golden()), \
-        "golden/ is stale: run `qconform golden regen`"
+        "qconform/golden/ is stale: run `qconform golden regen`"
     assert n == len(corpus_mod.load(default_golden()).cases)
 
 
 def test_every_case_builds_a_checked_model(corpus):
-    from conformance.model import build_model
+    from qconform.model import build_model
 
     for case in corpus.cases:
         build_model(case)  # onnx.checker runs inside

@@ -2,10 +2,10 @@
 one has a case for it in the corpus, and ``qconform coverage`` prints the table."""
 from __future__ import annotations
 
-from conformance import coverage, schemas
-from conformance.cli import main
-from conformance.generators import FAMILIES
-from conformance.plugin import default_golden
+from qconform import coverage, schemas
+from qconform.cli import main
+from qconform.generators import FAMILIES
+from qconform.plugin import default_golden
 
 
 def test_combinations_are_the_schemas_own():

@@ -3,10 +3,10 @@
 1. Each deviation model, run as a runtime over the corpus, fails it, and the diagnosis names that
    same model first (every group it fails in, and across them).
 2. The spec-exact runner (cpu-ref) gets no diagnosis: nothing fails.
-3. onnxruntime's actual failures over the corpus are diagnosed (printed; docs/diagnosis.md).
+3. onnxruntime's actual failures over the corpus are diagnosed (printed; qconform/docs/diagnosis.md).
 (4, the cost of diagnosis, is measured by benchmarks/bench_diagnosis.py, not asserted here.)
 
-Everything runs in process with conformance.compare, no pytest subprocess. To stay fast, point 1
+Everything runs in process with qconform.compare, no pytest subprocess. To stay fast, point 1
 diagnoses the first ``MAX_GROUPS`` failing (op, opset, types) groups of each model (up to
 ``MAX_GROUPS_TIED`` while another model ties with it), looking first in the generator families most
 likely to expose it (``Deviation.families``), smallest groups first; a model that passes the whole
@@ -21,13 +21,13 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from conformance.case import Case
-from conformance.compare import compare
-from conformance.diagnosis import diagnose as dg
-from conformance.diagnosis.models import (MODELS, Deviation, Spec, hooked_oracle, round_fraction, round_with,
+from qconform.case import Case
+from qconform.compare import compare
+from qconform.diagnosis import diagnose as dg
+from qconform.diagnosis.models import (MODELS, Deviation, Spec, hooked_oracle, round_fraction, round_with,
                                           swap_slots)
-from conformance.model import build_model
-from conformance.runner import prepare
+from qconform.model import build_model
+from qconform.runner import prepare
 
 MAX_GROUPS = 2
 MAX_GROUPS_TIED = 8  # while two models explain the same cases, look further for a group that separates them
@@ -138,9 +138,9 @@ def test_registry_is_complete():
 def test_every_model_is_documented():
     from pathlib import Path
 
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "diagnosis.md").read_text()
+    doc = (Path(__file__).resolve().parent.parent / "qconform" / "docs" / "diagnosis.md").read_text()
     missing = [n for n in MODELS if f"`{n}`" not in doc]
-    assert not missing, f"docs/diagnosis.md does not list {missing}"
+    assert not missing, f"qconform/docs/diagnosis.md does not list {missing}"
 
 
 @pytest.mark.parametrize("mode, expected", [
@@ -158,7 +158,7 @@ def test_round_with(mode, expected):
 
 
 def test_swap_slots_reads_high_nibble_first_packing():
-    from conformance import dtypes
+    from qconform import dtypes
 
     t = dtypes.get("uint4")
     x = t.from_bits(np.array([1, 2, 3], dtype=np.uint8))
@@ -173,7 +173,7 @@ def test_swap_slots_reads_high_nibble_first_packing():
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
-    from conformance import dtypes
+    from qconform import dtypes
 
     return dtypes.get(a.dtype).to_bits(a)
 
@@ -181,7 +181,7 @@ def _bits(a: np.ndarray) -> np.ndarray:
 def test_hooked_bodies_reproduce_the_oracle(sample):
     """The bodies the models hook into give the oracle's readings, in order, bit for bit (the
     current oracle, not the goldens: a golden one regeneration behind must not fail this)."""
-    from conformance.oracle import oracle_for
+    from qconform.oracle import oracle_for
 
     bad = []
     for c in sample:
@@ -221,7 +221,7 @@ def test_each_deviation_fails_the_corpus_and_is_named_first(name, groups):
                       f"with every passing one: the corpus cannot tell them apart here ({[g.label for g in found]})")
 
     # The same model through the runner adapter (model file in, arrays out) gives the same outputs.
-    from runners.deviation import DeviationRunner
+    from qconform.runners.deviation import DeviationRunner
 
     case, out = example
     via_runner = prepare(DeviationRunner(model=name), build_model(case))({k: v.copy() for k, v in case.feeds.items()})
@@ -237,7 +237,7 @@ def test_each_deviation_fails_the_corpus_and_is_named_first(name, groups):
 
 
 def test_spec_exact_runner_gets_no_diagnosis(sample):
-    from runners.cpu_ref import CpuRefRunner
+    from qconform.runners.cpu_ref import CpuRefRunner
 
     runner = CpuRefRunner()
     run = dg.run_cases(lambda c: prepare(runner, build_model(c))(dict(c.feeds)), sample)
@@ -253,7 +253,7 @@ def test_spec_exact_runner_gets_no_diagnosis(sample):
 def test_onnxruntime_failures_are_diagnosed(corpus, sample, capsys):
     """On the stratified sample (the whole corpus with QCONFORM_DIAGNOSIS_FULL=1: ~1.5 min)."""
     pytest.importorskip("onnxruntime")
-    from runners.onnxruntime_runner import OnnxRuntimeRunner
+    from qconform.runners.onnxruntime_runner import OnnxRuntimeRunner
 
     runner = OnnxRuntimeRunner()
     cases = corpus.cases if os.environ.get("QCONFORM_DIAGNOSIS_FULL") else sample
@@ -309,7 +309,7 @@ def test_budget_marks_the_rest_not_diagnosed():
 
 def test_same_outputs_follows_compare(sample):
     """The matcher diagnosis uses is compare()'s rule: bits, NaN as one class, don't-care skipped."""
-    from conformance import dtypes
+    from qconform import dtypes
 
     checked = 0
     for c in sample[:300]:

@@ -1,6 +1,6 @@
 """DynamicQuantizeLinear-11: the oracle against hand-checked values and ONNX's node tests, the
 cross-checks against onnx.reference and onnxruntime, and wrong implementations the families catch
-(docs/semantics.md#dql-formula .. #dql-inf)."""
+(qconform/docs/semantics.md#dql-formula .. #dql-inf)."""
 from __future__ import annotations
 
 import importlib.util
@@ -9,15 +9,15 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from conformance import schemas
-from conformance.case import Case
-from conformance.compare import compare
-from conformance.generators import dynamic_quantize
-from conformance.generators.common import draft
-from conformance.model import build_model
-from conformance.oracle import evaluate
-from conformance.runner import BaseRunner
-from runners.cpu_ref import CpuRefRunner
+from qconform import schemas
+from qconform.case import Case
+from qconform.compare import compare
+from qconform.generators import dynamic_quantize
+from qconform.generators.common import draft
+from qconform.model import build_model
+from qconform.oracle import evaluate
+from qconform.runner import BaseRunner
+from qconform.runners.cpu_ref import CpuRefRunner
 from support import failing, require_fact, unexplained
 
 SPEC = schemas.get("DynamicQuantizeLinear", 11)
@@ -153,14 +153,14 @@ def _ordinary_inputs(n: int = 60):
 @pytest.mark.parametrize("runner_name", ["onnx-reference", "onnxruntime"])
 def test_cross_check_on_ordinary_ranges(runner_name):
     """Ordinary inputs pass, except where a fact applying here says otherwise."""
-    from conformance.runner import resolve
+    from qconform.runner import resolve
 
     bad, ran = unexplained(runner_name, resolve(runner_name), list(_ordinary_inputs()))
     assert ran and not bad, "\n".join(bad[:3])
 
 
 def test_zero_range_readings_of_reference_and_onnxruntime():
-    from conformance.runner import resolve
+    from qconform.runner import resolve
 
     require_fact("E15", "E37")
     c = case([0.0, -0.0, 0.0])
@@ -174,7 +174,7 @@ def test_zero_range_readings_of_reference_and_onnxruntime():
 
 
 def test_errata_reference_fails_on_empty_input():
-    from conformance.runner import resolve
+    from qconform.runner import resolve
 
     require_fact("E16")
     c = case(np.zeros((0,)))

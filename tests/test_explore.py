@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from conftest import run_pytest
 
-from conformance.cli import main
-from conformance.compare import compare
-from conformance.generators import explored
-from conformance.model import build_model
-from conformance.oracle import evaluate
-from conformance.runner import prepare
-from runners.cpu_ref import CpuRefRunner
+from qconform.cli import main
+from qconform.compare import compare
+from qconform.generators import explored
+from qconform.model import build_model
+from qconform.oracle import evaluate
+from qconform.runner import prepare
+from qconform.runners.cpu_ref import CpuRefRunner
 from wrong_runners import WrongRunner
 
 WRONG = f"--runner={Path(__file__).with_name('wrong_runners.py')}:WrongRunner"
@@ -55,8 +55,8 @@ def test_correct_runner_explores_clean(tmp_path):
 def test_promote_makes_a_corpus_draft(tmp_path, capsys):
     found = tmp_path / "QuantizeLinear-21.json"
     arr = np.array([0.5], dtype=np.float32)
-    from conformance import schemas
-    from conformance.generators.qdq import Combo
+    from qconform import schemas
+    from qconform.generators.qdq import Combo
 
     c = Combo(schemas.get("QuantizeLinear", 21), {"T1": "float32", "T2": "int8"})
     found.write_text(json.dumps(explored.to_json(c.draft("explore", "draw", arr, 1.0, 0.0))))
@@ -70,8 +70,8 @@ def test_promote_makes_a_corpus_draft(tmp_path, capsys):
 
 
 def test_json_round_trip_is_bit_exact():
-    from conformance import schemas
-    from conformance.generators.qdq import Combo
+    from qconform import schemas
+    from qconform.generators.qdq import Combo
 
     c = Combo(schemas.get("QuantizeLinear", 23), {"T1": "float32", "T2": "float16", "T3": "float8e4m3fn"})
     x = np.array([np.nan, -0.0, np.inf, 1e-45], dtype=np.float32)

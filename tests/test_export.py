@@ -17,10 +17,10 @@ import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
 
-from conformance import corpus as corpus_mod
-from conformance import dtypes
-from conformance.plugin import default_golden
-from runners.cpu_ref import CpuRefRunner
+from qconform import corpus as corpus_mod
+from qconform import dtypes
+from qconform.plugin import default_golden
+from qconform.runners.cpu_ref import CpuRefRunner
 from support import SUPPORT, FlipInt8Runner, copy_group, require_measured  # noqa: F401
 
 pytest_plugins = ["pytester"]
@@ -90,7 +90,7 @@ ORT_READABLE = NUMPY_NATIVE | {"float8e4m3fn"}
 def _onnxruntime_example():
     """A corpus case onnxruntime gets wrong here, from the facts that apply to the installed release on
     this platform (which cases those are changes with the release and the CPU)."""
-    from conformance import facts
+    from qconform import facts
 
     require_measured("onnxruntime")
     cases = {c.id: c for c in corpus_mod.load(default_golden()).cases}
@@ -102,7 +102,7 @@ def _onnxruntime_example():
 
 
 def test_onnxruntime_reproducers_show_the_same_mismatch(pytester, tmp_path):
-    from conformance.plugin import marker_name
+    from qconform.plugin import marker_name
 
     fact, case = _onnxruntime_example()
     golden = copy_group(tmp_path / "golden", case.group)

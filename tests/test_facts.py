@@ -1,4 +1,4 @@
-"""What qconform knows about other software (conformance/facts/*.toml) against what it really does.
+"""What qconform knows about other software (qconform/facts/*.toml) against what it really does.
 
 1. onnx-reference and onnxruntime run every corpus case and every probe in-process (build_model +
    execute + compare), where their installed version is *measured* on this platform (elsewhere the
@@ -11,11 +11,11 @@
    (NaN as a class), or an ``onnx-node-tests`` fact must cover the test.
 3. ml_dtypes facts point at the test in tests/test_floats.py that pins the behaviour.
 4. The files themselves: canonical form, unique ids, no TODO left by the drift command, and
-   docs/facts.md rendered from them.
+   qconform/docs/facts.md rendered from them.
 
 The two corpus observations run in parallel in two spawned processes (one per runner). Set
 QCONFORM_FACTS_GOLDEN=/path/to/golden to check the facts against another corpus (e.g. a freshly
-regenerated one) before it replaces golden/.
+regenerated one) before it replaces qconform/golden/.
 """
 from __future__ import annotations
 
@@ -33,10 +33,10 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from conformance import dtypes, facts
-from conformance import platform as plat
-from conformance.facts import docs, drift, observe
-from conformance.facts.probes import PROBES
+from qconform import dtypes, facts
+from qconform import platform as plat
+from qconform.facts import docs, drift, observe
+from qconform.facts.probes import PROBES
 
 FILES = facts.load_all()
 FACTS = facts.all_facts()
@@ -45,13 +45,13 @@ HERE = Path(__file__).resolve().parent
 
 @functools.cache
 def _runner(name: str):
-    from conformance.runner import resolve
+    from qconform.runner import resolve
 
     return resolve(name)
 
 
 def _golden() -> Path:
-    from conformance.plugin import default_golden
+    from qconform.plugin import default_golden
 
     return Path(os.environ.get("QCONFORM_FACTS_GOLDEN") or default_golden())
 
@@ -137,7 +137,7 @@ def test_fact_example_shows_the_fact(observations, fact):
     if why:
         pytest.skip(why)
     if fact.probe is not None:
-        assert fact.probe in PROBES, f"{fact.id}: no probe {fact.probe!r} in conformance/facts/probes.py"
+        assert fact.probe in PROBES, f"{fact.id}: no probe {fact.probe!r} in qconform/facts/probes.py"
     else:
         assert fact.kind != "must-reject", f"{fact.id}: a must-reject fact's example is a probe"
         if fact.example not in results:
@@ -151,7 +151,7 @@ def test_fact_example_shows_the_fact(observations, fact):
 
 
 def _probe_covered(fact: facts.Fact) -> bool:
-    from conformance.facts.probes import probe_case
+    from qconform.facts.probes import probe_case
 
     return fact.covers(probe_case(fact.probe)[0].id)
 
@@ -198,7 +198,7 @@ def test_fact_ids_are_unique_and_globs_look_like_case_ids():
 
 def test_rendered_facts_document_is_current():
     assert docs.RENDERED.read_text() == docs.render(FILES), \
-        "docs/facts.md is stale: run `qconform facts render`"
+        "qconform/docs/facts.md is stale: run `qconform facts render`"
 
 
 def test_every_facts_source_is_known_to_the_platform_vocabulary():
@@ -268,7 +268,7 @@ def test_node_test_count():
 
 
 def _bits_equal(expected: np.ndarray, actual: np.ndarray) -> str:
-    """'' when equal as conformance.compare compares (raw bits, any NaN matches any NaN)."""
+    """'' when equal as qconform.compare compares (raw bits, any NaN matches any NaN)."""
     te, ta = dtypes.get(expected.dtype), dtypes.get(actual.dtype)
     if te != ta:
         return f"element type {ta.name}, expected {te.name}"
@@ -284,7 +284,7 @@ def _bits_equal(expected: np.ndarray, actual: np.ndarray) -> str:
 
 @pytest.mark.parametrize("name", _node_names())
 def test_node_test_agrees_with_cpu_ref(name):
-    from conformance.isolation import execute
+    from qconform.isolation import execute
 
     (_, model, inputs, outputs), = [t for t in _node_tests() if t[0] == name]
     op = model.graph.node[0].op_type
@@ -301,7 +301,7 @@ def test_node_test_agrees_with_cpu_ref(name):
         assert problems, f"{name} now agrees with cpu-ref; rows {[r.id for r in rows]} are stale"
     else:
         assert not problems, f"{name} (official expectation vs cpu-ref): {'; '.join(problems)}; " \
-                             f"add an onnx-node-tests fact to conformance/facts/onnx-node-tests.toml if the expectation is wrong"
+                             f"add an onnx-node-tests fact to qconform/facts/onnx-node-tests.toml if the expectation is wrong"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -382,7 +382,7 @@ def test_drift_against_1_31_1_reports_what_1_32_0_fixed_and_changed(observations
 def test_drift_command_writes_a_proposal_a_reviewer_can_apply(tmp_path):
     from support import copy_group
 
-    from conformance.cli import main
+    from qconform.cli import main
 
     golden = copy_group(tmp_path / "golden", "DequantizeLinear-10")
     code = main(["facts", "drift", "--runner", "onnx-reference", "--golden", str(golden), "--out",

@@ -1,4 +1,4 @@
-"""Cross-check of the first-principles minifloat codec (conformance/oracle/floats.py) against ml_dtypes.
+"""Cross-check of the first-principles minifloat codec (qconform/oracle/floats.py) against ml_dtypes.
 
 ml_dtypes 0.6 is the independent reference for rounding; its casts implement the *non-saturating*
 conversion, so for saturate=True the expectation is built from ml_dtypes' result by clamping
@@ -44,8 +44,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conformance import dtypes as D
-from conformance.oracle import floats as F
+from qconform import dtypes as D
+from qconform.oracle import floats as F
 
 # Widening signalling-NaN float32 payloads (exponent 255 in the sweeps) raises numpy's "invalid"
 # flag; the values stay NaN, which is all the tests need.
@@ -514,7 +514,7 @@ def test_fl_hardware_path_is_the_codec():
     """arith.fl rounds to float32 with numpy's hardware cast (the sweeps need the speed): it must
     give the codec's answer at every float32 tie, just beside it, at the subnormal and overflow
     edges, and on random float64 values."""
-    from conformance.oracle import arith
+    from qconform.oracle import arith
 
     f32 = _t("float32")
     codec = lambda v: F.decode(F.encode(v, f32, saturate=False), f32)  # noqa: E731
@@ -536,8 +536,8 @@ def test_fl_hardware_path_is_the_codec():
 
 def test_primary_only_is_the_first_reading():
     """evaluate(primary_only=True) (sweeps, cpu-ref) returns the first reading of the full evaluation."""
-    from conformance.case import Arg, Draft
-    from conformance.oracle import evaluate
+    from qconform.case import Arg, Draft
+    from qconform.oracle import evaluate
 
     x = np.array([1.0, -0.0, 2.5, 1000.0], np.float16)
     draft = Draft("QuantizeLinear", 21, "float16-float8e4m3fn", "test", "primary",

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conformance import cli
-from conformance import corpus as corpus_mod
-from conformance.plugin import default_golden
-from conformance.report import baseline as baseline_mod
-from conformance.runner import Unsupported
-from runners.cpu_ref import CpuRefRunner
+from qconform import cli
+from qconform import corpus as corpus_mod
+from qconform.plugin import default_golden
+from qconform.report import baseline as baseline_mod
+from qconform.runner import Unsupported
+from qconform.runners.cpu_ref import CpuRefRunner
 from support import SUPPORT, FlipInt8Runner, copy_group  # noqa: F401
 
 pytest_plugins = ["pytester"]
@@ -178,7 +178,7 @@ def test_report_diff(pytester, golden, ids, capsys):
     assert all((e["old"], e["new"]) == ("unsupported", "pass") for e in d["support"])
 
     # The console script, as CI calls it: text output, exit 1 on regressions.
-    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "report", "diff", str(old), str(new)],
+    proc = subprocess.run([sys.executable, "-m", "qconform.cli", "report", "diff", str(old), str(new)],
                           capture_output=True, text=True)
     assert proc.returncode == 1, proc.stderr
     assert f"regressed (passed before, deviates now): {len(ids['int8'])}" in proc.stdout

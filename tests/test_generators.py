@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 from hypothesis import find, given, settings, strategies as st
 
-from conformance import dtypes, schemas
-from conformance.compare import compare
-from conformance.generators import (floatkinds, granularity, packing, precision, qdq, random, saturation, shapes,
+from qconform import dtypes, schemas
+from qconform.compare import compare
+from qconform.generators import (floatkinds, granularity, packing, precision, qdq, random, saturation, shapes,
                                     specials, strategies, ties)
-from conformance.model import build_model
-from conformance.oracle import evaluate
-from conformance.runner import prepare
-from runners.cpu_ref import CpuRefRunner
+from qconform.model import build_model
+from qconform.oracle import evaluate
+from qconform.runner import prepare
+from qconform.runners.cpu_ref import CpuRefRunner
 from wrong_runners import BUGS, WrongRunner
 
 MODULES = [ties, saturation, specials, floatkinds, packing, granularity, shapes, precision, random]

@@ -35,7 +35,7 @@ def test_every_fault_is_classified_and_the_run_completes():
     r = run_pytest(RUNNER, "-m", "opset_13", "--case-timeout=3", "--worker-memory-mb=3000", "-rA", timeout=300)
     out = r.stdout
     assert r.returncode == 1, out[-3000:]
-    lines = {m.group(1): m.group(2) for m in re.finditer(r"^(?:FAILED|PASSED) golden/MANIFEST::(\S+)(.*)$", out, re.M)}
+    lines = {m.group(1): m.group(2) for m in re.finditer(r"^(?:FAILED|PASSED) qconform/golden/MANIFEST::(\S+)(.*)$", out, re.M)}
     for cid, fault in FAULTS.items():
         verdict, detail = EXPECTED[fault]
         assert cid in lines, f"{cid} ({fault}) has no verdict line"
@@ -44,7 +44,7 @@ def test_every_fault_is_classified_and_the_run_completes():
         if verdict:
             assert f"{verdict}: " in section[:3000]
     healthy = [cid for cid in lines if cid not in FAULTS]
-    assert healthy and all(f"PASSED golden/MANIFEST::{cid}" in out for cid in healthy)
+    assert healthy and all(f"PASSED qconform/golden/MANIFEST::{cid}" in out for cid in healthy)
     n_collected = int(re.search(r"(\d+) (?:passed|failed)", out.splitlines()[-1]).group(1))
     assert n_collected > 0
     counts = re.findall(r"(\d+) (passed|failed|skipped|deselected)", out.splitlines()[-1])
@@ -60,6 +60,6 @@ def test_without_isolation_exceptions_and_garbage_are_still_classified():
     r = run_pytest(RUNNER, "--isolate=off", "-m", k, "-rA", timeout=300)
     for cid in safe:
         if f"::{cid}" in r.stdout:
-            assert f"FAILED golden/MANIFEST::{cid}" in r.stdout
+            assert f"FAILED qconform/golden/MANIFEST::{cid}" in r.stdout
     assert "Traceback" not in r.stdout.split("short test summary")[0] or "INTERNALERROR" not in r.stdout
     assert "INTERNALERROR" not in r.stdout

@@ -1,4 +1,4 @@
-"""qconform's own kernels (conformance/kernels/qkernels.h): the gcc build passes the corpus and the
+"""qconform's own kernels (qconform/kernels/qkernels.h): the gcc build passes the corpus and the
 exhaustive sweeps, the same header compiles to clean PTX for four GPU architectures, and the
 gpu-kernel runner says plainly why it cannot start here."""
 from __future__ import annotations
@@ -12,19 +12,19 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from conformance import dtypes
-from conformance import kernels as K
-from conformance import sweep as S
-from conformance.compare import compare
-from conformance.model import build_model
-from conformance.runner import Unsupported, prepare
+from qconform import dtypes
+from qconform import kernels as K
+from qconform import sweep as S
+from qconform.compare import compare
+from qconform.model import build_model
+from qconform.runner import Unsupported, prepare
 
-CPU = "runners.cpu_kernel:CpuKernelRunner"
+CPU = "qconform.runners.cpu_kernel:CpuKernelRunner"
 
 
 @pytest.fixture(scope="module")
 def cpu_kernel():
-    from runners.cpu_kernel import CpuKernelRunner
+    from qconform.runners.cpu_kernel import CpuKernelRunner
 
     try:
         return CpuKernelRunner()
@@ -48,7 +48,7 @@ def test_kernel_kind_table_matches_the_registry(cpu_kernel):
         fmt = t.float_format
         assert style == K.STYLE[fmt.nan_style] and (ebits, mbits, bias) == (fmt.ebits, fmt.mbits, fmt.bias), name
         if fmt.nan_style != "e8m0":
-            from conformance.oracle import floats
+            from qconform.oracle import floats
 
             assert max_code == int(floats.encode(np.array([fmt.max_finite]), t)[0]), name
 
@@ -59,7 +59,7 @@ def test_kernel_kind_table_matches_the_registry(cpu_kernel):
 @pytest.mark.parametrize("fnuz_inf_saturates", [0, 1])
 def test_specials_table_matches_the_oracle(cpu_kernel, t, saturate, fnuz_inf_saturates):
     """Every float32 special and the overflow edges, under both tables, against floats.encode."""
-    from conformance.oracle import floats
+    from qconform.oracle import floats
 
     et = dtypes.get(t)
     mx = et.float_format.max_finite
@@ -210,7 +210,7 @@ def _isa_levels() -> list[str]:
 def test_every_vector_width_gives_the_golden_bits(cpu_kernel, level):
     """The host loops are cloned per ISA level and the CPU picks one at load time, so the sweeps
     above test only this machine's pick. Each level, built alone, must match the sampled goldens."""
-    from runners.cpu_kernel import CpuKernelRunner
+    from qconform.runners.cpu_kernel import CpuKernelRunner
 
     if level not in _isa_levels():
         pytest.skip(f"this CPU cannot run {level} code")
@@ -266,7 +266,7 @@ class TiesAwayRunner:
     name = "ties-away"
 
     def prepare(self, model):
-        from runners.cpu_kernel import CpuKernelRunner
+        from qconform.runners.cpu_kernel import CpuKernelRunner
 
         inner = CpuKernelRunner().prepare(model)
 
@@ -285,7 +285,7 @@ class TiesAwayRunner:
 # --------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def nvrtc():
-    from conformance.kernels import ptx
+    from qconform.kernels import ptx
 
     try:
         ptx.nvrtc()
@@ -318,24 +318,24 @@ def test_lint_catches_contracted_fma(nvrtc):
 
 
 def test_gpu_kernel_reports_unsupported_without_a_device():
-    from conformance.runner import RunnerError, resolve
-    from runners.gpu_kernel import GpuKernelRunner
+    from qconform.runner import RunnerError, resolve
+    from qconform.runners.gpu_kernel import GpuKernelRunner
 
     try:
         runner = GpuKernelRunner()
     except Unsupported as exc:
         assert str(exc).startswith("no CUDA device (cupy: "), exc
         with pytest.raises(RunnerError, match="cannot start here: no CUDA device"):
-            resolve("runners.gpu_kernel:GpuKernelRunner")
+            resolve("qconform.runners.gpu_kernel:GpuKernelRunner")
         return
     # A machine with a CUDA device: then the same header must agree with the gcc build.
     sweep = S.select(["QuantizeLinear-25/float16-float8e4m3fn/scale=float16:1.0/saturate=1"])[0]
-    _assert_sweep(S.check([sweep], ("all",), "runners.gpu_kernel:GpuKernelRunner"))
+    _assert_sweep(S.check([sweep], ("all",), "qconform.runners.gpu_kernel:GpuKernelRunner"))
     assert runner.describe()["device"].startswith("cuda")
 
 
 def test_gpu_kernel_shares_the_header():
-    import runners.gpu_kernel as g
-    from conformance.kernels.build import HEADER
+    import qconform.runners.gpu_kernel as g
+    from qconform.kernels.build import HEADER
 
     assert g.HEADER == HEADER and "extern \"C\" __global__ void qk_quantize_kernel" in HEADER.read_text()

@@ -1,22 +1,22 @@
 """com.microsoft QuantizeLinear-1 / DequantizeLinear-1: the schema table against the schemas
 onnxruntime registers, the oracle against hand-checked values and the seed page's examples, the
 cross-check against onnxruntime, and wrong implementations the families catch
-(docs/semantics.md#ms-quantize, #ms-dequantize)."""
+(qconform/docs/semantics.md#ms-quantize, #ms-dequantize)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from conformance import dtypes, schemas
-from conformance.case import MS_DOMAIN, Case
-from conformance.compare import compare
-from conformance.generators import ms_quant
-from conformance.generators.common import draft
-from conformance.model import build_model
-from conformance.oracle import InvalidModel, evaluate
-from conformance.runner import BaseRunner, Unsupported, resolve
-from runners.cpu_ref import CpuRefRunner
+from qconform import dtypes, schemas
+from qconform.case import MS_DOMAIN, Case
+from qconform.compare import compare
+from qconform.generators import ms_quant
+from qconform.generators.common import draft
+from qconform.model import build_model
+from qconform.oracle import InvalidModel, evaluate
+from qconform.runner import BaseRunner, Unsupported, resolve
+from qconform.runners.cpu_ref import CpuRefRunner
 from support import failing, require_fact, require_measured, unexplained
 
 Q = schemas.get("QuantizeLinear", 1, MS_DOMAIN)

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.generators.examples import example_drafts
-from conformance.oracle import evaluate
-from conformance.oracle.arith import as_float64
+from qconform.generators.examples import example_drafts
+from qconform.oracle import evaluate
+from qconform.oracle.arith import as_float64
 
 EXAMPLES = list(example_drafts())
 

@@ -22,9 +22,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from conformance import dtypes
-from conformance.runner import RunnerError, Unsupported, prepare, resolve
-from runners.onnxruntime_runner import _ADAPTED, OnnxRuntimeRunner, _ort_has_type
+from qconform import dtypes
+from qconform.runner import RunnerError, Unsupported, prepare, resolve
+from qconform.runners.onnxruntime_runner import _ADAPTED, OnnxRuntimeRunner, _ort_has_type
 
 ADAPTED = sorted(t.name for t in _ADAPTED.values())
 IN_ORT = [n for n in ADAPTED if _ort_has_type(dtypes.get(n).onnx)]
@@ -265,7 +265,7 @@ UNSUPPORTED = {
 @pytest.mark.parametrize("case", list(UNSUPPORTED))
 def test_what_onnxruntime_refuses_is_one_clean_unsupported_line(runner, case):
     """Which of these models a release refuses is a fact about the release (E33, E34, E44, E45 in
-    docs/facts.md, checked by tests/test_facts.py); whatever it refuses must come out as Unsupported,
+    qconform/docs/facts.md, checked by tests/test_facts.py); whatever it refuses must come out as Unsupported,
     on one line, without ORT's status prefix or C++ location."""
     try:
         runner.prepare(UNSUPPORTED[case]())
@@ -310,7 +310,7 @@ def test_recorded_refusals_of_measured_releases_are_classified_unsupported(name)
 
     from onnxruntime.capi import onnxruntime_pybind11_state as state
 
-    from runners.onnxruntime_runner import _unsupported_reason
+    from qconform.runners.onnxruntime_runner import _unsupported_reason
 
     cls, text, want = RECORDED_REFUSALS[name]
     reason = _unsupported_reason(getattr(state, cls)(text), _quantize_model("int8", 1.0, 0, opset=25))
@@ -320,7 +320,7 @@ def test_recorded_refusals_of_measured_releases_are_classified_unsupported(name)
 def test_a_run_time_failure_is_not_a_refusal():
     from onnxruntime.capi import onnxruntime_pybind11_state as state
 
-    from runners.onnxruntime_runner import _unsupported_reason
+    from qconform.runners.onnxruntime_runner import _unsupported_reason
 
     text = ("[ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running QLinearMatMul node. "
             "QLinearMatmul : input zero point must be a scalar or 1D tensor of size 1")

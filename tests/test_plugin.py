@@ -7,7 +7,7 @@ from conftest import run_pytest
 
 # A vendor runner: a complete plug-in, kept outside the repository (tmp_path).
 VENDOR = textwrap.dedent('''
-    from runners.cpu_ref import CpuRefRunner
+    from qconform.runners.cpu_ref import CpuRefRunner
 
     class Mine(CpuRefRunner):
         name = "mine"
@@ -46,7 +46,7 @@ def test_entry_point_of_an_installed_package(tmp_path):
 
 
 def test_module_attr_runner():
-    r = run_pytest("--runner=runners.cpu_ref:CpuRefRunner", *SUBSET, "-q")
+    r = run_pytest("--runner=qconform.runners.cpu_ref:CpuRefRunner", *SUBSET, "-q")
     assert r.returncode == 0 and "2 passed" in r.stdout
 
 
@@ -86,7 +86,7 @@ def test_markers_select_cases():
 
 def test_project_tests_do_not_collect_cases():
     r = run_pytest("--co", "-q", "tests/test_compare.py")
-    assert "golden/MANIFEST" not in r.stdout
+    assert "qconform/golden/MANIFEST" not in r.stdout
 
 
 def test_xdist_runs_cases_in_parallel():

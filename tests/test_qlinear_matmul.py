@@ -1,6 +1,6 @@
 """QLinearMatMul-10/-21: the oracle against hand-checked values and ONNX's node tests, the
 cross-checks against onnx.reference and onnxruntime, and wrong implementations the families catch
-(docs/semantics.md#qlmm-formula .. #qlmm-shapes)."""
+(qconform/docs/semantics.md#qlmm-formula .. #qlmm-shapes)."""
 from __future__ import annotations
 
 import importlib.util
@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 from onnx import numpy_helper
 
-from conformance import dtypes, schemas
-from conformance.case import Case
-from conformance.compare import compare
-from conformance.generators import qlinear_matmul as gen
-from conformance.generators.common import draft
-from conformance.model import build_model
-from conformance.oracle import InvalidModel, evaluate
-from conformance.oracle.qlinear_matmul import wrap_int32
-from conformance.runner import BaseRunner, resolve
-from runners.cpu_ref import CpuRefRunner
+from qconform import dtypes, schemas
+from qconform.case import Case
+from qconform.compare import compare
+from qconform.generators import qlinear_matmul as gen
+from qconform.generators.common import draft
+from qconform.model import build_model
+from qconform.oracle import InvalidModel, evaluate
+from qconform.oracle.qlinear_matmul import wrap_int32
+from qconform.runner import BaseRunner, resolve
+from qconform.runners.cpu_ref import CpuRefRunner
 from support import require_fact, require_measured, unexplained
 
 F32 = np.float32

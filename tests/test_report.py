@@ -16,10 +16,10 @@ import jsonschema
 import numpy as np
 import pytest
 
-from conformance import corpus as corpus_mod
-from conformance.plugin import default_golden
-from conformance.report import model
-from runners.cpu_ref import CpuRefRunner
+from qconform import corpus as corpus_mod
+from qconform.plugin import default_golden
+from qconform.report import model
+from qconform.runners.cpu_ref import CpuRefRunner
 from support import SUPPORT, FlipInt8Runner, copy_group  # noqa: F401
 
 pytest_plugins = ["pytester"]

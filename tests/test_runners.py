@@ -6,10 +6,10 @@ import pytest
 
 from support import require_fact
 from conftest import run_pytest
-from conformance.compare import compare
-from conformance.model import build_model
-from conformance.runner import prepare, resolve
-from runners.cpu_ref import CpuRefRunner
+from qconform.compare import compare
+from qconform.model import build_model
+from qconform.runner import prepare, resolve
+from qconform.runners.cpu_ref import CpuRefRunner
 
 
 class RoundHalfAway(CpuRefRunner):

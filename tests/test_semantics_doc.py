@@ -1,11 +1,11 @@
-"""docs/semantics.md is the one place semantics are decided: every case points into it."""
+"""qconform/docs/semantics.md is the one place semantics are decided: every case points into it."""
 from __future__ import annotations
 
 import re
 
 from conftest import REPO
 
-DOC = REPO / "docs" / "semantics.md"
+DOC = REPO / "qconform" / "docs" / "semantics.md"
 
 
 def anchors() -> set[str]:
@@ -15,7 +15,7 @@ def anchors() -> set[str]:
 def test_every_case_clause_is_an_anchor_of_the_semantics_document(corpus):
     known = anchors()
     missing = sorted({c.clause for c in corpus.cases} - known)
-    assert not missing, f"clauses with no section in docs/semantics.md: {missing}"
+    assert not missing, f"clauses with no section in qconform/docs/semantics.md: {missing}"
 
 
 def test_every_named_reading_is_in_the_readings_index(corpus):
@@ -23,7 +23,7 @@ def test_every_named_reading_is_in_the_readings_index(corpus):
     index = text[text.index('<a id="readings-index"></a>'):]
     names = {part for c in corpus.cases for r in c.readings if r.name != "spec" for part in r.name.split("+")}
     missing = sorted(n for n in names if f"`{n}`" not in index)
-    assert not missing, f"readings not listed in docs/semantics.md#readings-index: {missing}"
+    assert not missing, f"readings not listed in qconform/docs/semantics.md#readings-index: {missing}"
 
 
 def test_every_decision_quotes_the_spec():

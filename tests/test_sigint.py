@@ -18,10 +18,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conformance import corpus as corpus_mod
-from conformance.plugin import default_golden
-from conformance.report import model
-from runners.cpu_ref import CpuRefRunner
+from qconform import corpus as corpus_mod
+from qconform.plugin import default_golden
+from qconform.report import model
+from qconform.runners.cpu_ref import CpuRefRunner
 
 HERE = Path(__file__).resolve()
 AFTER = 3  # cases that complete before the runner stalls

@@ -15,13 +15,13 @@ from typing import Callable
 import numpy as np
 import onnx
 
-from conformance import dtypes
-from conformance.case import Draft
-from conformance.oracle import floats, oracle_for
-from conformance.oracle.arith import as_float64, fl, pack_output
-from conformance.oracle.granularity import expand
-from conformance.runner import BaseRunner, Inputs, Outputs, Prepared
-from runners.cpu_ref import draft_from_model
+from qconform import dtypes
+from qconform.case import Draft
+from qconform.oracle import floats, oracle_for
+from qconform.oracle.arith import as_float64, fl, pack_output
+from qconform.oracle.granularity import expand
+from qconform.runner import BaseRunner, Inputs, Outputs, Prepared
+from qconform.runners.cpu_ref import draft_from_model
 
 
 def _rne(q):

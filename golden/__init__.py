@@ -1,1 +1,0 @@
-"""The golden corpus (data, not code): read by conformance.corpus, written by `qconform golden regen`."""

@@ -1,0 +1,110 @@
+"""The case model: one conformance case, as generators draft it and the corpus stores it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import numpy as np
+
+from qconform import dtypes
+
+ONNX_DOMAIN = ""
+MS_DOMAIN = "com.microsoft"
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A named, typed input. Quantization parameters are initializers, the data is a graph input."""
+
+    name: str
+    type: str
+    value: np.ndarray
+    initializer: bool = False
+
+    def __post_init__(self) -> None:
+        want = dtypes.get(self.type).dtype
+        if self.value.dtype != want:
+            raise TypeError(f"input {self.name}: array dtype {self.value.dtype} is not {self.type} ({want})")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One permitted result of the case: the outputs under one reading of the spec."""
+
+    name: str  # e.g. "spec", "quotient-in-float16"
+    outputs: tuple[np.ndarray, ...]
+
+
+@dataclass(frozen=True)
+class Draft:
+    """What a generator produces: everything but the expected outputs (the oracle adds those)."""
+
+    op: str
+    opset: int
+    types: str  # type signature in the id, e.g. "float32-int8"
+    family: str
+    name: str  # last id component, unique within (op, opset, types, family)
+    inputs: tuple[Arg | None, ...]  # positional; None = optional input left out
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    domain: str = ONNX_DOMAIN
+    clause: str = ""  # anchor in qconform/docs/semantics.md; the oracle fills it when empty
+    provenance: str = ""
+    note: str = ""
+
+    @property
+    def id(self) -> str:
+        prefix = f"{self.domain}." if self.domain else ""
+        return f"{prefix}{self.op}-{self.opset}/{self.types}/{self.family}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Case:
+    """A complete case: a draft plus its expected outputs under every permitted reading.
+
+    ``readings[0]`` is the reading the latest spec text states (the strict profile accepts only
+    it). ``dont_care[i]`` marks elements of output i whose value the spec leaves undefined.
+    """
+
+    draft: Draft
+    output_names: tuple[str, ...]
+    readings: tuple[Reading, ...]
+    dont_care: tuple[np.ndarray | None, ...]
+    clause: str
+
+    def __post_init__(self) -> None:
+        if not self.readings:
+            raise ValueError(f"{self.draft.id}: a case needs at least one reading")
+        n = len(self.output_names)
+        for r in self.readings:
+            if len(r.outputs) != n:
+                raise ValueError(f"{self.draft.id}: reading {r.name} has {len(r.outputs)} outputs, not {n}")
+
+    # Flattened accessors: most consumers read these.
+    id = property(lambda self: self.draft.id)
+    op = property(lambda self: self.draft.op)
+    domain = property(lambda self: self.draft.domain)
+    opset = property(lambda self: self.draft.opset)
+    types = property(lambda self: self.draft.types)
+    family = property(lambda self: self.draft.family)
+    inputs = property(lambda self: self.draft.inputs)
+    attrs = property(lambda self: MappingProxyType(dict(self.draft.attrs)))
+
+    @property
+    def expected(self) -> tuple[np.ndarray, ...]:
+        return self.readings[0].outputs
+
+    @property
+    def output_types(self) -> tuple[str, ...]:
+        return tuple(dtypes.get(a.dtype).name for a in self.expected)
+
+    @property
+    def feeds(self) -> dict[str, np.ndarray]:
+        """Graph inputs a runner is handed (initializers live in the model)."""
+        return {a.name: a.value for a in self.inputs if a is not None and not a.initializer}
+
+    @property
+    def group(self) -> str:
+        """Corpus file grouping: one file per (domain, op, opset)."""
+        prefix = f"{self.domain}." if self.domain else ""
+        return f"{prefix}{self.op}-{self.opset}"

@@ -1,0 +1,132 @@
+"""The ``qconform`` console script: corpus regeneration and certification shortcuts."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from qconform import corpus
+from qconform.plugin import default_golden
+
+
+def regenerate(root: Path, jobs: int | None = None) -> tuple[int, str]:
+    """Generators -> oracle -> corpus. Deterministic: same bytes on every machine, whatever ``jobs``
+    (cases are evaluated independently and written sorted by id)."""
+    import multiprocessing
+    import os
+
+    from qconform import oracle
+    from qconform.generators import all_drafts
+
+    drafts = list(all_drafts())
+    jobs = jobs or os.cpu_count() or 1
+    if jobs > 1:
+        with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+            cases = pool.map(oracle.evaluate, drafts, chunksize=64)
+    else:
+        cases = [oracle.evaluate(d) for d in drafts]
+    return len(cases), corpus.write(cases, root)
+
+
+def _facts(args) -> int:
+    from qconform import facts
+    from qconform.facts import docs, drift
+
+    try:
+        if args.facts_cmd == "drift":
+            return drift.main(args)
+        files = facts.load_all()
+        if args.facts_cmd == "render":
+            docs.RENDERED.write_text(docs.render(files))
+            print(f"wrote {docs.RENDERED}")
+        else:
+            for ff in files.values():
+                print(f"wrote {facts.write(ff)}")
+    except facts.FactsError as exc:
+        print(f"qconform: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="qconform", description=__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("golden", help="the golden corpus")
+    gsub = g.add_subparsers(dest="golden_cmd", required=True)
+    regen = gsub.add_parser("regen", help="regenerate qconform/golden/ from the generators and the oracle")
+    regen.add_argument("--dir", type=Path, default=None)
+    verify = gsub.add_parser("verify", help="check qconform/golden/ against its MANIFEST")
+    verify.add_argument("--dir", type=Path, default=None)
+    cert = sub.add_parser("certify", help="run the suite against a runner and write a report")
+    cert.add_argument("--runner", required=True)
+    cert.add_argument("pytest_args", nargs=argparse.REMAINDER, help="further pytest arguments")
+    rep = sub.add_parser("report", help="work with report.json files")
+    rsub = rep.add_subparsers(dest="report_cmd", required=True)
+    rdiff = rsub.add_parser("diff", help="what regressed, got fixed or changed support status "
+                                         "(exit 1 on regressions)")
+    rdiff.add_argument("old", type=Path, help="the earlier report.json")
+    rdiff.add_argument("new", type=Path, help="the later report.json")
+    rdiff.add_argument("--json", action="store_true", help="print the differences as JSON")
+    from qconform import sweep
+
+    sweep.add_arguments(sub.add_parser("sweep", help="exhaustive sweeps of a runner against digest goldens"))
+    cov = sub.add_parser("coverage", help="op x version x type table of cases per family; exit 1 on gaps")
+    cov.add_argument("--dir", type=Path, default=None, help="golden corpus directory")
+    cov.add_argument("--missing", action="store_true", help="list only the applicable pairs without a case")
+    fct = sub.add_parser("facts", help="what qconform knows about other runtimes (qconform/facts/*.toml)")
+    fsub = fct.add_subparsers(dest="facts_cmd", required=True)
+    from qconform.facts import drift
+
+    drift.add_arguments(fsub.add_parser(
+        "drift", help="run the bundled third-party runners and propose the facts to add, close or re-bound "
+                      "(exit 1 when they drifted)"))
+    fsub.add_parser("render", help="rewrite qconform/docs/facts.md from the facts files")
+    fsub.add_parser("fmt", help="rewrite the facts files in their canonical form")
+    exp = sub.add_parser("explore", help="findings of pytest --explore")
+    esub = exp.add_subparsers(dest="explore_cmd", required=True)
+    promote = esub.add_parser("promote", help="turn a saved draft into a corpus case (family 'explored')")
+    promote.add_argument("file", type=Path, help="a JSON draft saved by pytest --explore")
+    promote.add_argument("--dir", type=Path, default=None, help="destination (default qconform/golden/explored)")
+    args = parser.parse_args(argv)
+
+    if args.cmd == "golden":
+        root = args.dir or default_golden()
+        try:
+            if args.golden_cmd == "regen":
+                n, digest = regenerate(root)
+                print(f"wrote {n} cases to {root} (corpus digest {digest})")
+            else:
+                print(f"{root}: OK, corpus digest {corpus.verify(root)}")
+        except corpus.CorpusError as exc:
+            print(f"qconform: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    if args.cmd == "report":
+        from qconform.report import diff
+
+        try:
+            return diff.main(args.old, args.new, as_json=args.json)
+        except diff.ReportError as exc:
+            print(f"qconform: {exc}", file=sys.stderr)
+            return 2
+    if args.cmd == "sweep":
+        return sweep.main(args)
+    if args.cmd == "coverage":
+        from qconform import coverage
+
+        return coverage.main(args.dir or default_golden(), only_missing=args.missing)
+    if args.cmd == "facts":
+        return _facts(args)
+    if args.cmd == "explore":
+        from qconform.generators import explored
+
+        return explored.promote_main(args.file, args.dir)
+    if args.cmd == "certify":
+        import pytest
+
+        return int(pytest.main([f"--runner={args.runner}", "-p", "no:cacheprovider", *args.pytest_args]))
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

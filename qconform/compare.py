@@ -1,0 +1,143 @@
+"""Bit-level comparison of a runner's outputs with a case's readings, and the failure grammar.
+
+Rules (qconform/docs/semantics.md#principles): element type and shape must match exactly; elements are
+compared as raw bits of the element type, so −0 ≠ +0; any NaN matches any NaN of the type unless
+``strict_nan``; don't-care elements are skipped but counted. A case passes if the outputs match
+any permitted reading (``profile="strict"``: only the first, the latest spec text's).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from qconform import dtypes
+from qconform.case import Case
+
+MAX_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    output: str
+    index: tuple[int, ...]
+    expected_bits: int
+    actual_bits: int
+    expected_value: str
+    actual_value: str
+    inputs: dict[str, str]
+
+    def line(self, t: dtypes.ElemType) -> str:
+        w = max(1, (t.bits + 3) // 4)
+        idx = ",".join(map(str, self.index))
+        ins = ", ".join(f"{k}={v}" for k, v in self.inputs.items())
+        return (f"{self.output}[{idx}]=0x{self.actual_bits:0{w}x} ({self.actual_value}), but should be "
+                f"0x{self.expected_bits:0{w}x} ({self.expected_value})" + (f" [{ins}]" if ins else ""))
+
+
+@dataclass
+class Outcome:
+    verdict: str  # "pass" | "fail" | "error"
+    reading: str | None = None  # the reading matched (pass) or compared against (fail)
+    mismatches: list[Mismatch] = field(default_factory=list)
+    mismatch_count: int = 0
+    masked: int = 0
+    problem: str = ""  # structural problem: output count, dtype, shape, not an array
+
+    def message(self, case: Case) -> str:
+        head = f"{case.id} [{case.op}-{case.opset} {_attrs(case)}] clause: qconform/docs/semantics.md#{case.clause}"
+        if self.problem:
+            return f"{head}\n  {self.verdict}: {self.problem}"
+        lines = [head, f"  {self.mismatch_count} element(s) differ from reading '{self.reading}'"
+                       + (f"; {self.masked} don't-care element(s) skipped" if self.masked else "")]
+        for m in self.mismatches:
+            t = dtypes.get(case.expected[case.output_names.index(m.output)].dtype)
+            lines.append("  " + m.line(t))
+        if self.mismatch_count > len(self.mismatches):
+            lines.append(f"  ... and {self.mismatch_count - len(self.mismatches)} more")
+        return "\n".join(lines)
+
+
+def _attrs(case: Case) -> str:
+    types = case.types.replace("-", "→", 1) if case.types.count("-") == 1 else case.types
+    return " ".join([types] + [f"{k}={v}" for k, v in sorted(case.attrs.items())])
+
+
+def format_value(t: dtypes.ElemType, bits: int) -> str:
+    if t.is_integer:
+        return str(int(np.asarray(t.from_bits(np.array([bits]))).astype(np.int64)[0]))
+    from qconform.oracle.floats import decode
+
+    return repr(float(decode(np.array([bits], dtype=np.uint64), t)[0]))
+
+
+def _input_context(case: Case, shape: tuple[int, ...], index: tuple[int, ...]) -> dict[str, str]:
+    out = {}
+    for arg in case.inputs:
+        if arg is None:
+            continue
+        t = dtypes.get(arg.type)
+        if arg.value.shape == shape:
+            bits = int(t.to_bits(arg.value)[index])
+        elif arg.value.size == 1:
+            bits = int(t.to_bits(arg.value).reshape(-1)[0])
+        else:
+            continue
+        out[arg.name] = format_value(t, bits)
+    return out
+
+
+def check_structure(case: Case, actual: object) -> str:
+    """A runner result's structural problem, or '' when it is a list of arrays of the right count."""
+    if not isinstance(actual, (list, tuple)):
+        return f"runner returned {type(actual).__name__}, not a list of arrays"
+    if len(actual) != len(case.output_names):
+        return f"runner returned {len(actual)} output(s); {case.op} has {len(case.output_names)}"
+    for name, a in zip(case.output_names, actual):
+        if not isinstance(a, np.ndarray):
+            return f"output {name} is {type(a).__name__}, not a numpy array"
+    return ""
+
+
+def _diff(case: Case, expected: tuple[np.ndarray, ...], actual, strict_nan: bool, reading: str):
+    mism, count, masked = [], 0, 0
+    for name, e, a, mask in zip(case.output_names, expected, actual, case.dont_care):
+        t = dtypes.get(e.dtype)
+        if a.dtype != e.dtype:
+            got = dtypes.BY_DTYPE.get(a.dtype)
+            return None, f"output {name}: element type {got.name if got else a.dtype}, expected {t.name}", 0
+        if a.shape != e.shape:
+            return None, f"output {name}: shape {a.shape}, expected {e.shape}", 0
+        eb, ab = t.to_bits(e), t.to_bits(a)
+        differ = eb != ab
+        if not strict_nan:
+            differ &= ~(t.is_nan_bits(eb) & t.is_nan_bits(ab))
+        if mask is not None:
+            masked += int(mask.sum())
+            differ &= ~mask
+        where = np.argwhere(differ)
+        count += len(where)
+        for idx in where[: max(0, MAX_SHOWN - len(mism))]:
+            idx = tuple(int(i) for i in idx)
+            mism.append(Mismatch(name, idx, int(eb[idx]), int(ab[idx]), format_value(t, int(eb[idx])),
+                                 format_value(t, int(ab[idx])), _input_context(case, e.shape, idx)))
+    return (mism, count, masked), "", masked
+
+
+def compare(case: Case, actual: object, *, strict_nan: bool = False, profile: str = "default") -> Outcome:
+    problem = check_structure(case, actual)
+    if problem:
+        return Outcome("error", problem=problem)
+    readings = case.readings[:1] if profile == "strict" else case.readings
+    first: Outcome | None = None
+    for reading in readings:
+        result, problem, masked = _diff(case, reading.outputs, actual, strict_nan, reading.name)
+        if problem:
+            return Outcome("fail", reading=reading.name, problem=problem)
+        mism, count, masked = result
+        if count == 0:
+            return Outcome("pass", reading=reading.name, masked=masked)
+        if first is None:
+            first = Outcome("fail", reading.name, mism, count, masked)
+    assert first is not None
+    return first

@@ -1,0 +1,222 @@
+"""The only reader and writer of ``qconform/golden/``.
+
+Layout (FORMAT_VERSION 2):
+  qconform/golden/MANIFEST               sha256 of every file, then the corpus digest (sha256 of the manifest lines)
+  qconform/golden/index/<group>.jsonl    one line per case: id (op-version/types/family/name), clause, attributes,
+                                inputs as "name:type[shape]=sha" ("*" after the name: an initializer),
+                                outputs as "name:type[shape]", readings {name: [sha per output]},
+                                don't-care counts, provenance, note
+  qconform/golden/data/<group>.pb        an onnx.SequenceProto of TensorProtos named "<id>|<role>|<name>"
+  qconform/golden/sweeps/<sweep>.json    per-chunk SHA-256 digests of exhaustive sweeps (qconform/sweep.py)
+Tensors are ONNX TensorProto (the native encoding of every type, sub-byte packing included), so any
+ONNX tool reads them without qconform; nothing is pickled. Serialisation is deterministic, so the
+same cases give the same bytes on every machine.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from qconform import dtypes
+from qconform.case import Arg, Case, Draft, Reading
+
+FORMAT_VERSION = 2
+#: The corpus shipped with qconform (package data beside this module).
+DEFAULT_ROOT = Path(__file__).resolve().parent / "golden"
+MANIFEST = "MANIFEST"
+HASHED = ("index", "data", "sweeps")  # every file below these is in the MANIFEST
+
+
+class CorpusError(Exception):
+    """The golden corpus is missing, changed or malformed: one line naming the file."""
+
+
+def _tensor_sha(t: str, arr: np.ndarray) -> str:
+    et = dtypes.get(t)
+    h = hashlib.sha256(f"{et.name}{list(arr.shape)}".encode())
+    h.update(np.ascontiguousarray(et.to_bits(arr)).tobytes())
+    return h.hexdigest()[:16]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _tensor(name: str, arr: np.ndarray) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.ascontiguousarray(arr).reshape(np.shape(arr)), name)  # keep rank 0
+
+
+def _index_line(case: Case) -> dict:
+    d = case.draft
+    line = {
+        "id": case.id,
+        "clause": case.clause,
+        "attrs": dict(sorted(d.attrs.items())),
+        "inputs": [None if a is None else
+                   f"{a.name}{'*' if a.initializer else ''}:{a.type}{list(a.value.shape)}={_tensor_sha(a.type, a.value)}"
+                   for a in d.inputs],
+        "outputs": [f"{n}:{t}{list(e.shape)}" for n, t, e in zip(case.output_names, case.output_types, case.expected)],
+        "readings": {r.name: [_tensor_sha(t, o) for t, o in zip(case.output_types, r.outputs)]
+                     for r in case.readings},
+        "dont_care": [0 if m is None else int(m.sum()) for m in case.dont_care],
+    }
+    if d.provenance and d.provenance != f"{d.family}:{case.group}":
+        line["provenance"] = d.provenance
+    if d.note:
+        line["note"] = d.note
+    return line
+
+
+_ID = re.compile(r"^(?:(?P<domain>[\w.]+)\.)?(?P<op>[A-Za-z]+)-(?P<opset>\d+)/(?P<types>[^/]+)/(?P<family>[^/]+)/(?P<name>.+)$")
+_ARG = re.compile(r"^(?P<name>\w+)(?P<init>\*?):(?P<type>\w+)\[[\d, ]*\]=[0-9a-f]+$")
+_OUT = re.compile(r"^(?P<name>\w+):(?P<type>\w+)\[[\d, ]*\]$")
+
+
+def write(cases: Iterable[Case], root: Path) -> str:
+    """Write the corpus; returns the corpus digest. Existing golden files are replaced."""
+    root = Path(root)
+    groups: dict[str, list[Case]] = defaultdict(list)
+    for c in cases:
+        groups[c.group].append(c)
+    ids = [c.id for g in groups.values() for c in g]
+    if len(ids) != len(set(ids)):
+        dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
+        raise CorpusError(f"duplicate case ids: {dup}")
+    for sub in ("index", "data"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+        for old in (root / sub).iterdir():
+            old.unlink()
+    for group, gcases in sorted(groups.items()):
+        gcases.sort(key=lambda c: c.id)
+        seq = onnx.SequenceProto(name=group, elem_type=onnx.SequenceProto.TENSOR)
+        lines = []
+        for c in gcases:
+            for a in c.inputs:
+                if a is not None:
+                    seq.tensor_values.append(_tensor(f"{c.id}|in|{a.name}", a.value))
+            for r in c.readings:
+                for n, o in zip(c.output_names, r.outputs):
+                    seq.tensor_values.append(_tensor(f"{c.id}|out.{r.name}|{n}", o))
+            for n, m in zip(c.output_names, c.dont_care):
+                if m is not None:
+                    seq.tensor_values.append(_tensor(f"{c.id}|dont_care|{n}", m))
+            lines.append(json.dumps(_index_line(c), sort_keys=False, separators=(",", ":")))
+        (root / "data" / f"{group}.pb").write_bytes(seq.SerializeToString(deterministic=True))
+        (root / "index" / f"{group}.jsonl").write_text("\n".join(lines) + "\n")
+    return write_manifest(root)
+
+
+def _manifest_lines(root: Path) -> list[str]:
+    files = sorted(p for sub in HASHED for p in (root / sub).glob("*") if p.is_file())
+    return [f"{_sha256(p)}  {p.relative_to(root).as_posix()}" for p in files]
+
+
+def write_manifest(root: Path) -> str:
+    lines = _manifest_lines(root)
+    digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
+    text = [f"qconform-corpus format {FORMAT_VERSION}", *lines, f"corpus-digest {digest}"]
+    (root / MANIFEST).write_text("\n".join(text) + "\n")
+    return digest
+
+
+def verify(root: Path) -> str:
+    """Check every byte against the MANIFEST; returns the corpus digest or raises CorpusError."""
+    root = Path(root)
+    mpath = root / MANIFEST
+    if not mpath.is_file():
+        raise CorpusError(f"golden corpus missing: no {mpath} (run `qconform golden regen`)")
+    text = mpath.read_text().splitlines()
+    if not text or text[0] != f"qconform-corpus format {FORMAT_VERSION}":
+        raise CorpusError(f"{mpath}: unknown format line {text[:1]}; expected format {FORMAT_VERSION}")
+    listed = {}
+    for line in text[1:-1]:
+        sha, _, rel = line.partition("  ")
+        listed[rel] = sha
+    for rel, sha in listed.items():
+        p = root / rel
+        if not p.is_file():
+            raise CorpusError(f"golden file missing: {p} (listed in {mpath})")
+        if _sha256(p) != sha:
+            raise CorpusError(f"golden file changed: {p} does not match its SHA-256 in {mpath}")
+    present = {p.relative_to(root).as_posix() for sub in HASHED for p in (root / sub).glob("*")}
+    extra = sorted(present - set(listed))
+    if extra:
+        raise CorpusError(f"golden file not in {mpath}: {root / extra[0]}")
+    digest = hashlib.sha256("\n".join(f"{listed[r]}  {r}" for r in sorted(listed)).encode()).hexdigest()
+    if text[-1] != f"corpus-digest {digest}":
+        raise CorpusError(f"{mpath}: corpus digest line does not match its file lines")
+    return digest
+
+
+@dataclass(frozen=True)
+class Corpus:
+    root: Path
+    digest: str
+    cases: tuple[Case, ...]
+
+
+def _case_from(line: dict, tensors: dict[str, np.ndarray], where: str) -> Case:
+    cid = line["id"]
+    m = _ID.match(cid)
+    if not m:
+        raise CorpusError(f"{where}: malformed case id {cid!r}")
+
+    def get(key: str) -> np.ndarray:
+        try:
+            return tensors[key]
+        except KeyError:
+            raise CorpusError(f"{where}: case {cid} has no tensor {key!r}") from None
+
+    def arg(text: str) -> Arg:
+        a = _ARG.match(text)
+        if not a:
+            raise CorpusError(f"{where}: malformed input {text!r}")
+        return Arg(a["name"], a["type"], get(f"{cid}|in|{a['name']}"), bool(a["init"]))
+
+    inputs = tuple(None if a is None else arg(a) for a in line["inputs"])
+    outs = [_OUT.match(o) for o in line["outputs"]]
+    if not all(outs):
+        raise CorpusError(f"{where}: malformed outputs {line['outputs']!r}")
+    names = tuple(o["name"] for o in outs)
+    readings = tuple(Reading(r, tuple(get(f"{cid}|out.{r}|{n}") for n in names)) for r in line["readings"])
+    masks = tuple(get(f"{cid}|dont_care|{n}") if k else None for n, k in zip(names, line["dont_care"]))
+    group = f"{m['domain']}.{m['op']}-{m['opset']}" if m["domain"] else f"{m['op']}-{m['opset']}"
+    draft = Draft(op=m["op"], opset=int(m["opset"]), types=m["types"], family=m["family"], name=m["name"],
+                  inputs=inputs, attrs=line["attrs"], domain=m["domain"] or "", clause=line["clause"],
+                  provenance=line.get("provenance", f"{m['family']}:{group}"), note=line.get("note", ""))
+    case = Case(draft, names, readings, masks, line["clause"])
+    if case.output_types != tuple(o["type"] for o in outs):
+        raise CorpusError(f"{where}: case {cid}: output types differ from the index line")
+    return case
+
+
+def load(root: Path) -> Corpus:
+    """Verify, then read every case. Raises CorpusError naming the file at fault."""
+    root = Path(root)
+    digest = verify(root)
+    cases = []
+    for index in sorted((root / "index").glob("*.jsonl")):
+        data = root / "data" / f"{index.stem}.pb"
+        seq = onnx.SequenceProto()
+        try:
+            seq.ParseFromString(data.read_bytes())
+            tensors = {t.name: numpy_helper.to_array(t) for t in seq.tensor_values}
+        except Exception as exc:
+            raise CorpusError(f"golden file unreadable: {data}: {exc}") from None
+        for n, raw in enumerate(index.read_text().splitlines(), 1):
+            try:
+                cases.append(_case_from(json.loads(raw), tensors, f"{index}:{n}"))
+            except CorpusError:
+                raise
+            except Exception as exc:
+                raise CorpusError(f"golden index malformed: {index}:{n}: {type(exc).__name__}: {exc}") from None
+    return Corpus(root, digest, tuple(cases))

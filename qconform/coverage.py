@@ -1,0 +1,130 @@
+"""Coverage: every valid (op, version, type combination) from the schemas, which families apply
+to it, and how many cases each has.
+
+The combinations come from ``schemas.all_specs()`` (never a hand list). A family declares where it
+applies by a module-level ``applies(spec, combo) -> bool`` next to its ``FAMILY`` and
+``generate()`` (``applies(spec, combo, family=...)`` for a module holding several families); the
+families are the modules behind ``generators.FAMILIES`` (a family without ``applies``, such as
+the hand-written examples, claims nothing). ``missing()`` lists every
+(combination, family) that applies but has no case: the coverage test fails on any."""
+from __future__ import annotations
+
+import inspect
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Iterable
+
+from qconform import schemas
+from qconform.generators import FAMILIES
+from qconform.generators.common import type_signature
+from qconform.schemas import OpSpec
+
+
+@dataclass(frozen=True)
+class Combination:
+    spec: OpSpec
+    types: dict
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.spec.key, type_signature(self.spec, self.types)
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One ``generators.FAMILIES`` entry: its key, the family name its cases carry (the part after
+    "module:" in a shared-name key such as "qlinear_matmul:ties"), and its module's ``applies``."""
+
+    key: str
+    name: str
+    module: ModuleType
+
+    def applies(self, spec: OpSpec, combo: dict) -> bool:
+        fn = self.module.applies
+        if "family" in inspect.signature(fn).parameters:
+            return bool(fn(spec, combo, family=self.name))
+        return bool(fn(spec, combo))
+
+
+def families() -> list[Family]:
+    """The families that declare ``applies`` (in FAMILIES order)."""
+    out = []
+    for key, gen in FAMILIES.items():
+        mod = sys.modules[gen.__module__]
+        if callable(getattr(mod, "applies", None)):
+            out.append(Family(key, key.rsplit(":", 1)[-1], mod))
+    return out
+
+
+def family_modules() -> dict[str, ModuleType]:
+    return {f.key: f.module for f in families()}
+
+
+def combinations() -> list[Combination]:
+    return [Combination(spec, combo) for spec in schemas.all_specs() for combo in spec.combinations()]
+
+
+def applicable() -> dict[tuple[str, str], list[str]]:
+    """(op-version key, type signature) -> names of the families that apply to it."""
+    fams = families()
+    return {c.key: list(dict.fromkeys(f.name for f in fams if f.applies(c.spec, c.types))) for c in combinations()}
+
+
+def counts(cases: Iterable) -> Counter:
+    """(op-version key, type signature, family) -> number of cases (cases or drafts alike)."""
+    out: Counter = Counter()
+    for c in cases:
+        prefix = f"{c.domain}." if c.domain else ""
+        out[(f"{prefix}{c.op}-{c.opset}", c.types, c.family)] += 1
+    return out
+
+
+def missing(cases: Iterable) -> list[tuple[str, str, str]]:
+    have = counts(cases)
+    return [(key, types, fam) for (key, types), fams in applicable().items() for fam in fams
+            if not have[(key, types, fam)]]
+
+
+def table(cases: Iterable) -> str:
+    """The op × version × type-pair table: cases per family ('.' = does not apply, '!' = missing)."""
+    have = counts(cases)
+    fams = list(dict.fromkeys(f.name for f in families()))
+    width = max(len(f) for f in fams)
+    short = [f[: max(5, min(width, 10))] for f in fams]
+    rows = [f"{'op-version':32} {'types':40} " + " ".join(f"{s:>10}" for s in short)]
+    gaps = 0
+    for (key, types), applies in applicable().items():
+        cells = []
+        for f in fams:
+            n = have[(key, types, f)]
+            gaps += f in applies and not n
+            cells.append(str(n) if n else ("!" if f in applies else "."))
+        rows.append(f"{key:32} {types:40} " + " ".join(f"{c:>10}" for c in cells))
+    n_comb = len(rows) - 1
+    rows.append(f"{n_comb} combinations, {sum(have.values())} cases; {gaps} applicable (combination, family) "
+                f"pair(s) without a case")
+    return "\n".join(rows)
+
+
+def main(root, only_missing: bool = False) -> int:
+    """``qconform coverage``: the table (or only the gaps) of the corpus at root; 1 if any gap."""
+    from qconform import corpus
+
+    try:
+        cases = corpus.load(root).cases
+    except corpus.CorpusError as exc:
+        print(f"qconform: {exc}")
+        return 2
+    gaps = missing(cases)
+    if only_missing:
+        for key, types, fam in gaps:
+            print(f"{key} {types}: no {fam} case")
+        print(f"{len(gaps)} applicable (combination, family) pair(s) without a case")
+    else:
+        print(table(cases))
+    return 1 if gaps else 0

@@ -1,0 +1,526 @@
+"""Run failing cases through the deviation models and rank the models per (op, version, types).
+
+Two steps, so that the heavy data never travels:
+
+1. ``diagnose_case(case, actual)`` — where the runner's outputs are in memory (the pytest worker,
+   right after ``compare``): every applicable model computes the case; a model *explains* the case
+   when one of its readings equals ``actual`` under ``compare()``'s rules (bits, NaN as one class
+   unless ``strict_nan``, the case's don't-care elements skipped). Only the model names go into the
+   per-case record (``record_fields``), a few bytes, whatever the output size.
+2. ``rank(records, cases)`` — on the controller, from the per-case records of a whole run: per
+   (domain, op, opset, types) group, a model that explains every failing case ranks first, then
+   models by the number of failing cases they explain. Given the corpus cases, each candidate is
+   also run on the group's *passing* cases: a model that would have failed a case the runner passed
+   is contradicted by it and ranks after the models that are not. A group no model explains says
+   "no known deviation explains this"; a group that several models explain together gets a greedy
+   cover, and ``overall(groups)`` gives the cover of the whole run: the runtime's diagnosis.
+
+Pairs: a case no single model explains is tried against pairs of the models that come closest
+(``PAIR_POOL``). Cost: failing cases only, about 10-30 ms each; ``Budget`` caps the number of
+diagnosed failing cases per group (the rest are recorded as not diagnosed, never as unexplained).
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from qconform import dtypes
+from qconform.case import Case
+from qconform.compare import check_structure, compare
+from qconform.diagnosis.models import MODELS, Deviation, combine, get
+
+NO_EXPLANATION = "no known deviation explains this"
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """One model that reproduces a runner's outputs for one case."""
+
+    model: str
+    reading: str  # the model's reading that matched (the spec reading it deviates from)
+    explanation: str
+
+    def line(self) -> str:
+        return f"{self.model}: {self.explanation}"
+
+
+def applicable(case: Case, models: Iterable[Deviation] | None = None) -> list[Deviation]:
+    return [m for m in (MODELS.values() if models is None else models) if m.applies(case.draft)]
+
+
+def _masks(case: Case, model_masks) -> list[np.ndarray | None]:
+    """The case's don't-care elements, plus any the model itself leaves undefined."""
+    out = []
+    for i, m in enumerate(case.dont_care):
+        mm = model_masks[i] if model_masks and i < len(model_masks) else None
+        if mm is not None and np.shape(mm) != np.shape(case.expected[i]):
+            mm = None
+        if m is None and (mm is None or not np.any(mm)):
+            out.append(None)
+        else:
+            both = np.zeros(np.shape(case.expected[i]), bool)
+            for x in (m, mm):
+                if x is not None:
+                    both |= np.asarray(x, bool)
+            out.append(both)
+    return out
+
+
+def _differing(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray], masks, strict_nan: bool) -> int:
+    """How many elements differ under compare()'s rules (-1: different count, type or shape)."""
+    if len(expected) != len(actual):
+        return -1
+    n = 0
+    for i, (e, a) in enumerate(zip(expected, actual)):
+        if not isinstance(a, np.ndarray) or a.dtype != e.dtype or a.shape != e.shape:
+            return -1
+        t = dtypes.BY_DTYPE[e.dtype]
+        eb, ab = t.to_bits(e), t.to_bits(a)
+        differ = eb != ab
+        if not strict_nan:
+            differ &= ~(t.is_nan_bits(eb) & t.is_nan_bits(ab))
+        m = masks[i] if masks is not None and i < len(masks) else None
+        if m is not None:
+            differ &= ~np.asarray(m, bool)
+        n += int(np.count_nonzero(differ))
+    return n
+
+
+def same_outputs(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray], masks, *,
+                 strict_nan: bool = False) -> bool:
+    """compare()'s rule for one reading, without building mismatch messages: same element type and
+    shape, same raw bits except that any NaN matches any NaN (unless ``strict_nan``), don't-care
+    elements skipped."""
+    return _differing(expected, actual, masks, strict_nan) == 0
+
+
+def _evaluate(model: Deviation, case: Case):
+    try:
+        ev = model.evaluate(case.draft)
+    except Exception:  # such a kernel would reject this model: it cannot have produced outputs
+        return None
+    return ev
+
+
+def _closest(ev, case: Case, actual, strict_nan: bool) -> tuple[int, str]:
+    """(fewest differing elements over the model's readings, that reading); -1 never wins."""
+    masks = _masks(case, ev.dont_care)
+    best = (2**62, "")
+    for name, outs in ev.readings:
+        n = _differing(outs, actual, masks, strict_nan)
+        if 0 <= n < best[0]:
+            best = (n, name)
+    return best
+
+
+def reproduces(model: Deviation, case: Case, actual: Sequence[np.ndarray], *,
+               strict_nan: bool = False) -> str | None:
+    """The name of the model's reading that equals ``actual`` (compare rules), or None."""
+    ev = _evaluate(model, case)
+    if ev is None:
+        return None
+    n, name = _closest(ev, case, actual, strict_nan)
+    return name if n == 0 else None
+
+
+#: When no single model explains a case, pairs of the ``PAIR_POOL`` models that come closest are tried.
+PAIR_POOL = 8
+
+
+def diagnose_case(case: Case, actual: Sequence[np.ndarray], *, strict_nan: bool = False,
+                  models: Iterable[Deviation] | None = None, pairs: bool = True) -> list[Diagnosis]:
+    """Every applicable model that reproduces the runner's ``actual`` outputs of ``case`` exactly.
+
+    Meant for failing cases (for a passing case a model matching it is not a diagnosis). Malformed
+    outputs (wrong count, not arrays) get no diagnosis; a wrong shape or type can be explained.
+    If no single model explains the case and ``pairs``, the ``PAIR_POOL`` models that individually
+    come closest (fewest differing elements) are tried two at a time (``Diagnosis.model`` is then
+    ``a+b``). Closeness is only a heuristic for which pairs to try: a model can change nothing alone
+    or even move further away and still be half of an exact pair (onnxruntime's float32 quotient
+    only shows through its int32 cast)."""
+    if check_structure(case, actual):
+        return []
+    found, near = [], []
+    for m in applicable(case, models):
+        ev = _evaluate(m, case)
+        if ev is None:
+            continue
+        n, reading = _closest(ev, case, actual, strict_nan)
+        if n == 0:
+            found.append(Diagnosis(m.name, reading, m.explanation))
+        elif n < 2**62:
+            near.append((n, m.name))
+    if found or not pairs or len(near) < 2:
+        return found
+    pool = [name for _, name in sorted(near)][:PAIR_POOL]
+    for i, a in enumerate(pool):
+        for b in pool[i + 1:]:
+            pair = combine(*sorted((a, b)))
+            if pair is None or not pair.applies(case.draft):
+                continue
+            reading = reproduces(pair, case, actual, strict_nan=strict_nan)
+            if reading is not None:
+                found.append(Diagnosis(pair.name, reading, pair.explanation))
+    return found
+
+
+class Budget:
+    """At most ``per_group`` diagnosed failing cases per (domain, op, opset, types) group (None: no
+    limit). Keep one per process; a worker counts its own cases only."""
+
+    def __init__(self, per_group: int | None = None) -> None:
+        self.per_group = per_group
+        self._used: dict[tuple, int] = defaultdict(int)
+
+    def allow(self, case: Case) -> bool:
+        if self.per_group is None:
+            return True
+        key = (case.domain, case.op, case.opset, case.types)
+        if self._used[key] >= self.per_group:
+            return False
+        self._used[key] += 1
+        return True
+
+
+def record_fields(diagnoses: Sequence[Diagnosis]) -> dict[str, Any]:
+    """The field a per-case record carries (model names, best kept short: records cross xdist)."""
+    return {"diagnosis": [d.model for d in diagnoses]}
+
+
+def message_lines(diagnoses: Sequence[Diagnosis]) -> list[str]:
+    """Lines for the pytest failure message of one failing case."""
+    if not diagnoses:
+        return [f"  diagnosis: {NO_EXPLANATION}"]
+    return [f"  diagnosis: {d.line()}" for d in diagnoses]
+
+
+# --------------------------------------------------------------------------------------------
+# ranking over a run
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Candidate:
+    model: str
+    explanation: str
+    evidence: str
+    explained: list[str]  # ids of the group's failing cases it reproduces
+    failing: int  # how many failing cases the group has
+    contradicted: list[str] = field(default_factory=list)  # passing cases it would have failed
+    checked: int = 0  # passing cases it was checked against
+    rank: int = 0  # 1 = first; equal keys share a rank
+
+    @property
+    def explains_all(self) -> bool:
+        return len(self.explained) == self.failing
+
+    def key(self) -> tuple:
+        return (not self.explains_all, len(self.contradicted), -len(self.explained))
+
+    def summary(self) -> str:
+        every = "all " if self.explains_all else ""
+        s = f"{self.model} explains {every}{len(self.explained)} of {self.failing} failing case(s)"
+        if self.checked:
+            s += (f"; contradicted by {len(self.contradicted)} of {self.checked} passing case(s)" if self.contradicted
+                  else f"; consistent with all {self.checked} passing case(s)")
+        return s
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["explains_all"] = self.explains_all
+        return d
+
+
+@dataclass
+class GroupDiagnosis:
+    domain: str
+    op: str
+    opset: int
+    types: str
+    failing: list[str]
+    candidates: list[Candidate]
+    unexplained: list[str]  # diagnosed failing cases no model reproduces
+    undiagnosed: list[str] = field(default_factory=list)  # failing cases left out by a diagnosis budget
+    #: failing cases each model explains over the whole run (set by ``rank``): breaks ties in ``cover``
+    run_counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.domain + '.' if self.domain else ''}{self.op}-{self.opset} {self.types}"
+
+    @property
+    def first(self) -> list[Candidate]:
+        return [c for c in self.candidates if c.rank == 1]
+
+    @property
+    def cover(self) -> list[tuple[str, int]]:
+        """When no model explains every failing case: models (in rank order) that together explain
+        as many as can be explained, each with the number of cases it adds (greedy set cover)."""
+        return _cover({c.model: set(c.explained) for c in self.candidates},
+                      {c.model: (len(c.contradicted), c.rank, -self.run_counts.get(c.model, 0))
+                       for c in self.candidates})
+
+    def headline(self) -> str:
+        if not self.candidates:
+            return f"{self.label}: {NO_EXPLANATION} ({len(self.failing)} failing case(s))" + self._budget()
+        if any(c.explains_all for c in self.first):
+            return f"{self.label}: " + "; ".join(c.summary() for c in self.first) + self._budget()
+        parts = " + ".join(f"{m} ({n})" for m, n in self.cover)
+        rest = f"; {len(self.unexplained)} unexplained ({NO_EXPLANATION})" if self.unexplained else ""
+        n = len(self.failing) - len(self.undiagnosed)
+        return f"{self.label}: {n} failing case(s) explained together by {parts}{rest}" + self._budget()
+
+    def _budget(self) -> str:
+        return f" ({len(self.undiagnosed)} more failing case(s) not diagnosed)" if self.undiagnosed else ""
+
+    def to_json(self) -> dict:
+        return {"domain": self.domain, "op": self.op, "opset": self.opset, "types": self.types,
+                "label": self.label, "headline": self.headline(), "failing": self.failing,
+                "unexplained": self.unexplained, "undiagnosed": self.undiagnosed,
+                "candidates": [c.to_json() for c in self.candidates],
+                "cover": [{"model": m, "adds": n} for m, n in self.cover]}
+
+
+def _cover(ids: Mapping[str, set[str]], tiebreak: Mapping[str, tuple]) -> list[tuple[str, int]]:
+    """Greedy set cover: repeatedly the model adding the most not yet explained cases (ties: a
+    pair made of models already chosen, then the smaller ``tiebreak`` value, then the name)."""
+    remaining = set().union(*ids.values()) if ids else set()
+    out: list[tuple[str, int]] = []
+
+    def new_parts(m: str) -> int:  # a pair "a+b" whose halves are already chosen explains more simply
+        chosen = {c for c, _ in out}
+        return sum(p not in chosen for p in m.split("+"))
+
+    while remaining:
+        best = min(ids, key=lambda m: (-len(ids[m] & remaining), new_parts(m), tiebreak.get(m, ()), m))
+        gain = ids[best] & remaining
+        if not gain:
+            break
+        out.append((best, len(gain)))
+        remaining -= gain
+    return out
+
+
+def _names(diag: Any) -> list[str]:
+    out = []
+    for d in diag or []:
+        out.append(d if isinstance(d, str) else (d.model if isinstance(d, Diagnosis) else d["model"]))
+    return out
+
+
+def _lookup(name: str) -> Deviation | None:
+    try:
+        return get(name)
+    except KeyError:
+        return None
+
+
+def _would_fail(model: Deviation, case: Case, strict_nan: bool) -> bool:
+    """Whether a runtime with this deviation fails a case (no reading of the model passes it)."""
+    if not model.applies(case.draft):
+        return False
+    try:
+        ev = model.evaluate(case.draft)
+    except Exception:
+        return True
+    return not any(same_outputs(r.outputs, outs, case.dont_care, strict_nan=strict_nan)
+                   for _, outs in ev.readings for r in case.readings)
+
+
+def rank(records: Iterable[Mapping[str, Any]], cases: Mapping[str, Case] | None = None, *,
+         strict_nan: bool = False, check: str = "ties", max_passing: int | None = 32) -> list[GroupDiagnosis]:
+    """Group per-case records by (domain, op, opset, types) and rank the models in each group
+    that has failing cases.
+
+    ``records``: dicts with at least ``id``, ``domain``, ``op``, ``opset``, ``types``, ``verdict``
+    and, for failing cases, ``diagnosis`` (model names, as ``record_fields`` writes them; absent or
+    None: not diagnosed, e.g. beyond a ``Budget``). Only ``verdict == "fail"`` counts as failing (a
+    runner error has no outputs to explain).
+    ``cases``: case id -> Case; when given, candidates are checked against the group's passing
+    cases (see the module docstring), at most ``max_passing`` of them per group:
+    ``check="ties"`` only where two or more models explain every failing case (what it takes to
+    order the first rank; a broadly failing runtime has a thousand groups), ``"leaders"`` the
+    models that explain every failing case, ``"all"`` every candidate. Groups come back in
+    (op, opset, types) order."""
+    groups: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in records:
+        groups[(r.get("domain", ""), r["op"], int(r["opset"]), r["types"])].append(r)
+    out = []
+    for (domain, op, opset, types), recs in sorted(groups.items()):
+        failing = [r for r in recs if r["verdict"] == "fail"]
+        if not failing:
+            continue
+        fail_ids = [r["id"] for r in failing]
+        diagnosed = [r for r in failing if r.get("diagnosis") is not None]  # key absent or None: budget
+        explained: dict[str, list[str]] = defaultdict(list)
+        for r in diagnosed:
+            for name in _names(r.get("diagnosis")):
+                explained[name].append(r["id"])
+        cands = []
+        for name, ids in explained.items():
+            m = _lookup(name)
+            cands.append(Candidate(name, m.explanation if m else "", m.evidence if m else "", ids, len(diagnosed)))
+        leaders = sum(c.explains_all for c in cands)
+        if cases is not None and (check != "ties" or leaders > 1):
+            passing = [cases[r["id"]] for r in recs if r["verdict"] == "pass" and r["id"] in cases]
+            passing = passing[:max_passing] if max_passing is not None else passing
+            for c in cands:
+                m = _lookup(c.model)
+                if m is None or (check != "all" and not c.explains_all):
+                    continue
+                for case in passing:
+                    if m.applies(case.draft):
+                        c.checked += 1
+                        if _would_fail(m, case, strict_nan):
+                            c.contradicted.append(case.id)
+        cands.sort(key=lambda c: (c.key(), c.model))
+        for i, c in enumerate(cands):
+            c.rank = 1 if i == 0 else (cands[i - 1].rank if c.key() == cands[i - 1].key() else i + 1)
+        covered = {i for c in cands for i in c.explained}
+        out.append(GroupDiagnosis(domain, op, opset, types, fail_ids, cands,
+                                  [r["id"] for r in diagnosed if r["id"] not in covered],
+                                  [r["id"] for r in failing if r.get("diagnosis") is None]))
+    counts: dict[str, int] = defaultdict(int)
+    for g in out:
+        for c in g.candidates:
+            counts[c.model] += len(c.explained)
+    for g in out:
+        g.run_counts = dict(counts)
+    return out
+
+
+@dataclass
+class Overall:
+    """One model across every failing group of a run."""
+
+    model: str
+    first_in: list[str]  # groups where it ranks first and explains every failing case
+    groups: int  # groups where it explains at least one failing case
+    explained: int  # failing cases it explains, over all groups
+    contradicted: int  # passing cases it would have failed, over those groups
+    adds: int = 0  # failing cases it adds in the run's greedy cover (0: the others already explain them)
+
+    def key(self) -> tuple:
+        return (-len(self.first_in), self.contradicted, -self.explained)
+
+    def line(self) -> str:
+        m = MODELS.get(self.model)
+        head = (f"{self.model}: explains {self.explained} failing case(s) in {self.groups} group(s)"
+                + (f", first in {len(self.first_in)}" if self.first_in else "")
+                + (f", adds {self.adds} to the cover" if self.adds else ""))
+        return head + (f" — {m.explanation}" if m else "")
+
+
+def overall(groups: Sequence[GroupDiagnosis]) -> list[Overall]:
+    """The run's diagnosis in one list: first the models of a greedy cover of every explained
+    failing case (most cases first; ties: more groups explained entirely, fewer contradictions),
+    then the others by groups explained entirely, contradictions and cases explained."""
+    acc: dict[str, Overall] = {}
+    ids: dict[str, set[str]] = defaultdict(set)
+    for g in groups:
+        for c in g.candidates:
+            o = acc.setdefault(c.model, Overall(c.model, [], 0, 0, 0))
+            o.groups += 1
+            o.explained += len(c.explained)
+            o.contradicted += len(c.contradicted)
+            ids[c.model] |= set(c.explained)
+            if c.rank == 1 and c.explains_all:
+                o.first_in.append(g.label)
+    cover = _cover(ids, {m: (o.key()[0], o.contradicted) for m, o in acc.items()})
+    for m, n in cover:
+        acc[m].adds = n
+    chosen = [acc[m] for m, _ in cover]
+    rest = sorted((o for o in acc.values() if not o.adds), key=lambda o: (o.key(), o.model))
+    return chosen + rest
+
+
+# --------------------------------------------------------------------------------------------
+# a whole run in process (tests, benchmark, docs)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    records: list[dict]
+    groups: list[GroupDiagnosis]
+    seconds_running: float = 0.0
+    seconds_diagnosing: float = 0.0  # diagnose_case on the failing cases plus rank()
+    seconds_ranking: float = 0.0  # the rank() part
+
+
+def run_cases(run: Callable[[Case], Sequence[np.ndarray]], cases: Iterable[Case], *, diagnose: bool = True,
+              strict_nan: bool = False, profile: str = "default",
+              models: Iterable[Deviation] | None = None, per_group: int | None = None) -> Run:
+    """Run ``run(case)`` over the cases like the plugin does, diagnose the failures, rank them.
+
+    ``run`` raises qconform.runner.Unsupported for an unsupported case (recorded, not failed)."""
+    from qconform.runner import Unsupported
+
+    cases = list(cases)
+    models = list(MODELS.values() if models is None else models)
+    budget = Budget(per_group)
+    records, t_run, t_diag = [], 0.0, 0.0
+    for case in cases:
+        rec = {"id": case.id, "domain": case.domain, "op": case.op, "opset": case.opset, "types": case.types,
+               "family": case.family}
+        t0 = time.perf_counter()
+        try:
+            actual = run(case)
+        except Unsupported as exc:
+            t_run += time.perf_counter() - t0
+            records.append({**rec, "verdict": "unsupported", "problem": str(exc)})
+            continue
+        except Exception as exc:
+            t_run += time.perf_counter() - t0
+            records.append({**rec, "verdict": "error", "problem": f"{type(exc).__name__}: {exc}"})
+            continue
+        outcome = compare(case, actual, strict_nan=strict_nan, profile=profile)
+        t_run += time.perf_counter() - t0
+        rec.update(verdict=outcome.verdict, reading=outcome.reading, mismatches=outcome.mismatch_count)
+        if diagnose and outcome.verdict == "fail" and budget.allow(case):
+            t0 = time.perf_counter()
+            rec.update(record_fields(diagnose_case(case, actual, strict_nan=strict_nan, models=models)))
+            t_diag += time.perf_counter() - t0
+        records.append(rec)
+    groups: list[GroupDiagnosis] = []
+    t_rank = 0.0
+    if diagnose:
+        t0 = time.perf_counter()
+        groups = rank(records, {c.id: c for c in cases}, strict_nan=strict_nan)
+        t_rank = time.perf_counter() - t0
+    return Run(records, groups, t_run, t_diag + t_rank, t_rank)
+
+
+def render_text(groups: Sequence[GroupDiagnosis], *, per_group: int = 3) -> list[str]:
+    """Terminal lines: the run's cover (which deviations explain the failures), then one headline
+    per group with its first candidates."""
+    lines = []
+    cover = [o for o in overall(groups) if o.adds]
+    if cover:
+        lines.append("the failures are explained by:")
+        lines += [f"  {o.line()}" for o in cover]
+    for g in groups:
+        lines.append(g.headline())
+        for c in g.first[:per_group]:
+            lines.append(f"    {c.model}: {c.explanation}")
+    return lines
+
+
+def render_markdown(groups: Sequence[GroupDiagnosis], *, max_ids: int = 4) -> str:
+    lines = ["| group | failing | diagnosis (rank 1) | other candidates | unexplained |",
+             "| --- | --- | --- | --- | --- |"]
+    for g in groups:
+        first = "; ".join(c.summary() for c in g.first) or NO_EXPLANATION
+        others = ", ".join(f"{c.model} ({len(c.explained)})" for c in g.candidates if c.rank != 1) or "-"
+        ids = ", ".join(f"`{i}`" for i in g.failing[:max_ids]) + (" ..." if len(g.failing) > max_ids else "")
+        lines.append(f"| {g.label} | {len(g.failing)}: {ids} | {first} | {others} | {len(g.unexplained)} |")
+    return "\n".join(lines)
+
+
+__all__ = ["Budget", "Candidate", "Diagnosis", "GroupDiagnosis", "NO_EXPLANATION", "Overall", "Run", "applicable",
+           "diagnose_case", "message_lines", "overall", "rank", "record_fields", "render_markdown", "render_text",
+           "reproduces", "run_cases", "same_outputs"]

@@ -1,0 +1,1365 @@
+"""Deviation models: the oracle with one step done the way a real implementation got it wrong.
+
+How a model is built
+--------------------
+The oracle's op classes (``qconform.oracle``) compute each op in one ``evaluate`` body. This
+module mirrors each body once (``HookedQuantize``, ``HookedDequantize``, ``HookedDynamicQuantize``,
+``HookedQLinearMatMul``) with every step that implementations differ on routed through a method of
+``Steps`` — reading the data, broadcasting parameters, the division, the rounding, the zero-point
+addition, the saturation, the minifloat encoding, rounding to an intermediate float type, the
+element order of packed types. The default of each step is the oracle's own arithmetic, and
+``tests/test_diagnosis.py`` checks that the hooked bodies reproduce every golden case bit for bit,
+so the mirror cannot drift from the oracle unnoticed.
+
+A deviation is then a small mixin class overriding one step (``RoundHalfAway.rounding``,
+``ReciprocalMultiply.quotient``...). ``Deviation.evaluate(draft)`` composes, for the oracle class of
+the draft's op version, ``(mixin, version class, hooked body)``: the version's facts (axis or not,
+which Cast table, which division readings) come from the oracle class, the arithmetic from the
+hooked body, the one deviating step from the mixin. The result is an ``Evaluation`` with one output
+per reading of the spec, each computed the deviating way: a runtime that computes the quotient in
+float32 *and* rounds half away from zero is recognised whichever reading it follows.
+
+Every model carries ``name`` (kebab-case), ``ops``, ``explanation`` (one sentence for a vendor),
+``evidence`` (where it was seen, or why it is plausible) and ``witness`` (an input that exposes it,
+also a ready-made case for a generator family). ``MODELS`` is the explicit registry.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Callable, ClassVar, Mapping
+
+import numpy as np
+
+from qconform import dtypes
+from qconform.case import Arg, Draft
+from qconform.oracle import floats, granularity
+from qconform.oracle.arith import as_float64, exact_product, pack_output, saturate_to_int
+from qconform.oracle.arith import fl as _fl
+from qconform.oracle.base import Evaluation, OpOracle, oracle_for
+from qconform.oracle.dequantize import DequantizeLinear
+from qconform.oracle.dynamic_quantize import QMAX, QMIN, ZERO_RANGE_SCALES, DynamicQuantizeLinear
+from qconform.oracle.granularity import InvalidModel
+from qconform.oracle import qlinear_matmul as qm
+from qconform.oracle.qlinear_matmul import QLinearMatMul
+from qconform.oracle.quantize import HALF_KINDS, QuantizeLinear
+
+IEEE_KINDS = ("float16", "bfloat16", "float32")
+Q, DQ, DQL, QLMM = "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearMatMul"
+
+
+# --------------------------------------------------------------------------------------------
+# exact helpers
+# --------------------------------------------------------------------------------------------
+
+
+def round_with(v, mode: str) -> np.ndarray:
+    """Round exact float64 values to integers: ``half-even`` (the spec), ``half-away`` (C round,
+    Rust f32::round), ``half-up`` (floor(v + 0.5)), ``toward-zero`` (a C cast). NaN and ±Inf
+    pass through. Exact: floor and v - floor(v) are exact in float64."""
+    v = np.asarray(v, dtype=np.float64)
+    if mode == "half-even":
+        return np.rint(v)
+    with np.errstate(invalid="ignore"):
+        f = np.floor(v)
+        frac = v - f
+        if mode == "half-away":
+            up = np.where(v >= 0, frac >= 0.5, frac > 0.5)
+        elif mode == "half-up":
+            up = frac >= 0.5
+        elif mode == "toward-zero":
+            up = (v < 0) & (frac > 0)
+        else:
+            raise ValueError(f"unknown rounding mode {mode!r}")
+        return np.where(np.isfinite(v), f + up, v)
+
+
+def round_fraction(v: Fraction, mode: str) -> int:
+    """``round_with`` for one exact rational."""
+    f = math.floor(v)
+    frac = v - f
+    half = Fraction(1, 2)
+    if mode == "half-even":
+        return f + (frac > half or (frac == half and f % 2 == 1))
+    if mode == "half-away":
+        return f + (frac >= half if v >= 0 else frac > half)
+    if mode == "half-up":
+        return f + (frac >= half)
+    if mode == "toward-zero":
+        return f + (v < 0 and frac > 0)
+    raise ValueError(f"unknown rounding mode {mode!r}")
+
+
+def swap_slots(arr: np.ndarray, t: dtypes.ElemType | str) -> np.ndarray:
+    """What a correct (LSB-first) reader sees of data packed most-significant slot first.
+
+    Byte j of the buffer holds elements k*j .. k*j+k-1 (k = 8 // bits) in reverse slot order, the
+    final partial byte padded with zero codes; the result has arr's shape and type."""
+    t = dtypes.get(t)
+    if not t.packed:
+        return arr
+    k = 8 // t.bits
+    codes = t.to_bits(arr).reshape(-1)
+    n = codes.size
+    padded = np.concatenate([codes, np.zeros((-n) % k, dtype=codes.dtype)])
+    perm = padded.reshape(-1, k)[:, ::-1].reshape(-1)[:n]
+    return t.from_bits(perm).reshape(np.shape(arr))
+
+
+def _quantum_exponent(a: np.ndarray, fmt) -> np.ndarray:
+    _, e = np.frexp(a)
+    return np.maximum(e.astype(np.int64) - 1, fmt.emin) - fmt.mbits
+
+
+def truncate_to_format(x: np.ndarray, t: dtypes.ElemType) -> np.ndarray:
+    """Round toward zero to t's precision (exponent range unbounded above, as floats.round_to_format)."""
+    fmt = t.float_format
+    x = np.asarray(x, dtype=np.float64)
+    ok = np.isfinite(x) & (x != 0)
+    a = np.where(ok, np.abs(x), 1.0)
+    q = _quantum_exponent(a, fmt)
+    r = np.ldexp(np.trunc(np.ldexp(a, -q)), q)
+    return np.where(ok, np.copysign(r, x), x)
+
+
+def _f32(v) -> np.ndarray:
+    f32 = dtypes.get("float32")
+    return pack_output(floats.encode(np.asarray(v, dtype=np.float64), f32, saturate=False), "float32")
+
+
+# --------------------------------------------------------------------------------------------
+# the steps every hooked body routes through (defaults = the oracle)
+# --------------------------------------------------------------------------------------------
+
+
+def _ieee_casts_exact() -> bool:
+    """numpy's float64 -> float32/float16 casts are IEEE round-to-nearest-even, subnormals kept,
+    unless the FPU runs flush-to-zero (then the exact codec is used instead)."""
+    tiny = np.array([2.0**-140, 2.0**-24 * 1.5, -(2.0**-149) * 0.75, 65520.0, 3.0 * 2.0**-26], dtype=np.float64)
+    with np.errstate(all="ignore"):
+        fast32, fast16 = tiny.astype(np.float32).astype(np.float64), tiny.astype(np.float16).astype(np.float64)
+    return (np.array_equal(fast32, _fl("float32", tiny), equal_nan=True)
+            and np.array_equal(fast16, _fl("float16", tiny), equal_nan=True)
+            and np.array_equal(np.signbit(fast32), np.signbit(_fl("float32", tiny))))
+
+
+_FAST_CASTS = {"float32": np.float32, "float16": np.float16} if _ieee_casts_exact() else {}
+
+
+class Steps:
+    """Default steps: exactly the oracle's arithmetic. A deviation mixin overrides one."""
+
+    rounding: ClassVar[str] = "half-even"
+
+    def fl(self, t, v) -> np.ndarray:
+        """Round float64 values to float type t once (the oracle's ``arith.fl``; for float32 and
+        float16 numpy's IEEE cast, which is the same rounding and much faster)."""
+        cast = _FAST_CASTS.get(t if isinstance(t, str) else t.name)
+        if cast is not None:
+            with np.errstate(over="ignore", invalid="ignore"):
+                return np.asarray(v, dtype=np.float64).astype(cast).astype(np.float64)
+        return _fl(t, v)
+
+    def read_layout(self, arr: np.ndarray, t: str) -> np.ndarray:
+        """The array of a data input as the kernel reads it (packed types: element order)."""
+        return arr
+
+    def data(self, arg: Arg) -> np.ndarray:
+        return as_float64(self.read_layout(arg.value, arg.type), arg.type)
+
+    def param(self, arg: Arg) -> np.ndarray:
+        return as_float64(arg.value, arg.type)
+
+    def axis(self, attrs: Mapping[str, Any], rank: int) -> int | None:
+        return attrs.get("axis", 1) if self.has_axis else None
+
+    def expand(self, p: np.ndarray, shape, axis, block) -> np.ndarray:
+        return granularity.expand(p, shape, axis, block)
+
+    def quotient(self, x, s, prec: str) -> np.ndarray:
+        """x / s correctly rounded in ``prec``; "float64" (the int32-via-float64 reading) keeps the
+        exact operands and rounds once to float64."""
+        with np.errstate(all="ignore"):
+            if prec == "float64":
+                return np.asarray(x, np.float64) / s
+            return self.fl(prec, self.fl(prec, x) / self.fl(prec, s))
+
+    def add_zero_float(self, q, zero, prec: str) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return q + zero if prec == "float64" else self.fl(prec, q + zero)
+
+    def exact_product(self, t, a, b) -> np.ndarray:
+        """fl_t(a * b) with one rounding of the exact product (the oracle's ``arith.exact_product``)."""
+        return exact_product(t, a, b)
+
+    def round(self, v) -> np.ndarray:
+        return round_with(v, self.rounding)
+
+    def to_int(self, q, zero, t, prec: str) -> tuple[np.ndarray, np.ndarray]:
+        """saturate(round(q) + zero) as int64, plus the NaN (undefined) mask."""
+        with np.errstate(all="ignore"):
+            return self.saturate(self.round(q) + zero, t)
+
+    def saturate(self, v, t) -> tuple[np.ndarray, np.ndarray]:
+        return saturate_to_int(v, t)
+
+    def encode(self, v, t, **kw) -> np.ndarray:
+        return floats.encode(v, dtypes.get(t), **kw)
+
+    def layout(self, out: np.ndarray, t) -> np.ndarray:
+        """The output array as a correct reader sees what the kernel wrote (packed types)."""
+        return out
+
+    def pack(self, values, t) -> np.ndarray:
+        return self.layout(pack_output(values, t), t)
+
+
+# --------------------------------------------------------------------------------------------
+# hooked bodies: each mirrors its oracle's evaluate, step for step
+# --------------------------------------------------------------------------------------------
+
+
+class HookedQuantize(Steps, QuantizeLinear):
+    """QuantizeLinear.evaluate with hooks (qconform/oracle/quantize.py)."""
+
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
+        x, s, zp = (list(draft.inputs) + [None])[:3]
+        attrs = draft.attrs
+        out_t = dtypes.get(self.output_type(draft, zp))
+        if zp is not None and attrs.get("output_dtype", 0) and dtypes.get(attrs["output_dtype"]).name != zp.type:
+            raise InvalidModel("output_dtype differs from the zero point's type")
+        shape = x.value.shape
+        axis = self.axis(attrs, len(shape))
+        block = attrs.get("block_size", 0)
+        scale = self.expand(self.param(s), shape, axis, block)
+        zero = self.expand(self.param(zp), shape, axis, block) if zp is not None else np.zeros(shape)
+        xv = self.data(x)
+        ev = Evaluation(clause="q-formula")
+        undefined = np.zeros(shape, bool)
+        zp_readings = [("", False)]
+        if out_t.is_float:
+            zp_readings = [("zero-point-added", False)]
+            if not np.any(zero != 0):
+                zp_readings.append(("zero-point-skipped", True))
+        saturate = bool(attrs.get("saturate", 1))
+        for (div_name, prec), (zp_name, skip_zp), (inf_name, inf_max) in itertools.product(
+            self.division_readings(x.type, s.type, attrs), zp_readings, self.fnuz_readings(out_t, saturate)
+        ):
+            q = self.quotient(xv, scale, prec)
+            if out_t.is_integer:
+                y, nan = self.to_int(q, zero, out_t, prec)
+                undefined |= nan
+                out = self.pack(y, out_t)
+            else:
+                v = q if skip_zp else self.add_zero_float(q, zero, prec)
+                kw = dict(saturate=saturate, fnuz_inf_saturates=inf_max)
+                undefined |= floats.undefined_mask(v, out_t, **kw)
+                out = self.pack(self.encode(v, out_t, **kw), out_t)
+            name = "+".join(n for n in (div_name, zp_name, inf_name) if n and n != "spec") or "spec"
+            ev.add(name, (out,))
+        ev.dont_care = [undefined]
+        return ev
+
+
+class HookedDequantize(Steps, DequantizeLinear):
+    """DequantizeLinear.evaluate with hooks (qconform/oracle/dequantize.py)."""
+
+    def subtract(self, xv, zero, x_t: str, prec: str) -> np.ndarray:
+        return xv - zero  # exact
+
+    def dq_value(self, xv, zero, scale, x_t: str, prec: str | None, out_t: str) -> np.ndarray:
+        """(x - zero) * scale: operands and product rounded to ``prec``, or (prec None) the exact
+        product rounded once to ``out_t``."""
+        diff = self.subtract(xv, zero, x_t, prec or out_t)
+        with np.errstate(all="ignore"):
+            if prec is None:
+                return self.exact_product(out_t, diff, scale)
+            return self.fl(prec, self.fl(prec, diff) * self.fl(prec, scale))
+
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
+        x, s, zp = (list(draft.inputs) + [None])[:3]
+        attrs = draft.attrs
+        out_t = self.output_type(draft, s.type)
+        shape = x.value.shape
+        axis = self.axis(attrs, len(shape))
+        block = attrs.get("block_size", 0)
+        scale = self.expand(self.param(s), shape, axis, block)
+        zero = self.expand(self.param(zp), shape, axis, block) if zp is not None else np.zeros(shape)
+        if x.type == "int32" and np.any(zero != 0):
+            raise InvalidModel("int32 input with a non-zero zero point (qconform/docs/semantics.md#dq-int32)")
+        xv = self.data(x)
+        ev = Evaluation(clause="dq-formula")
+        literal = self.fl(out_t, self.dq_value(xv, zero, scale, x.type, out_t, out_t))
+        ev.add("multiply-in-output-type", (self._enc(literal, out_t),))
+        if out_t != "float32":
+            via32 = self.fl(out_t, self.dq_value(xv, zero, scale, x.type, "float32", out_t))
+            ev.add("multiply-in-float32-then-round", (self._enc(via32, out_t),))
+        exact = self.dq_value(xv, zero, scale, x.type, None, out_t)
+        ev.add("multiply-exact-then-round", (self._enc(exact, out_t),))
+        ev.dont_care = [None]
+        return ev
+
+    def _enc(self, values, t) -> np.ndarray:
+        return self.pack(self.encode(values, t, saturate=False), t)
+
+
+class HookedDynamicQuantize(Steps, DynamicQuantizeLinear):
+    """DynamicQuantizeLinear.evaluate with hooks (qconform/oracle/dynamic_quantize.py)."""
+
+    has_axis = False
+
+    def dql_range(self, xv: np.ndarray) -> tuple[float, float]:
+        hi = max(0.0, float(xv.max())) if xv.size else 0.0
+        lo = min(0.0, float(xv.min())) if xv.size else 0.0
+        return hi, lo
+
+    def dql_quantize(self, xv, lo: float, scale: float):
+        with np.errstate(all="ignore"):
+            min_scaled = self.quotient(np.float64(lo), np.float64(scale), "float32")
+            izp = self.fl("float32", np.float64(QMIN) - min_scaled)
+            clipped = np.clip(izp, QMIN, QMAX)
+            zp = float(self.round(clipped))
+            q = self.quotient(xv, np.float64(scale), "float32")
+            if np.isnan(zp):
+                y, undefined = self.saturate(np.where(np.isinf(q), q, np.nan), "uint8")
+                return None, y, undefined
+            y, undefined = self.to_int(q, zp, "uint8", "float32")
+        return int(zp), y, undefined
+
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
+        if len(draft.inputs) != 1 or draft.inputs[0] is None or draft.inputs[0].type != "float32":
+            raise InvalidModel("DynamicQuantizeLinear takes one float32 input x")
+        x = draft.inputs[0]
+        xv = self.data(x)
+        ev = Evaluation(clause="dql-formula")
+        shape = xv.shape
+        u8 = lambda v: pack_output(np.asarray(v, np.int64), "uint8")  # noqa: E731
+        if np.isnan(xv).any():
+            ev.clause = "dql-nan"
+            ev.add("spec", (u8(np.zeros(shape)), _f32(0.0), u8(0)))
+            ev.dont_care = [np.ones(shape, bool), np.ones((), bool), np.ones((), bool)]
+            return ev
+        hi, lo = self.dql_range(xv)
+        with np.errstate(all="ignore"):
+            rng = self.fl("float32", np.float64(hi) - np.float64(lo))
+            scale = float(self.fl("float32", rng / np.float64(QMAX - QMIN)))
+        if rng == 0:
+            ev.clause = "dql-zero-input"
+            for name, sv in ZERO_RANGE_SCALES:
+                ev.add(name, (u8(np.zeros(shape)), _f32(self.fl("float32", sv)), u8(0)))
+            ev.dont_care = [None, None, None]
+            return ev
+        zp, y, undefined = self.dql_quantize(xv, lo, scale)
+        if np.isinf(xv).any():
+            ev.clause = "dql-inf"
+        ev.add("spec", (self.pack(y, "uint8"), _f32(scale), u8(0 if zp is None else zp)))
+        ev.dont_care = [undefined, np.zeros((), bool), np.asarray(zp is None)]
+        return ev
+
+
+class HookedQLinearMatMul(Steps, QLinearMatMul):
+    """QLinearMatMul.evaluate with hooks (qconform/oracle/qlinear_matmul.py); the module's own
+    helpers (param_view, wrap_int32, grid_exponent, _to_grid) are used as they are."""
+
+    has_axis = False
+
+    def accumulate(self, da, db, raw, zeros, types) -> np.ndarray:
+        """Exact integer accumulator of (a - a_zp) @ (b - b_zp) (int64)."""
+        return np.matmul(da.astype(np.int64), db.astype(np.int64))
+
+    def b_scale(self, sb: np.ndarray, out_shape) -> np.ndarray:
+        return np.broadcast_to(sb, out_shape)
+
+    def requantisations(self, scale_t: str) -> list[str]:
+        return [r for r in qm.REQUANTISATIONS if r != "multiplier-in-scale-type" or scale_t in HALF_KINDS]
+
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
+        a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (list(draft.inputs) + [None] * 8)[:8]
+        if any(v is None for v in (a, a_s, b, b_s, y_s)):
+            raise InvalidModel("QLinearMatMul needs a, a_scale, b, b_scale and y_scale")
+        for s, zp in ((a_s, a_zp), (b_s, b_zp), (y_s, y_zp)):
+            if zp is not None and zp.value.shape != s.value.shape:
+                raise InvalidModel(f"{s.name} {s.value.shape} and {zp.name} {zp.value.shape} differ in shape")
+        if y_s.value.size != 1 or y_s.value.ndim > 1:
+            raise InvalidModel(f"y_scale of shape {y_s.value.shape}: per-tensor only")
+        ta, tb = dtypes.get(a.type), dtypes.get(b.type)
+        out_t = dtypes.get(y_zp.type if y_zp is not None else a.type)
+        scale_t = y_s.type
+        if a.value.ndim == 0 or b.value.ndim == 0:
+            raise InvalidModel("numpy.matmul takes no scalars")
+        av, bv = self.data(a), self.data(b)
+        squeeze: tuple[int, ...] = ()
+        if av.ndim == 1:
+            av, squeeze = av[None, :], squeeze + (-2,)
+        if bv.ndim == 1:
+            bv, squeeze = bv[:, None], squeeze + (-1,)
+        if av.shape[-1] != bv.shape[-2]:
+            raise InvalidModel(f"inner dimensions differ: a {a.value.shape}, b {b.value.shape}")
+        try:
+            batch = np.broadcast_shapes(av.shape[:-2], bv.shape[:-2])
+        except ValueError:
+            raise InvalidModel(f"batch dimensions of a {a.value.shape} and b {b.value.shape} "
+                               "do not broadcast") from None
+        out_shape = batch + (av.shape[-2], bv.shape[-1])
+
+        def param(arg, shape, axis) -> np.ndarray:
+            if arg is None:
+                return np.zeros(())
+            return qm.param_view(arg.name, as_float64(arg.value, arg.type), shape, axis)
+
+        az, bz = param(a_zp, av.shape, -1), param(b_zp, bv.shape, -2)
+        with np.errstate(all="ignore"):
+            da, db = av - az, bv - bz
+        bad_a, bad_b = ~np.isfinite(da), ~np.isfinite(db)
+        touched = (np.matmul(bad_a.astype(np.int64), np.ones(db.shape, np.int64))
+                   + np.matmul(np.ones(da.shape, np.int64), bad_b.astype(np.int64))) > 0
+        da, db = np.where(bad_a, 0.0, da), np.where(bad_b, 0.0, db)
+        integer_inputs = ta.is_integer and tb.is_integer
+        if integer_inputs:
+            exact = self.accumulate(da, db, (av, bv), (az, bz), (ta, tb))
+            accs = [("accumulator-int32-wrap", qm.wrap_int32(exact), 0), ("accumulator-exact", exact, 0)]
+        else:
+            ka, kb = qm.grid_exponent(ta), qm.grid_exponent(tb)
+            accs = [("", np.matmul(qm._to_grid(da, ka), qm._to_grid(db, kb)), ka + kb)]
+        sa, sb = param(a_s, av.shape, -1), param(b_s, bv.shape, -2)
+        if sa.ndim:
+            sa = np.broadcast_to(sa, out_shape[:-1] + (1,))
+        if sb.ndim:
+            sb = np.broadcast_to(sb, out_shape[:-2] + (1, out_shape[-1]))
+        scales = (np.broadcast_to(sa, out_shape), self.b_scale(sb, out_shape),
+                  float(as_float64(y_s.value, y_s.type).reshape(())))
+        yz = float(as_float64(y_zp.value, y_zp.type).reshape(())) if y_zp is not None else 0.0
+        zp_readings = [("", True)]
+        fnuz_readings = [("", False)]
+        if out_t.is_float:
+            zp_readings = [("zero-point-added", True)] + ([("zero-point-skipped", False)] if yz == 0 else [])
+            if out_t.float_format.nan_style == "fnuz":
+                fnuz_readings = [("fnuz-inf-nan", False), ("fnuz-inf-max", True)]
+        ev = Evaluation(clause="qlmm-formula")
+        undefined = np.broadcast_to(touched, out_shape).copy()
+        e = accs[0][2]
+        stack = np.stack([np.broadcast_to(acc, out_shape) for _, acc, _ in accs])
+        for req in self.requantisations(scale_t):
+            values = self.requantise(req, stack, e, scales, yz, out_t, scale_t)
+            for (zp_name, add_zp), (fnuz_name, fnuz_max) in itertools.product(zp_readings, fnuz_readings):
+                for i, (acc_name, _, _) in enumerate(accs):
+                    v = np.where(undefined, 0.0, values[add_zp][i])
+                    out, undef = self.qlmm_encode(v, out_t, fnuz_max)
+                    undefined |= undef
+                    ev.add("+".join(n for n in (req, acc_name, zp_name, fnuz_name) if n), (out,))
+        if squeeze:
+            ev.readings = [(n, tuple(np.squeeze(o, axis=squeeze) for o in outs)) for n, outs in ev.readings]
+            undefined = np.squeeze(undefined, axis=squeeze)
+        ev.dont_care = [undefined]
+        return ev
+
+    def requantise(self, req, acc, e, scales, zp, out_t, scale_t) -> dict[bool, np.ndarray]:
+        """qlinear_matmul.requantise with the rounding and the float rounding as hooks: values keyed
+        by "zero point added" (integer outputs: round(v) + zp only)."""
+        a_s, b_s, y_s = scales
+        shape = acc.shape
+        if req == "exact-rational":
+            ys, fzp = Fraction(y_s), Fraction(zp)
+            sa, sb = np.broadcast_to(a_s, shape).ravel(), np.broadcast_to(b_s, shape).ravel()
+            with_zp = np.empty(acc.size, dtype=np.float64)
+            without = np.empty(acc.size, dtype=np.float64)
+            for i, c in enumerate(acc.ravel()):
+                v = Fraction(int(c), 1 << e) * Fraction(float(sa[i])) * Fraction(float(sb[i])) / ys
+                if out_t.is_integer:
+                    with_zp[i] = float(round_fraction(v, self.rounding) + fzp)
+                else:
+                    with_zp[i], without[i] = float(v + fzp), float(v)
+            return {True: with_zp.reshape(shape), False: without.reshape(shape)}
+        if acc.dtype == object:
+            acc64 = np.array([float(Fraction(int(c), 1 << e)) for c in acc.ravel()], dtype=np.float64).reshape(shape)
+        else:
+            acc64 = acc.astype(np.float64)
+        prec = {"multiplier-float64": "float64", "multiplier-in-scale-type": scale_t}.get(req, "float32")
+        r = (lambda x: np.asarray(x, dtype=np.float64)) if prec == "float64" else (lambda x: self.fl(prec, x))
+        with np.errstate(all="ignore"):
+            m = r(r(a_s * b_s) / y_s)
+            if req == "multiplier-float32-product-float64":
+                v = acc64 * m
+                r = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
+            elif req == "multiplier-in-scale-type":
+                v = r(acc64 * m)
+            else:
+                v = r(r(acc64) * m)
+            if out_t.is_integer:
+                return {True: self.round(v) + zp}
+            return {True: r(v + zp), False: v}
+
+    def qlmm_encode(self, v, out_t, fnuz_inf_max: bool) -> tuple[np.ndarray, np.ndarray]:
+        if out_t.is_integer:
+            y, nan = self.saturate(v, out_t)
+            return pack_output(y, out_t), nan
+        kw = dict(saturate=True, fnuz_inf_saturates=fnuz_inf_max)
+        return pack_output(self.encode(v, out_t, **kw), out_t), floats.undefined_mask(v, out_t, **kw)
+
+
+#: Oracle base class -> its hooked body (looked up along the version class's MRO).
+HOOKED: dict[type, type] = {
+    QuantizeLinear: HookedQuantize,
+    DequantizeLinear: HookedDequantize,
+    DynamicQuantizeLinear: HookedDynamicQuantize,
+    QLinearMatMul: HookedQLinearMatMul,
+}
+
+
+class Spec:
+    """The empty deviation: composed with a version class it must reproduce the oracle exactly."""
+
+
+@functools.cache
+def compose(mixin: type, version_cls: type) -> type:
+    """(mixin, the oracle's version class, the hooked body): facts from the version, arithmetic
+    from the hooked body, one step from the mixin. Raises LookupError for ops without a body."""
+    hooked = next((HOOKED[c] for c in version_cls.__mro__ if c in HOOKED), None)
+    if hooked is None:
+        raise LookupError(f"no hooked body for {version_cls.__name__}")
+    cls = type(f"{mixin.__name__}·{version_cls.__name__}", (mixin, version_cls, hooked), {})
+    per_tensor = getattr(version_cls, "per_tensor", None)  # com.microsoft ops without axis
+    if isinstance(per_tensor, OpOracle):
+        cls.per_tensor = compose(mixin, type(per_tensor))()
+    return cls
+
+
+@functools.cache
+def _instance(mixin: type, domain: str, op: str, opset: int) -> OpOracle:
+    return compose(mixin, type(oracle_for(domain, op, opset)))()
+
+
+def hooked_oracle(draft: Draft, mixin: type = Spec) -> OpOracle:
+    return _instance(mixin, draft.domain, draft.op, draft.opset)
+
+
+# --------------------------------------------------------------------------------------------
+# the deviation mixins
+# --------------------------------------------------------------------------------------------
+
+
+class RoundHalfAway:
+    rounding = "half-away"
+
+
+class RoundHalfUp:
+    rounding = "half-up"
+
+
+class RoundTowardZero:
+    rounding = "toward-zero"
+
+
+class ReciprocalMultiply:
+    def quotient(self, x, s, prec):
+        with np.errstate(all="ignore"):
+            inv = self.fl(prec, 1.0 / self.fl(prec, s))
+            return self.fl(prec, self.fl(prec, x) * inv)
+
+
+class ZeroPointBeforeRounding:
+    def to_int(self, q, zero, t, prec):
+        with np.errstate(all="ignore"):
+            return self.saturate(self.round(self.fl(prec, q + zero)), t)
+
+
+class DivideInFloat64:
+    def quotient(self, x, s, prec):
+        with np.errstate(all="ignore"):
+            return self.fl(prec, x) / self.fl(prec, s)  # float64 division, never rounded to prec
+
+    def add_zero_float(self, q, zero, prec):
+        return q + zero
+
+
+class Float8ZeroPointIgnored:
+    def add_zero_float(self, q, zero, prec):
+        return q
+
+
+class ScalarAs1D:
+    """A rank-0 data input comes back as a one-element 1-D tensor."""
+
+    def evaluate(self, draft, primary_only: bool = False):
+        ev = super().evaluate(draft, primary_only)
+        x = draft.inputs[0] if draft.inputs else None
+        if x is None or x.value.ndim != 0:
+            return ev
+        ev.readings = [(n, (outs[0].reshape(1),) + tuple(outs[1:])) for n, outs in ev.readings]
+        if ev.dont_care and ev.dont_care[0] is not None:
+            ev.dont_care[0] = np.reshape(ev.dont_care[0], (1,))
+        return ev
+
+
+class QuotientInFloat32:
+    def division_readings(self, x_t, s_t, attrs):
+        out = []
+        for name, prec in super().division_readings(x_t, s_t, attrs):
+            if prec in HALF_KINDS:
+                name, prec = "quotient-in-float32", "float32"
+            if all(p != prec for _, p in out):
+                out.append((name, prec))
+        return out
+
+
+def _int32_cast(v: np.ndarray) -> np.ndarray:
+    """x86 cvttsd2si / np.astype(int32): NaN, ±Inf and out-of-range -> INT_MIN; else the value."""
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(v) & (v >= -(2.0**31)) & (v < 2.0**31)
+    return np.where(ok, v, -(2.0**31))
+
+
+class NarrowSignedRange:
+    def saturate(self, v, t):
+        t = dtypes.get(t)
+        lo, hi = t.qrange
+        nan = np.isnan(v)
+        return np.clip(np.where(nan, 0.0, v), lo + 1 if t.signed else lo, hi).astype(np.int64), nan
+
+
+class WrapAround:
+    def saturate(self, v, t):
+        t = dtypes.get(t)
+        lo, _ = t.qrange
+        nan = np.isnan(v)
+        iv = _int32_cast(np.where(nan, 0.0, v)).astype(np.int64)
+        return (iv - lo) % (1 << t.bits) + lo, nan
+
+
+class CastBeforeClip:
+    def saturate(self, v, t):
+        t = dtypes.get(t)
+        lo, hi = t.qrange
+        nan = np.isnan(v)
+        return np.clip(_int32_cast(np.where(nan, 0.0, v)), lo, hi).astype(np.int64), nan
+
+
+def _minifloat(t) -> bool:
+    fmt = dtypes.get(t).float_format
+    return fmt is not None and fmt.width <= 8 and fmt.nan_style != "e8m0"
+
+
+class Int32CastThenZeroPoint:
+    """cvtps2dq, then the zero point added in int32 (wrapping), then a saturating pack."""
+
+    def to_int(self, q, zero, t, prec):
+        t = dtypes.get(t)
+        lo, hi = t.qrange
+        with np.errstate(all="ignore"):
+            nan = np.isnan(q)
+            i = _int32_cast(self.round(q)).astype(np.int64)  # NaN, ±Inf, out of range -> INT_MIN
+            s = qm.wrap_int32(i + np.asarray(zero, dtype=np.float64).astype(np.int64))
+        return np.clip(s, lo, hi), nan
+
+
+class E5m2OverflowToNan:
+    def encode(self, v, t, **kw):
+        code = super().encode(v, t, **kw)
+        tt = dtypes.get(t)
+        if tt.name != "float8e5m2" or kw.get("saturate", True):
+            return code
+        v = np.asarray(v, dtype=np.float64)
+        fmt = tt.float_format
+        with np.errstate(invalid="ignore"):
+            r = floats.round_to_format(np.where(np.isfinite(v), v, 0.0), tt)
+            # rounds up past the largest finite value but is below the next binade (2^(emax+1))
+            over = np.isfinite(v) & (np.abs(r) > fmt.max_finite) & (np.abs(v) < 2.0 ** (fmt.emax + 1))
+        nan = np.where(np.signbit(v), 0xFF, 0x7F)
+        return np.where(over, nan, code).astype(code.dtype)
+
+
+class SaturateIgnored:
+    def encode(self, v, t, **kw):
+        if _minifloat(t):
+            kw["saturate"] = True
+        return super().encode(v, t, **kw)
+
+
+class NeverSaturate:
+    def encode(self, v, t, **kw):
+        if _minifloat(t):
+            kw["saturate"] = False
+        return super().encode(v, t, **kw)
+
+
+class FnuzInfOtherTable:
+    def encode(self, v, t, **kw):
+        if "fnuz_inf_saturates" in kw:
+            kw["fnuz_inf_saturates"] = not kw["fnuz_inf_saturates"]
+        return super().encode(v, t, **kw)
+
+
+class MinifloatTruncation:
+    def encode(self, v, t, **kw):
+        if _minifloat(t):
+            v = truncate_to_format(v, dtypes.get(t))
+        return super().encode(v, t, **kw)
+
+
+class FnuzNegativeZero:
+    """fnuz: negatives that round to zero keep the sign bit -> 0x80, the NaN code."""
+
+    def encode(self, v, t, **kw):
+        code = super().encode(v, t, **kw)
+        tt = dtypes.get(t)
+        if tt.float_format is not None and tt.float_format.nan_style == "fnuz":
+            with np.errstate(invalid="ignore"):
+                neg_zero = (code == 0) & np.signbit(np.asarray(v, dtype=np.float64)) & ~np.isnan(v)
+            code = np.where(neg_zero, np.asarray(1 << (tt.bits - 1), dtype=code.dtype), code).astype(code.dtype)
+        return code
+
+
+class Bfloat16Truncation:
+    def exact_product(self, t, a, b):
+        if dtypes.get(t).name != "bfloat16":
+            return super().exact_product(t, a, b)
+        with np.errstate(all="ignore"):
+            return self.fl(t, np.asarray(a, np.float64) * np.asarray(b, np.float64))
+
+    def fl(self, t, v):
+        if dtypes.get(t).name != "bfloat16":
+            return super().fl(t, v)
+        f32 = dtypes.get("float32")
+        v32 = _fl(f32, v)
+        bits = floats.encode(v32, f32, saturate=False).astype(np.uint64)
+        cut = np.where(np.isnan(v32), bits, bits & np.uint64(0xFFFF0000))
+        return floats.decode(cut, f32)
+
+
+class FlushDenormals:
+    def exact_product(self, t, a, b):
+        return self.fl(t, super().exact_product(t, a, b))
+
+    @staticmethod
+    def _flush(v, t):
+        t = dtypes.get(t)
+        if t.name not in IEEE_KINDS:
+            return v
+        tiny = 2.0 ** t.float_format.emin
+        v = np.asarray(v, dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            return np.where(np.abs(v) < tiny, np.copysign(0.0, v), v)
+
+    def fl(self, t, v):
+        return self._flush(super().fl(t, v), t)
+
+    def data(self, arg):
+        return self._flush(super().data(arg), arg.type)
+
+
+class PerAxisFirstScale:
+    def expand(self, p, shape, axis, block):
+        if p.size > 1:
+            return np.broadcast_to(p.reshape(-1)[0], shape)
+        return super().expand(p, shape, axis, block)
+
+
+class BlockedInterleaved:
+    def expand(self, p, shape, axis, block):
+        full = super().expand(p, shape, axis, block)  # validates; the spec's mapping
+        if not block or granularity.granularity(shape, p.shape, axis, block) != "blocked":
+            return full
+        ax = axis % len(shape)
+        return np.take(p, np.arange(shape[ax]) % p.shape[ax], axis=ax)
+
+
+class NegativeAxisOffByOne:
+    def axis(self, attrs, rank):
+        a = super().axis(attrs, rank)
+        return a + rank - 1 if a is not None and a < 0 else a
+
+
+class HighNibbleFirst:
+    def layout(self, out, t):
+        return swap_slots(out, t)
+
+    def read_layout(self, arr, t):
+        return swap_slots(arr, t)
+
+
+class ScaleInverted:
+    def quotient(self, x, s, prec):
+        with np.errstate(all="ignore"):
+            return self.fl(prec, self.fl(prec, x) * self.fl(prec, s))
+
+    def dq_value(self, xv, zero, scale, x_t, prec, out_t):
+        prec = prec or out_t
+        diff = self.subtract(xv, zero, x_t, prec)
+        with np.errstate(all="ignore"):
+            return self.fl(prec, self.fl(prec, diff) / self.fl(prec, scale))
+
+
+class DqBiasForm:
+    def dq_value(self, xv, zero, scale, x_t, prec, out_t):
+        prec = prec or out_t
+        with np.errstate(all="ignore"):
+            s = self.fl(prec, scale)
+            offset = self.fl(prec, self.fl(prec, zero) * s)
+            return self.fl(prec, self.fl(prec, self.fl(prec, xv) * s) - offset)
+
+
+class DqSubtractWraps:
+    def subtract(self, xv, zero, x_t, prec):
+        t = dtypes.get(x_t)
+        diff = xv - zero
+        if not t.is_integer or t.bits > 16:
+            return diff
+        lo, _ = t.qrange
+        return np.mod(diff - lo, 2.0**t.bits) + lo
+
+
+class DqSubtractInOutputType:
+    def subtract(self, xv, zero, x_t, prec):
+        with np.errstate(all="ignore"):
+            return self.fl(prec, self.fl(prec, xv) - self.fl(prec, zero))
+
+
+class DqlRangeExcludesZero:
+    def dql_range(self, xv):
+        if not xv.size:
+            return 0.0, 0.0
+        return float(xv.max()), float(xv.min())
+
+
+def _quantize_multiplier(m: float) -> tuple[int, int]:
+    """TFLite QuantizeMultiplier: m = q * 2^(shift - 31), q in [2^30, 2^31) rounded half away."""
+    if m == 0:
+        return 0, 0
+    frac, shift = math.frexp(m)
+    q = int(round_fraction(Fraction(frac) * (1 << 31), "half-away"))
+    if q == 1 << 31:
+        q //= 2
+        shift += 1
+    return q, shift
+
+
+def _fixed_point_multiply(x: int, q: int, shift: int) -> int:
+    """gemmlowp SaturatingRoundingDoublingHighMul + RoundingDivideByPOT (TFLite MultiplyByQuantizedMultiplier)."""
+    left, right = max(shift, 0), max(-shift, 0)
+    a = max(-(2**31), min(2**31 - 1, x * (1 << left)))
+    if a == q == -(2**31):
+        high = 2**31 - 1
+    else:
+        ab = a * q
+        nudge = (1 << 30) if ab >= 0 else 1 - (1 << 30)
+        t = ab + nudge
+        high = abs(t) // (1 << 31) * (1 if t >= 0 else -1)  # C division truncates toward zero
+    if right == 0:
+        return high
+    mask = (1 << right) - 1
+    remainder = high & mask
+    threshold = (mask >> 1) + (1 if high < 0 else 0)
+    return (high >> right) + (1 if remainder > threshold else 0)
+
+
+class QlmmFixedPointMultiplier:
+    def requantisations(self, scale_t):
+        return ["fixed-point-multiplier"]
+
+    def requantise(self, req, acc, e, scales, yz, out_t, scale_t):
+        if req != "fixed-point-multiplier" or not out_t.is_integer:
+            return super().requantise("multiplier-float64", acc, e, scales, yz, out_t, scale_t)
+        a_s, b_s, ysc = scales
+        shape = acc.shape
+        sa, sb = np.broadcast_to(a_s, shape).ravel(), np.broadcast_to(b_s, shape).ravel()
+        out = np.empty(acc.size, dtype=np.float64)
+        cache: dict[tuple[float, float], tuple[int, int]] = {}
+        for i, c in enumerate(np.asarray(acc).ravel()):
+            key = (float(sa[i]), float(sb[i]))
+            if key not in cache:
+                cache[key] = _quantize_multiplier(key[0] * key[1] / float(ysc))  # in double, as TFLite
+            q, shift = cache[key]
+            out[i] = _fixed_point_multiply(int(c), q, shift) + float(yz)
+        return {True: out.reshape(shape)}
+
+
+class QlmmU8S8PairSaturation:
+    """x86 VPMADDUBSW: u8 x s8 products summed in adjacent pairs with int16 saturation."""
+
+    def accumulate(self, da, db, raw, zeros, types):
+        ta, tb = types
+        if not (ta.name == "uint8" and tb.name == "int8"):
+            return super().accumulate(da, db, raw, zeros, types)
+        av, bv = (r.astype(np.int64) for r in raw)
+        az, bz = (np.asarray(z, dtype=np.float64).astype(np.int64) for z in zeros)
+        k = av.shape[-1]
+        if k % 2:
+            av = np.concatenate([av, np.zeros(av.shape[:-1] + (1,), np.int64)], axis=-1)
+            bv = np.concatenate([bv, np.zeros(bv.shape[:-2] + (1,) + bv.shape[-1:], np.int64)], axis=-2)
+        prod = av[..., :, :, None] * bv[..., None, :, :]  # [..., M, K, N]
+        pairs = np.clip(prod[..., 0::2, :] + prod[..., 1::2, :], -(2**15), 2**15 - 1)
+        raw_sum = pairs.sum(axis=-2)
+        rows = av.sum(axis=-1, keepdims=True)
+        cols = bv.sum(axis=-2, keepdims=True)
+        return raw_sum - rows * bz - az * cols + k * az * bz
+
+
+class QlmmColumnScaleByRow:
+    def b_scale(self, bsc, out_shape):
+        full = np.broadcast_to(bsc, out_shape)
+        if out_shape[-1] != out_shape[-2] or bsc.ndim == 0 or bsc.shape[-1] == 1:
+            return full
+        return np.swapaxes(full, -1, -2)
+
+
+# --------------------------------------------------------------------------------------------
+# the registry
+# --------------------------------------------------------------------------------------------
+
+
+def _types(draft: Draft) -> list[str]:
+    return [a.type for a in draft.inputs if a is not None]
+
+
+def _q_out(draft: Draft) -> dtypes.ElemType | None:
+    """QuantizeLinear's output type (None for other ops)."""
+    if draft.op != Q:
+        return None
+    x, s, zp = (list(draft.inputs) + [None])[:3]
+    if zp is not None:
+        return dtypes.get(zp.type)
+    code = draft.attrs.get("output_dtype", 0)
+    return dtypes.get(code) if code else dtypes.get("uint8")
+
+
+def _int_rounding(d: Draft) -> bool:
+    """Ops whose result goes through a round-to-integer."""
+    if d.op == Q:
+        return _q_out(d).is_integer
+    if d.op == QLMM:
+        out = d.inputs[7].type if len(d.inputs) > 7 and d.inputs[7] is not None else d.inputs[0].type
+        return dtypes.get(out).is_integer
+    return d.op == DQL
+
+
+def _int_saturation(d: Draft) -> bool:
+    return _int_rounding(d)
+
+
+def _signed_int_out(d: Draft) -> bool:
+    if d.op == Q:
+        return _q_out(d).is_integer and _q_out(d).signed
+    if d.op == QLMM and _int_rounding(d):
+        out = d.inputs[7].type if len(d.inputs) > 7 and d.inputs[7] is not None else d.inputs[0].type
+        return dtypes.get(out).signed
+    return False
+
+
+def _minifloat_out(d: Draft) -> bool:
+    if d.op == Q:
+        return _minifloat(_q_out(d))
+    if d.op == QLMM:
+        return not _int_rounding(d)
+    return False
+
+
+def _fnuz_involved(d: Draft) -> bool:
+    if d.op == Q:
+        return _q_out(d).name in ("float8e4m3fnuz", "float8e5m2fnuz")
+    return d.op == QLMM and any(t.endswith("fnuz") for t in _types(d))
+
+
+def _nonzero_zero_point(d: Draft) -> bool:
+    zp = d.inputs[2] if len(d.inputs) > 2 else None
+    return zp is not None and bool(np.any(as_float64(zp.value, zp.type) != 0))
+
+
+def _half_scale(d: Draft) -> bool:
+    """QuantizeLinear whose spec precision can be float16/bfloat16 (a half scale, or ``precision``)."""
+    if d.op != Q:
+        return False
+    prec = d.attrs.get("precision", 0)
+    return any(t in HALF_KINDS for t in _types(d)[:2]) or (bool(prec) and dtypes.get(prec).name in HALF_KINDS)
+
+
+def _involves(*names: str) -> Callable[[Draft], bool]:
+    return lambda d: any(t in names for t in _types(d)) or (
+        d.op == DQ and d.attrs.get("output_dtype") and dtypes.get(d.attrs["output_dtype"]).name in names)
+
+
+def _ieee_involved(d: Draft) -> bool:
+    if d.op == DQ:
+        return True  # the output is always float16/bfloat16/float32
+    return any(t in IEEE_KINDS for t in _types(d))
+
+
+def _nonscalar_params(d: Draft) -> bool:
+    return d.op in (Q, DQ) and any(a is not None and a.value.size > 1 for a in d.inputs[1:3])
+
+
+def _blocked(d: Draft) -> bool:
+    return d.op in (Q, DQ) and bool(d.attrs.get("block_size", 0))
+
+
+def _negative_axis(d: Draft) -> bool:
+    return d.op in (Q, DQ) and d.attrs.get("axis", 0) < 0
+
+
+def _packed_io(d: Draft) -> bool:
+    if d.op == Q:
+        return _q_out(d).packed
+    return d.op == DQ and dtypes.get(d.inputs[0].type).packed
+
+
+def _dq_with_zero_point(d: Draft) -> bool:
+    """DequantizeLinear with a zero point that is not zero somewhere."""
+    if d.op != DQ or len(d.inputs) < 3 or d.inputs[2] is None:
+        return False
+    zp = d.inputs[2]
+    return bool(np.any(as_float64(zp.value, zp.type) != 0))
+
+
+def _dq_int_zero_point(d: Draft) -> bool:
+    x = dtypes.get(d.inputs[0].type)
+    return _dq_with_zero_point(d) and x.is_integer and x.bits <= 16
+
+
+def _dq_integer_wide_to_narrow(d: Draft) -> bool:
+    return d.op == DQ and dtypes.get(d.inputs[0].type).is_integer
+
+
+def _q_int_or_dql(d: Draft) -> bool:
+    return (d.op == Q and _q_out(d).is_integer) or d.op == DQL
+
+
+def _q_or_dql(d: Draft) -> bool:
+    return d.op in (Q, DQL)
+
+
+def _qlmm_u8s8(d: Draft) -> bool:
+    return d.op == QLMM and d.inputs[0].type == "uint8" and d.inputs[3].type == "int8"
+
+
+def _qlmm_per_column(d: Draft) -> bool:
+    return d.op == QLMM and d.inputs[4].value.size > 1 and d.inputs[0].value.ndim >= 2 and d.inputs[3].value.ndim >= 2
+
+
+def _qlmm_int(d: Draft) -> bool:
+    return d.op == QLMM and _int_rounding(d)
+
+
+@dataclass(frozen=True)
+class Deviation:
+    """One realistic implementation choice or bug, as a variant of the oracle."""
+
+    name: str
+    ops: frozenset[str]
+    explanation: str
+    evidence: str
+    witness: str
+    mixin: type
+    applies_to: Callable[[Draft], bool] = field(default=lambda d: True, repr=False, compare=False)
+    #: generator families most likely to expose it (the acceptance test looks there first)
+    families: tuple[str, ...] = ()
+
+    def applies(self, draft: Draft) -> bool:
+        """Whether the deviation can change this draft's outputs at all (a cheap filter)."""
+        try:
+            return draft.op in self.ops and bool(self.applies_to(draft))
+        except Exception:
+            return False
+
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
+        """Outputs under every reading of the spec, each computed the deviating way.
+        Raises InvalidModel (or another exception) where such a kernel would reject the model."""
+        return hooked_oracle(draft, self.mixin).evaluate(draft)
+
+    def outputs(self, draft: Draft) -> tuple[np.ndarray, ...]:
+        """What a runtime with this deviation returns: the first reading (the latest spec text's)."""
+        return self.evaluate(draft).readings[0][1]
+
+
+def _dev(name, ops, explanation, evidence, witness, mixin, applies=lambda d: True, families=()):
+    ops = frozenset([ops] if isinstance(ops, str) else ops)
+    return Deviation(name, ops, explanation, evidence, witness, mixin, applies, tuple(families))
+
+
+_ALL_ROUNDING = (Q, DQL, QLMM)
+
+_MODELS = [
+    _dev("round-half-away", _ALL_ROUNDING,
+         "Your kernel rounds x / scale half away from zero (C round(), Rust f32::round) instead of half to even: "
+         "2.5 becomes 3 and -2.5 becomes -3 where the spec gives 2 and -2.",
+         "sonos/tract#2850 (QuantizeLinear used f32::round) and sonos/tract#2672 (DynamicQuantizeLinear, "
+         "value and zero point); OpenVINO EP rounds half away (microsoft/onnxruntime#25045); "
+         "tenstorrent/tt-metal#56525 (SFPU 'round even' mode is ties-away); blue-oil/blueoil#397 (roundf).",
+         "QuantizeLinear float32->int8, x=[2.5, -2.5, 0.5], y_scale=1 (ties with an even integer part)",
+         RoundHalfAway, _int_rounding, ("ties", "zero-point-ties", "basic")),
+    _dev("round-half-up", _ALL_ROUNDING,
+         "Your kernel rounds with floor(x / scale + 0.5): ties go up, so -2.5 becomes -2 and 2.5 becomes 3.",
+         "tenstorrent/tt-metal#56525 (int8/uint8 ties rounded toward +inf); the floor(x + 0.5) idiom of "
+         "hand-written kernels (nfrechette/acl#368 quantizes with floor(v * n) + mid).",
+         "QuantizeLinear float32->int8, x=[-2.5, 2.5, -0.5], y_scale=1 (negative and positive ties)",
+         RoundHalfUp, _int_rounding, ("ties", "basic")),
+    _dev("round-toward-zero", _ALL_ROUNDING,
+         "Your kernel truncates x / scale toward zero (a plain float-to-int cast) instead of rounding to "
+         "nearest: 0.7 becomes 0 and -1.6 becomes -1.",
+         "microsoft/onnxruntime#18576 and its fix microsoft/onnxruntime#32452 (float16 QuantizeLinear used "
+         "static_cast<int32_t>, 2,041 of 4,096 float16 values wrong).",
+         "QuantizeLinear float32->int8, x=[0.75, -1.75], y_scale=1",
+         RoundTowardZero, _int_rounding, ("basic", "ties")),
+    _dev("reciprocal-multiply", (Q, DQL),
+         "Your kernel multiplies x by a precomputed 1/scale instead of dividing by scale; the reciprocal's "
+         "rounding error moves quotients that sit on or next to a rounding boundary.",
+         "apache/tvm#17998 (Reciprocal causing TVM/ORT mismatch); pytorch/pytorch#87093 and #41342 "
+         "(inv_scale = 1/scale then round(x * inv_scale)); tenstorrent/tt-metal#56525 (x * (1/scale) in one "
+         "SFPMAD); arch-hdl-lang/arch-com#905 (294 of 6,174 boundary values diverge).",
+         "QuantizeLinear float32->int8, y_scale=6, x = 6*(k+0.5) and its float32 neighbours",
+         ReciprocalMultiply, lambda d: _q_int_or_dql(d) or (d.op == Q and _minifloat(_q_out(d))),
+         ("ties", "basic")),
+    _dev("zero-point-before-rounding", (Q, DQL),
+         "Your kernel adds the zero point to x / scale in floating point before rounding "
+         "(round(x / scale + zp)) instead of rounding first and adding the zero point exactly.",
+         "webmachinelearning/webnn-baseline#101 (review: 'Round before adding'); onnx/onnx#4505 "
+         "(function body Div -> Add -> Clip -> Cast); Xilinx/onnx-mlir#96 and microsoft/onnxruntime#25045 "
+         "(OpenVINO FakeQuantize's round((x - low) / range * levels)).",
+         "QuantizeLinear float32->uint8, zp=128 (or an odd zero point), x = (k+0.5)*s next to a tie: "
+         "the float32 sum q + zp loses the bit that decides the tie",
+         ZeroPointBeforeRounding, _q_int_or_dql, ("ties", "saturation")),
+    _dev("divide-in-float64", (Q, DQL),
+         "Your kernel computes x / scale in double precision and rounds that, instead of rounding the "
+         "quotient to the scale's precision first.",
+         "Plausible: Python/numpy reference code and constant folders compute in float64 "
+         "(onnx/onnx#6169 shows the reference's C * (a_scale * b_scale / y_scale) in numpy); a float32 "
+         "quotient that lands exactly on k + 0.5 is not a tie in double.",
+         "QuantizeLinear float32->int8, y_scale=6, x = the float32 neighbours of 6*(k+0.5)",
+         DivideInFloat64, _q_or_dql, ("ties", "floatkinds")),
+    _dev("narrow-signed-range", (Q, QLMM),
+         "Your kernel clamps signed outputs to the symmetric range [-127, 127] (int8; -7 for int4, -32767 "
+         "for int16) instead of the full two's-complement range.",
+         "microsoft/onnxruntime#3442 (QuantizeLinear saturated int8 to [-127, 127]) and "
+         "microsoft/onnxruntime#3531 (review: 'the bug about -127 to 127 range'); symmetric/narrow_range "
+         "quantization (TensorRT, TF) clamps this way.",
+         "QuantizeLinear float32->int8, x=-1000, y_scale=1: -128 expected, -127 given",
+         NarrowSignedRange, _signed_int_out, ("saturation", "basic")),
+    _dev("wrap-around", (Q, DQL, QLMM),
+         "Your kernel converts out-of-range results to the output type by truncating the bits "
+         "(wrap-around) instead of saturating: 300 becomes 44 in uint8.",
+         "onnx/onnx#6169 and onnx/onnx#7835 (QLinearMatMul reference uses astype, -236 -> 20); "
+         "Xilinx/onnx-mlir#145 (QuantizeLinear had no clamp); emmtrix/emx-onnx-cgen#735; "
+         "huggingface/sentence-transformers#3847.",
+         "QuantizeLinear float32->uint8, x=600, y_scale=2 (300 before saturation)",
+         WrapAround, _int_saturation, ("saturation", "basic")),
+    _dev("cast-before-clip", (Q, DQL, QLMM),
+         "Your kernel converts the rounded value to int32 before clamping, so +Inf, NaN and quotients beyond "
+         "2^31 become INT_MIN and then the type's minimum: +Inf quantizes to qmin instead of qmax.",
+         "apache/tvm#9558 (+inf cast to int32 gave INT_MIN on x86, INT_MAX on M1); pytorch/pytorch#155109 "
+         "and pytorch/pytorch#133557 (inf quantized to 0); onnx's reference np.rint(x).astype(int32) "
+         "(docs/STYLE.md).",
+         "QuantizeLinear float32->int8, x=[+Inf, 3e9], y_scale=1: 127 expected, -128 given",
+         CastBeforeClip, _int_saturation, ("specials", "saturation")),
+    _dev("int32-cast-then-zero-point", (Q, DQL),
+         "Your kernel converts x / scale to int32 first (±Inf and values beyond the int32 range become "
+         "INT_MIN) and adds the zero point in wrapping int32 arithmetic before clamping: +Inf gives qmin and "
+         "INT_MIN plus a negative zero point wraps to qmax.",
+         "onnxruntime 1.31.1 does this on the CPU (qconform/docs/diagnosis.md); pytorch/pytorch#60079 (overflow when "
+         "zero_point is added to the rounded integer, fixed with __builtin_add_overflow); apache/tvm#9558 "
+         "(+inf cast to int32 is INT_MIN on x86).",
+         "QuantizeLinear float32->int8, x=[+Inf, -128], y_scale=2^-24, y_zero_point=-128: [127, -128] expected, "
+         "[-128, 127] given",
+         Int32CastThenZeroPoint, _q_int_or_dql, ("specials", "saturation")),
+    _dev("float8e5m2-rounding-overflow-to-nan", Q,
+         "Your float8e5m2 conversion with saturate=0 gives NaN for values that round up past the largest "
+         "finite value (61440 <= |x| < 65536) instead of ±Inf; larger values do give ±Inf.",
+         "onnxruntime 1.31.1 does this (qconform/docs/diagnosis.md): the mantissa carry out of the top binade is "
+         "treated like e4m3fn's all-ones NaN pattern; the Cast table gives ±Inf for every [x] > FLT_MAX.",
+         "QuantizeLinear float32->float8e5m2, saturate=0, x=61440, y_scale=1: +Inf (0x7C) expected, NaN given",
+         E5m2OverflowToNan, lambda d: _q_out(d).name == "float8e5m2" and not d.attrs.get("saturate", 1),
+         ("floatkinds",)),
+    _dev("float8-saturate-ignored", Q,
+         "Your float8 conversion always saturates: with saturate=0, overflow and ±Inf must give NaN "
+         "(or ±Inf for e5m2) but you return ±max.",
+         "apache/tvm#19993 (saturate=0 for float8 rejected as unsupported); microsoft/onnxruntime#14731 "
+         "(review of the saturate attribute); the saturating convention of accelerators "
+         "(jax-ml/ml_dtypes#400).",
+         "QuantizeLinear float32->float8e4m3fn, saturate=0, x=1000, y_scale=1: NaN expected, 448 given",
+         SaturateIgnored, lambda d: _minifloat_out(d) and not d.attrs.get("saturate", 1), ("floatkinds",)),
+    _dev("float8-never-saturate", (Q, QLMM),
+         "Your float8 conversion never saturates: with saturate=1 (the default) overflow must give ±max "
+         "but you return NaN (e4m3fn, fnuz) or ±Inf (e5m2), as a plain non-saturating cast does.",
+         "jax-ml/ml_dtypes#260 and #400 (ml_dtypes casts give NaN on overflow where onnxruntime saturates "
+         "to 448); jax-ml/ml_dtypes#147.",
+         "QuantizeLinear float32->float8e4m3fn, x=1000, y_scale=1: 448 expected, NaN given",
+         NeverSaturate, lambda d: _minifloat_out(d) and d.attrs.get("saturate", 1), ("floatkinds", "basic")),
+    _dev("fnuz-inf-wrong-table", (Q, QLMM),
+         "Your float8 fnuz conversion applies the other opset's row for ±Inf with saturate=1: opsets 19-23 "
+         "give NaN (0x80), opset 24+ gives ±max.",
+         "onnx/onnx#6220 (onnx.reference cast ±Inf to ±FLT_MAX for e4m3fnuz where the opset-21 table says "
+         "NaN; the table changed in opset 24).",
+         "QuantizeLinear-21 float32->float8e4m3fnuz, x=+Inf, y_scale=1: NaN expected, 240 given",
+         FnuzInfOtherTable, _fnuz_involved, ("floatkinds", "specials", "basic")),
+    _dev("float8-round-toward-zero", (Q, QLMM),
+         "Your float8/float4/float6 conversion truncates the mantissa (round toward zero) instead of "
+         "rounding to nearest even.",
+         "NVlabs/cutile-rs#250 (f8 constant encoder truncated the mantissa); JuliaMath/Float8s.jl#22; "
+         "triton-lang/triton#6102 (wrong F16->F8E5M2 rounding bit twiddling).",
+         "QuantizeLinear float32->float8e4m3fn, x=1.0625*1.9, y_scale=1 (above a midpoint)",
+         MinifloatTruncation, _minifloat_out, ("floatkinds",)),
+    _dev("fnuz-negative-zero", (Q, QLMM),
+         "Your float8 fnuz conversion keeps the sign of negative values that round to zero, producing 0x80, "
+         "which is NaN in the fnuz formats (they have no -0).",
+         "microsoft/onnxruntime#18473 (near-zero negative values converted to NaN) and onnx/onnx#5764; "
+         "openxla/xla#17487 (F16 -> F8e4m3b11fnuz gave -nan for small negatives).",
+         "QuantizeLinear float32->float8e4m3fnuz, x=-1e-9 (and -0.0), y_scale=1: 0x00 expected, 0x80 given",
+         FnuzNegativeZero, _fnuz_involved, ("floatkinds", "specials")),
+    _dev("quotient-in-float32", Q,
+         "Your kernel computes x / scale in float32 where the spec rounds the quotient to float16/bfloat16: "
+         "a float16/bfloat16 scale from opset 23 (the default of 'precision'), or precision=float16/bfloat16.",
+         "rustnn/rustnn#30 ('Use float32 compute path for float16 quantization division'); onnxruntime "
+         "1.31.1 does this (qconform/docs/diagnosis.md); onnx/onnx#6531 introduced the precision attribute.",
+         "QuantizeLinear-23 float16->float8e5m2fnuz, x=65504, y_scale=0.5: the float16 quotient is +Inf "
+         "(NaN), the float32 quotient 131008 saturates",
+         QuotientInFloat32, _half_scale, ("basic", "ties", "specials")),
+    _dev("float8-zero-point-ignored", Q,
+         "Your QuantizeLinear to a float8 type ignores a non-zero float8 zero point (it returns "
+         "convert(x / scale) instead of convert(x / scale + zero_point)).",
+         "onnxruntime 1.31.1 does this (qconform/docs/diagnosis.md); onnx/onnx#5408 (the reference refused non-zero "
+         "float8 zero points: 'x_zero_point is not null but should be for float 8 types'); onnx/onnx-mlir#2938 "
+         "(an option to ignore the zero point).",
+         "QuantizeLinear float32->float8e4m3fn, y_zero_point=1.0, x=-12, y_scale=1: -11 expected, -12 given",
+         Float8ZeroPointIgnored, lambda d: _minifloat_out(d) and _nonzero_zero_point(d), ("floatkinds",)),
+    _dev("scalar-as-1d", (Q, DQ, DQL),
+         "Your kernel returns the result of a rank-0 (scalar) input as a one-element 1-D tensor of shape [1] "
+         "instead of a scalar of shape [].",
+         "qconform's own onnxruntime adapter did this until it was fixed: numpy.ascontiguousarray returns "
+         "at least 1-D arrays, so a rank-0 input was fed as shape [1] (qconform/docs/diagnosis.md); "
+         "openvinotoolkit/openvino#5260 and apache/tvm#20126 (scalar Q/DQ inputs reshaped or rejected).",
+         "DequantizeLinear int8->float32, x=np.int8(5) of shape [], x_scale=2: shape [] expected, [1] given",
+         ScalarAs1D, lambda d: d.inputs[0].value.ndim == 0, ("shapes",)),
+    _dev("bfloat16-truncation", (Q, DQ),
+         "Your kernel converts float32 intermediates to bfloat16 by dropping the low 16 bits (truncation) "
+         "instead of rounding to nearest even.",
+         "onnx/onnx#4237 and #4238 (truncation mode of float32_to_bfloat16); tenstorrent/tt-metal#19882; "
+         "ROCm/triton#520 (TRUNCATE_F32_TO_BF16); tile-ai/tilelang#2483; stillwater-sc/universal#1133.",
+         "DequantizeLinear int16->bfloat16, x=32767, x_scale=1: 32768 expected (RNE), 32512 given",
+         Bfloat16Truncation, _involves("bfloat16"), ("basic", "ties")),
+    _dev("flush-denormals", (Q, DQ, DQL),
+         "Your kernel flushes subnormal float16/bfloat16/float32 inputs and results to zero (FTZ/DAZ).",
+         "tenstorrent/tt-metal#19814 (denormal inputs flushed) and #50082; tensorflow/tensorflow#36514 "
+         "(bfloat16 flushes denormals on TPU); GPUs and NEON flush by default (tc39/ecmascript_simd#234).",
+         "DequantizeLinear float8e5m2->float16, x=0x01 (2^-16), x_scale=1: a float16 subnormal expected, 0 given",
+         FlushDenormals, _ieee_involved, ("floatkinds", "specials")),
+    _dev("per-axis-first-scale", (Q, DQ),
+         "Your kernel ignores per-axis and blocked parameters and uses the first scale and zero point for "
+         "every element.",
+         "sonos/tract#2849 (QuantizeLinear/DequantizeLinear read only as_slice()[0] and never read axis).",
+         "DequantizeLinear int8->float32, x=[[1],[1]], x_scale=[1, 2], axis=0: [1, 2] expected, [1, 1] given",
+         PerAxisFirstScale, _nonscalar_params, ("basic", "granularity")),
+    _dev("blocked-interleaved", (Q, DQ),
+         "Your blocked kernel assigns element j of the blocked axis to block j mod num_blocks instead of "
+         "j div block_size (the data was reshaped as [block_size, num_blocks]).",
+         "openvinotoolkit/openvino#32918 (DequantizeLinear-21 blocked: elements interleaved for axis 1).",
+         "DequantizeLinear-21 int8->float32, x=[[9]*8], x_scale=[[1,2,3,4]], axis=1, block_size=2",
+         BlockedInterleaved, _blocked, ("granularity",)),
+    _dev("negative-axis-off-by-one", (Q, DQ),
+         "Your kernel normalises a negative axis as axis + rank - 1 instead of axis + rank, so per-axis "
+         "parameters land on the neighbouring dimension.",
+         "apple/coreai-torch#24 (negative axis normalised as axis + rank - 1; wrong channel, silently, "
+         "when neighbouring dims share a size); ROCm/AMDMIGraphX#703 (review: negative axis not handled).",
+         "DequantizeLinear int8->float32, x of shape [3, 3], x_scale=[1, 2, 4], axis=-1 (equal neighbouring dims)",
+         NegativeAxisOffByOne, _negative_axis, ("granularity",)),
+    _dev("sub-byte-high-nibble-first", (Q, DQ),
+         "Your int4/uint4/int2/uint2 packing puts the first element in the most significant bits of each "
+         "byte; ONNX stores it in the least significant bits.",
+         "onnx/onnx#5811 (LSB-first chosen to match torch quint4x2; the survey in review); amd/Quark#30 "
+         "(linear vs interleaved nibble layouts scrambled); 1bit-MONSTER/1bit-MONSTER#1873 (lane order).",
+         "QuantizeLinear float32->int4, x=[1, 2, 3], y_scale=1: [1, 2, 3] expected, [2, 1, 0] read back",
+         HighNibbleFirst, _packed_io, ("packing", "basic")),
+    _dev("scale-inverted", (Q, DQ),
+         "Your kernel uses the reciprocal scale convention: QuantizeLinear multiplies by the scale and "
+         "DequantizeLinear divides by it.",
+         "sony/nnabla#674 (took the reciprocal of DequantizeLinear's scale for the ONNX-to-TensorRT path); "
+         "frameworks that store an inverse scale (TF FakeQuant, OpenVINO FakeQuantize ranges).",
+         "DequantizeLinear uint8->float32, x=[129], x_zero_point=128, x_scale=2: 2 expected, 0.5 given",
+         ScaleInverted, lambda d: True, ("basic",)),
+    _dev("dq-bias-form", DQ,
+         "Your DequantizeLinear computes x * scale - zero_point * scale (two roundings, a precomputed bias) "
+         "instead of (x - zero_point) * scale with one rounding.",
+         "deepspeedai/DeepSpeed#7283 (dequantize as val * scale + offset); pytorch/pytorch#87093 (review: "
+         "subtract the zero point before or after the cast); the affine x*s + b form of fused kernels.",
+         "DequantizeLinear uint8->float32, x_zero_point=128, x_scale=1+2^-23, x=255",
+         DqBiasForm, _dq_with_zero_point, ("ties", "basic")),
+    _dev("dq-subtract-wraps", DQ,
+         "Your DequantizeLinear computes x - zero_point in the input's own 8/16-bit type, which wraps: "
+         "uint8 0 - 128 becomes 128 instead of -128.",
+         "onnx/onnx#6132 (what if the subtraction overflows?); tile-ai/tilelang#2947 (q - zero in the "
+         "unsigned storage dtype wraps); pytorch/executorch#20655 (int8 zero-point overflow).",
+         "DequantizeLinear uint8->float32, x=[0], x_zero_point=128, x_scale=1: -128 expected, 128 given",
+         DqSubtractWraps, _dq_int_zero_point, ("basic", "saturation")),
+    _dev("dq-subtract-in-output-type", DQ,
+         "Your DequantizeLinear converts x and the zero point to the output type (e.g. float16) before "
+         "subtracting, so x - zero_point is rounded before the multiplication.",
+         "Plausible: half-precision kernels convert operands to __half first (the int->bf16 "
+         "conversion in tile-ai/tilelang#2483 and the scale downcast in Comfy-Org/comfy-kitchen#56 are "
+         "the same pattern); exact only while |x| < 2^11 in float16.",
+         "DequantizeLinear uint16->float16, x=65535, x_zero_point=32768, x_scale=0.5: 16383.5 -> 16384 "
+         "expected, fl16(65535)=Inf given",
+         DqSubtractInOutputType, _dq_integer_wide_to_narrow, ("basic", "ties")),
+    _dev("dql-range-excludes-zero", DQL,
+         "Your DynamicQuantizeLinear computes the scale from max(x) - min(x) without first widening the "
+         "range to include 0.",
+         "onnx/onnx#5597 (the spec text said (max(x) - min(x)) / 255 while the reference widens to 0); "
+         "onnx/onnx-mlir#2129 (review of the zero-point formula).",
+         "DynamicQuantizeLinear, x=[1, 2, 3, 4]: scale 4/255 expected, 3/255 given",
+         DqlRangeExcludesZero, lambda d: True, ("dynamic-range", "ranges")),
+    _dev("qlinearmatmul-fixed-point-multiplier", QLMM,
+         "Your QLinearMatMul requantises with a 32-bit fixed-point multiplier and shift (gemmlowp/TFLite "
+         "style, rounding twice) instead of multiplying by a_scale * b_scale / y_scale and rounding once.",
+         "tensorflow/tensorflow#25087 (two roundings in MultiplyByQuantizedMultiplier); "
+         "google-ai-edge/LiteRT#8567; apache/tvm#3531 (QNN requantize in fixed point).",
+         "QLinearMatMul uint8, acc=7984, multiplier 0.0014402703931141053: 11 expected, 12 given",
+         QlmmFixedPointMultiplier, _qlmm_int, ("readings", "zero-points", "k-sizes")),
+    _dev("qlinearmatmul-u8s8-pair-saturation", QLMM,
+         "Your uint8 x int8 QLinearMatMul sums adjacent products in int16 with saturation (x86 "
+         "VPMADDUBSW) before accumulating in int32.",
+         "Plausible: VPMADDUBSW saturates pairs of u8*s8 products to int16 (255*127*2 = 64770 > 32767); "
+         "the reason for onnxruntime's reduce_range quantization option on AVX2 without VNNI.",
+         "QLinearMatMul a uint8 [[255, 255]], b int8 [[127], [127]], scales 1: 64770 expected before requantisation",
+         QlmmU8S8PairSaturation, _qlmm_u8s8, ("accumulator", "k-sizes")),
+    _dev("qlinearmatmul-column-scale-by-row", QLMM,
+         "Your QLinearMatMul applies b's per-column scale by output row instead of by output column.",
+         "Plausible: kernels that support per-row (a) scaling route b's per-column vector through the same "
+         "path; with M == N no shape check catches it.",
+         "QLinearMatMul 2x2 @ 2x2 with b_scale=[[1, 2]] (per column) and distinct rows",
+         QlmmColumnScaleByRow, _qlmm_per_column, ("per-row-column",)),
+]
+
+MODELS: dict[str, Deviation] = {}
+for _m in _MODELS:
+    if _m.name in MODELS or "+" in _m.name:
+        raise KeyError(f"deviation model {_m.name!r} registered twice or has a '+' (reserved for pairs)")
+    MODELS[_m.name] = _m
+
+
+def _hooks(mixin: type) -> set[str]:
+    return {k for c in mixin.__mro__ if c is not object for k in vars(c) if not k.startswith("__")}
+
+
+@functools.cache
+def combine(a: str, b: str) -> Deviation | None:
+    """Two deviations at once (``a+b``), when they change different steps; else None."""
+    ma, mb = MODELS[a], MODELS[b]
+    if _hooks(ma.mixin) & _hooks(mb.mixin) or not (ma.ops & mb.ops):
+        return None
+    mixin = type(f"{ma.mixin.__name__}+{mb.mixin.__name__}", (ma.mixin, mb.mixin), {})
+    return Deviation(f"{a}+{b}", ma.ops & mb.ops, f"Two deviations at once. {ma.explanation} {mb.explanation}",
+                     f"{a}: {ma.evidence} {b}: {mb.evidence}", f"{ma.witness}; {mb.witness}", mixin,
+                     lambda d: ma.applies(d) and mb.applies(d), ma.families + mb.families)
+
+
+def get(name: str) -> Deviation:
+    """A registered model, or a pair written ``a+b``."""
+    if name in MODELS:
+        return MODELS[name]
+    a, plus, b = name.partition("+")
+    pair = combine(a, b) if plus and a in MODELS and b in MODELS else None
+    if pair is None:
+        raise KeyError(f"unknown deviation model {name!r}; known: {', '.join(MODELS)} (or a+b)")
+    return pair
+
+
+__all__ = ["Deviation", "MODELS", "Spec", "Steps", "combine", "compose", "get", "hooked_oracle", "round_with",
+           "swap_slots"]

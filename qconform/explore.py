@@ -1,0 +1,129 @@
+"""Feature module: ``pytest --runner=X --explore`` — hypothesis property tests with the oracle as
+live golden, one test per QuantizeLinear/DequantizeLinear version.
+
+Each example is a whole draft (``strategies.drafts``: combination, shape, granularity, data,
+scales, zero point, attributes); the oracle computes its readings, the runner runs the model and
+``compare`` judges it exactly as for a corpus case. A failure shrinks to a minimal draft and is
+saved as JSON (raw codes, bit-exact) under ``--explore-dir``; ``qconform explore promote FILE``
+turns it into a corpus case (family "explored"). Runs are derandomized (the same examples on
+every machine); ``--explore-examples`` is the budget per op version. With ``--explore`` the
+corpus cases are deselected: this is a search, not the certification run."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, reject, settings
+from hypothesis.errors import Unsatisfiable
+
+from qconform import schemas
+from qconform.compare import compare
+from qconform.generators import qdq
+from qconform.generators.explored import to_json
+from qconform.generators.strategies import drafts
+from qconform.model import build_model
+from qconform.oracle import evaluate
+from qconform.runner import Unsupported, prepare
+
+DEFAULT_DIR = ".qconform-explore"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("qconform-explore", "qconform exploration (hypothesis, oracle as live golden)")
+    g.addoption("--explore", action="store_true",
+                help="run hypothesis property tests against --runner instead of the corpus")
+    g.addoption("--explore-examples", type=int, default=100, metavar="N",
+                help="examples per op version (default 100)")
+    g.addoption("--explore-dir", default=DEFAULT_DIR, metavar="DIR",
+                help=f"where shrunk failures are saved as JSON drafts (default {DEFAULT_DIR}/)")
+
+
+def _on(config: pytest.Config) -> bool:
+    from qconform.plugin import RUNNER_KEY
+
+    return bool(config.getoption("explore", False)) and RUNNER_KEY in config.stash
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector):
+    from qconform.plugin import CORPUS_KEY
+
+    config = parent.config
+    if _on(config) and file_path.name == "MANIFEST" and \
+            file_path.parent.resolve() == config.stash[CORPUS_KEY].root.resolve():
+        return ExploreFile.from_parent(parent, path=file_path, name="explore")
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not _on(config):
+        return
+    drop = [i for i in items if not isinstance(i, ExploreItem)]
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = [i for i in items if isinstance(i, ExploreItem)]
+
+
+class ExploreFile(pytest.File):
+    def collect(self):
+        for spec in schemas.all_specs():
+            if qdq.is_qdq(spec):
+                yield ExploreItem.from_parent(self, name=spec.key, spec=spec)
+
+
+class ExploreFailure(AssertionError):
+    pass
+
+
+class ExploreItem(pytest.Item):
+    def __init__(self, *, spec, **kw) -> None:
+        super().__init__(**kw)
+        self.spec = spec
+        self.saved: Path | None = None
+
+    def _save(self, draft) -> Path:
+        out = Path(self.config.getoption("explore_dir"))
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"{self.spec.key}.json"
+        path.write_text(json.dumps(to_json(draft), indent=1) + "\n")
+        self.saved = path
+        return path
+
+    def check(self, draft) -> None:
+        """One example: the oracle's case, the runner's outputs, the comparison."""
+        from qconform.plugin import RUNNER_KEY
+
+        case = evaluate(draft)
+        feeds = {k: np.array(v, copy=True) for k, v in case.feeds.items()}
+        try:
+            outputs = prepare(self.config.stash[RUNNER_KEY], build_model(case))(feeds)
+        except Unsupported:
+            reject()
+        except Exception as exc:
+            path = self._save(draft)
+            raise ExploreFailure(f"runner raised {type(exc).__name__}: {exc}\n  saved {path}") from None
+        outcome = compare(case, outputs, strict_nan=self.config.getoption("strict_nan"),
+                          profile=self.config.getoption("profile"))
+        if outcome.verdict != "pass":
+            path = self._save(draft)
+            raise ExploreFailure(f"{outcome.message(case)}\n  saved {path}; add it to the corpus with "
+                                 f"`qconform explore promote {path}`")
+
+    def runtest(self) -> None:
+        budget = self.config.getoption("explore_examples")
+        prop = settings(max_examples=budget, derandomize=True, database=None, deadline=None,
+                        phases=(Phase.generate, Phase.shrink), print_blob=False, report_multiple_bugs=False,
+                        suppress_health_check=list(HealthCheck))(given(drafts(self.spec))(self.check))
+        try:
+            prop()
+        except Unsatisfiable:
+            pytest.skip(f"{self.spec.key}: the runner supports none of the drawn models")
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, ExploreFailure):
+            return f"{self.spec.key}: minimal failing example\n{excinfo.value}"
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.path, None, f"explore {self.spec.key}"

@@ -1,0 +1,124 @@
+"""What a runner does on every corpus case and every probe, observed in-process.
+
+This is the evidence the facts are checked against (tests/test_facts.py) and the drift command
+compares with (``qconform.facts.drift``). One process, no isolation: the bundled third-party
+runners are trusted not to crash, and a whole-corpus pass takes seconds this way.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from qconform.facts import PROBE, Fact
+from qconform.facts.probes import PROBES, probe_case
+
+
+@dataclass(frozen=True)
+class Result:
+    """One case under one runner: the verdict, and for a pass the reading it matched."""
+
+    verdict: str  # "pass" | "fail" | "error" | "unsupported"; must-reject probes: "ran" | "rejected"
+    reading: str | None = None  # default profile: the reading matched (pass) or compared against (fail)
+    first: str | None = None  # the case's first (strict) reading
+    message: str = ""  # first lines of the failure, or the runner's message
+
+    @property
+    def disagrees(self) -> bool:
+        """Fails the default profile (a wrong result, or a runner error)."""
+        return self.verdict in ("fail", "error")
+
+    @property
+    def strict_disagrees(self) -> bool:
+        """Fails ``--profile=strict``: a default disagreement, or a pass on a non-first reading."""
+        return self.disagrees or (self.verdict == "pass" and self.reading != self.first)
+
+
+def run_case(runner, case) -> Result:
+    """build_model + execute + compare, as the plugin does in-process."""
+    from qconform.compare import compare
+    from qconform.isolation import execute
+    from qconform.model import build_model
+
+    try:
+        model = build_model(case)
+    except Exception as exc:  # noqa: BLE001 — a model qconform cannot build is that case's error
+        return Result("error", message=f"build_model: {type(exc).__name__}: {exc}")
+    call = execute(runner, model, case.feeds)
+    if call.kind != "ok":
+        kind = "unsupported" if call.kind == "unsupported" else "error"
+        return Result(kind, message=call.message)
+    out = compare(case, call.outputs)
+    msg = "" if out.verdict == "pass" else "\n".join(out.message(case).splitlines()[:3])
+    return Result(out.verdict, out.reading, case.readings[0].name, msg)
+
+
+def run_probe(runner, name: str) -> Result:
+    """A probe under a runner; a must-reject probe reports whether the runner ran the invalid model."""
+    from qconform.isolation import execute
+    from qconform.model import build_model
+
+    case, invalid = probe_case(name)
+    if not invalid:
+        return run_case(runner, case)
+    call = execute(runner, build_model(case), case.feeds)
+    return Result("ran" if call.kind == "ok" else "rejected", message=call.message)
+
+
+def observe(runner_name: str, root: str | Path, probes: bool = True) -> dict[str, Result]:
+    """Every case of the corpus at ``root`` (and every probe, keyed ``probe:NAME``) under a runner."""
+    from qconform import corpus as corpus_mod
+    from qconform.runner import resolve
+
+    runner = resolve(runner_name)
+    results = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numpy overflow warnings inside the runners
+        for case in corpus_mod.load(Path(root)).cases:
+            results[case.id] = run_case(runner, case)
+        if probes:
+            for name in PROBES:
+                results[PROBE + name] = run_probe(runner, name)
+    return results
+
+
+def shows(fact: Fact, results: dict[str, Result]) -> tuple[bool, str]:
+    """Whether the observations show what the fact says, and what was seen (for messages)."""
+    import re
+
+    example = fact.example
+    if example not in results:
+        return False, f"{example}: not observed (not in the corpus and not a probe)"
+    r = results[example]
+    seen = f"{example}: {r.verdict}" + (f" (reading {r.reading})" if r.reading else "") + \
+           (f": {r.message.splitlines()[0]}" if r.message else "")
+    if fact.kind in ("erratum", "oracle-gap"):
+        return r.disagrees, seen
+    if fact.kind == "reading":
+        return (r.verdict == "pass" and fact.reading in (r.reading or "").split("+") and r.strict_disagrees), seen
+    if fact.kind == "unsupported":
+        return (r.verdict == "unsupported" and (not fact.message or re.search(fact.message, r.message) is not None)), seen
+    if fact.kind == "must-reject":
+        return r.verdict == "ran", seen
+    return False, seen
+
+
+def case_id_of(key: str) -> str:
+    """The case id behind an observation key (a probe's key is ``probe:NAME``)."""
+    return probe_case(key[len(PROBE):])[0].id if key.startswith(PROBE) else key
+
+
+def explains(fact: Fact, key: str, r: Result) -> bool:
+    """Whether the fact accounts for this observation (a failure, or an unsupported reason)."""
+    import re
+
+    if not fact.covers(case_id_of(key)):
+        return False
+    if r.disagrees:
+        return fact.kind in ("erratum", "oracle-gap")
+    if r.verdict == "unsupported":
+        return fact.kind == "unsupported" and (not fact.message or re.search(fact.message, r.message) is not None)
+    return False
+
+
+__all__ = ["Result", "case_id_of", "explains", "observe", "run_case", "run_probe", "shows"]

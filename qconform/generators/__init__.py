@@ -1,0 +1,40 @@
+"""Case generators: pure, deterministic functions from op schemas to drafts.
+
+One module per family; ``FAMILIES`` is the explicit list ``qconform golden regen`` walks."""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Iterator
+
+from qconform.case import Draft
+from qconform.generators import basic, examples
+from qconform.generators import (explored, floatkinds, granularity, packing, precision, random, saturation,
+                                    shapes, specials, ties)
+from qconform.generators import dynamic_quantize, ms_quant, qlinear_matmul
+
+FAMILIES: dict[str, Callable[[], Iterable[Draft]]] = {
+    examples.FAMILY: examples.generate,
+    basic.FAMILY: basic.generate,
+    ties.FAMILY: ties.generate,
+    saturation.FAMILY: saturation.generate,
+    specials.FAMILY: specials.generate,
+    floatkinds.FAMILY: floatkinds.generate,
+    packing.FAMILY: packing.generate,
+    granularity.FAMILY: granularity.generate,
+    shapes.FAMILY: shapes.generate,
+    precision.FAMILY: precision.generate,
+    random.FAMILY: random.generate,
+    explored.FAMILY: explored.generate,
+    **dynamic_quantize.entries(),
+    **qlinear_matmul.entries(),
+    **ms_quant.entries(),
+}
+
+
+def all_drafts() -> Iterator[Draft]:
+    for family, gen in FAMILIES.items():
+        n = 0
+        for d in gen():
+            n += 1
+            yield d
+        if n == 0:  # a generator that yields nothing is a bug, never a silent gap
+            raise RuntimeError(f"generator family {family!r} produced no cases")

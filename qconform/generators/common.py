@@ -1,0 +1,80 @@
+"""Builders every generator shares: typed arrays from plain numbers, and drafts from a schema combo."""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from qconform import dtypes
+from qconform.case import Arg, Draft
+from qconform.oracle import floats
+from qconform.schemas import OpSpec
+
+
+def array(t: str, values: Iterable[float] | np.ndarray, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """An array of type t holding ``values`` (floats rounded to t by the project's own codec)."""
+    et = dtypes.get(t)
+    v = np.asarray(values, dtype=np.float64 if et.is_float else np.int64)
+    if shape is not None:
+        v = v.reshape(shape)
+    if et.is_float:
+        return et.from_bits(floats.encode(v, et, saturate=False)).reshape(v.shape)
+    lo, hi = et.qrange
+    if v.size and (v.min() < lo or v.max() > hi):
+        raise ValueError(f"{t}: value outside [{lo}, {hi}]")
+    return et.from_bits(v & ((1 << et.bits) - 1)).reshape(v.shape)
+
+
+def input_types(spec: OpSpec, combo: Mapping[str, str]) -> dict[str, str]:
+    return {f.name: combo[f.type_param] for f in spec.inputs}
+
+
+def output_types(spec: OpSpec, combo: Mapping[str, str]) -> dict[str, str]:
+    return {f.name: combo[f.type_param] for f in spec.outputs}
+
+
+def type_signature(spec: OpSpec, combo: Mapping[str, str]) -> str:
+    """``x-y`` where the scale shares a type with x (QuantizeLinear) or y (DequantizeLinear),
+    else ``x-scale-y``; other ops list every type parameter in order."""
+    ins, outs = input_types(spec, combo), output_types(spec, combo)
+    if spec.op in ("QuantizeLinear", "DequantizeLinear"):
+        x, s = ins[spec.inputs[0].name], ins[spec.inputs[1].name]
+        y = outs["y"]
+        same = s == (x if spec.op == "QuantizeLinear" else y)
+        return f"{x}-{y}" if same else f"{x}-{s}-{y}"
+    return "-".join(combo[k] for k in spec.type_params)
+
+
+def draft(spec: OpSpec, combo: Mapping[str, str], family: str, name: str, values: Mapping[str, Any],
+          attrs: Mapping[str, Any] | None = None, clause: str = "", note: str = "",
+          provenance: str = "") -> Draft:
+    """A draft whose input i gets ``values[formal name]`` (None or absent leaves an optional input out).
+
+    The first input is the graph input; the others (scales, zero points) are initializers."""
+    types = input_types(spec, combo)
+    args: list[Arg | None] = []
+    for i, f in enumerate(spec.inputs):
+        v = values.get(f.name)
+        if v is None:
+            if not f.optional:
+                raise ValueError(f"{spec.key}: input {f.name} is required")
+            args.append(None)
+            continue
+        arr = v if isinstance(v, np.ndarray) and v.dtype == dtypes.get(types[f.name]).dtype else array(types[f.name], v)
+        args.append(Arg(f.name, types[f.name], arr, initializer=i > 0 and f.name not in _DATA_INPUTS))
+    while args and args[-1] is None:
+        args.pop()
+    return Draft(op=spec.op, opset=spec.since, types=type_signature(spec, combo), family=family, name=name,
+                 inputs=tuple(args), attrs=dict(attrs or {}), domain=spec.domain, clause=clause,
+                 provenance=provenance or f"{family}:{spec.key}", note=note)
+
+
+_DATA_INPUTS = {"a", "b"}  # QLinearMatMul's second data input is a graph input too
+
+
+def is_quantize(spec: OpSpec) -> bool:
+    return spec.op == "QuantizeLinear"
+
+
+def is_dequantize(spec: OpSpec) -> bool:
+    return spec.op == "DequantizeLinear"

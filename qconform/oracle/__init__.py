@@ -1,0 +1,8 @@
+"""The exact oracle: computes every case's expected outputs from first principles.
+
+Importing this package registers every op version (explicitly, module by module)."""
+from qconform.oracle import dequantize, quantize  # noqa: F401  (registration)
+from qconform.oracle import dynamic_quantize, ms_quant, qlinear_matmul  # noqa: F401  (registration)
+from qconform.oracle.base import ORACLES, Evaluation, InvalidModel, OpOracle, evaluate, oracle_for
+
+__all__ = ["ORACLES", "Evaluation", "InvalidModel", "OpOracle", "evaluate", "oracle_for"]

@@ -1,0 +1,120 @@
+"""Exact arithmetic helpers shared by every op oracle.
+
+Values travel as float64 (every element of every type in scope converts to float64 exactly) or as
+int64. ``fl(t, v)`` rounds a float64 to type t once, IEEE round-to-nearest-even with overflow to
+±Inf; a float64 sum/product/quotient of two values of at most 24-bit precision followed by ``fl`` is
+the correctly rounded operation in t (double rounding is innocuous since 53 ≥ 2·24 + 2).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from qconform import dtypes
+from qconform.dtypes import ElemType
+from qconform.oracle import floats
+
+
+#: Narrowing float64 -> float32 in hardware (numpy's cast) is IEEE round-to-nearest-even with
+#: overflow to ±Inf -- what ``fl`` means -- unless the process flushes subnormals to zero (FTZ/DAZ,
+#: which a library may switch on): checked per call, the codec is used then. tests/test_floats.py
+#: pins the two paths equal at every float32 tie and edge.
+_HARDWARE = {"float32": np.float32}
+_TINY = np.array([2.0**-149, 2.0**-126 * 1.5])
+
+
+def _hardware_ok() -> bool:
+    narrowed = _TINY.astype(np.float32)
+    return bool(np.all(narrowed.astype(np.float64) == _TINY) and np.all(narrowed * np.float32(1) != 0))
+
+
+def as_float64(arr: np.ndarray, t: ElemType | str) -> np.ndarray:
+    """Exact float64 value of every element (floats decoded from their bits; numpy's own float16/32
+    arrays widened by numpy, which is exact unless subnormals are flushed: see ``_hardware_ok``)."""
+    t = dtypes.get(t)
+    arr = np.asarray(arr)
+    if t.is_float and arr.dtype.kind == "f" and _hardware_ok():
+        return arr.astype(np.float64)
+    if t.is_float:
+        return floats.decode(t.to_bits(arr), t)
+    return np.asarray(arr).astype(np.int64).astype(np.float64)
+
+
+def as_int64(arr: np.ndarray, t: ElemType | str) -> np.ndarray:
+    t = dtypes.get(t)
+    if not t.is_integer:
+        raise TypeError(f"{t.name} is not an integer type")
+    return np.asarray(arr).astype(np.int64)
+
+
+def fl(t: ElemType | str, v: np.ndarray) -> np.ndarray:
+    """Round float64 values to float type t (IEEE: RNE, overflow to ±Inf), back as float64."""
+    t = dtypes.get(t)
+    v = np.asarray(v, dtype=np.float64)
+    if t.name in _HARDWARE and _hardware_ok():  # the codec's answer, ~20x faster (tests/test_floats.py)
+        with np.errstate(over="ignore"):
+            return v.astype(_HARDWARE[t.name]).astype(np.float64)
+    return floats.decode(floats.encode(v, t, saturate=False), t)
+
+
+def int_to_float(values: np.ndarray, t: ElemType | str) -> np.ndarray:
+    """Convert exact integers (int64) to float type t with one RNE rounding (float64 holds ≤ 2^53 exactly)."""
+    values = np.asarray(values, dtype=np.int64)
+    if np.any(np.abs(values) > 2**53):
+        raise ValueError("integer beyond 2^53: not exactly representable on the way to rounding")
+    return fl(t, values.astype(np.float64))
+
+
+def round_half_even(v: np.ndarray) -> np.ndarray:
+    """Round to the nearest integer, ties to even; exact on float64 (np.rint is IEEE roundeven)."""
+    return np.rint(v)
+
+
+def saturate_to_int(v: np.ndarray, t: ElemType | str) -> tuple[np.ndarray, np.ndarray]:
+    """Clamp exact float64 integers (±Inf allowed) to t's range; NaN -> (0, undefined=True)."""
+    t = dtypes.get(t)
+    lo, hi = t.qrange
+    nan = np.isnan(v)
+    clipped = np.clip(np.where(nan, 0.0, v), lo, hi)
+    return clipped.astype(np.int64), nan
+
+
+def pack_output(values: np.ndarray, t: ElemType | str) -> np.ndarray:
+    """int64 values (integer types) or raw codes (float types) -> an array of t's dtype."""
+    t = dtypes.get(t)
+    if t.is_integer:
+        lo, hi = t.qrange
+        if values.size and (values.min() < lo or values.max() > hi):
+            raise ValueError(f"value outside {t.name} range")
+        return t.from_bits(np.asarray(values, dtype=np.int64) & ((1 << t.bits) - 1))
+    return t.from_bits(values)
+
+
+def exact_product(t: ElemType | str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """fl_t(a × b) with ONE rounding of the exact product (a, b float64 values).
+
+    Where both factors carry few enough bits the float64 product is already exact; the rest (e.g.
+    int32 × float32, up to 56 bits) is rounded from a Fraction, ties to even, by integer arithmetic."""
+    t = dtypes.get(t)
+    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    out = fl(t, a * b)
+    wide = np.isfinite(a) & np.isfinite(b) & (np.abs(a) > 2.0**29)
+    for idx in map(tuple, np.argwhere(wide)):
+        out[idx] = _round_fraction(t, Fraction(a[idx]) * Fraction(b[idx]))
+    return out
+
+
+def _round_fraction(t: ElemType, r: Fraction) -> float:
+    fmt = t.float_format
+    if r == 0:
+        return 0.0
+    mag = abs(r)
+    e = mag.numerator.bit_length() - mag.denominator.bit_length()
+    if Fraction(2) ** e > mag:
+        e -= 1
+    quantum = Fraction(2) ** (max(e, fmt.emin) - fmt.mbits)
+    v = round(mag / quantum) * quantum  # Fraction.__round__ is round-half-even
+    if v > fmt.max_finite:
+        return float("inf") if r > 0 else float("-inf")
+    return float(v) if r > 0 else -float(v)

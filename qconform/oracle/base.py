@@ -1,0 +1,106 @@
+"""What every op oracle shares: the result type, the registry, and ``evaluate`` (draft -> case).
+
+Each op version is one small class over a common body, registered explicitly in ``ORACLES``
+(as onnx's reference/ops does with QuantizeLinear_10/_19/_21...). Readings: an oracle computes the
+outputs under every permitted reading of the spec (qconform/docs/semantics.md#principles); readings that give
+identical bits collapse, so a case carries more than one only where the readings really differ.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+
+from qconform import dtypes
+from qconform.case import Case, Draft, Reading
+from qconform.oracle.granularity import InvalidModel
+
+
+@dataclass
+class Evaluation:
+    """Per-reading outputs plus don't-care masks (an element is don't-care in any reading)."""
+
+    readings: list[tuple[str, tuple[np.ndarray, ...]]] = field(default_factory=list)
+    dont_care: list[np.ndarray | None] | None = None
+    clause: str = ""
+    #: Only the first (primary) reading is wanted: sweeps of 2^24 inputs a chunk and cpu-ref.
+    primary_only: bool = False
+
+    def add(self, name: str, outputs: tuple[np.ndarray, ...]) -> None:
+        if not self.complete:
+            self.readings.append((name, outputs))
+
+    @property
+    def complete(self) -> bool:
+        """True once nothing more is wanted: oracles stop computing further readings then."""
+        return self.primary_only and bool(self.readings)
+
+
+def _same_bits(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...], masks) -> bool:
+    for i, (x, y) in enumerate(zip(a, b)):
+        tx, ty = dtypes.get(x.dtype), dtypes.get(y.dtype)
+        if tx != ty or x.shape != y.shape:
+            return False
+        bx, by = tx.to_bits(x), tx.to_bits(y)
+        nan = tx.is_nan_bits(bx) & tx.is_nan_bits(by)
+        care = ~masks[i] if masks and masks[i] is not None else np.ones(x.shape, bool)
+        if np.any((bx != by) & ~nan & care):
+            return False
+    return True
+
+
+class OpOracle:
+    """Base of every op-version oracle."""
+
+    domain: ClassVar[str] = ""
+    op: ClassVar[str]
+    since: ClassVar[int]
+    output_names: ClassVar[tuple[str, ...]]
+
+    def attr(self, attrs: Mapping[str, Any], name: str, default: Any) -> Any:
+        return attrs.get(name, default)
+
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
+        raise NotImplementedError
+
+
+ORACLES: dict[tuple[str, str, int], OpOracle] = {}
+
+
+def register(*oracles: OpOracle) -> None:
+    for o in oracles:
+        key = (o.domain, o.op, o.since)
+        if key in ORACLES:
+            raise KeyError(f"oracle for {key} registered twice")
+        ORACLES[key] = o
+
+
+def oracle_for(domain: str, op: str, opset: int) -> OpOracle:
+    """The oracle of the newest version of ``op`` at or below ``opset``."""
+    versions = sorted(v for (d, o, v) in ORACLES if d == domain and o == op and v <= opset)
+    if not versions:
+        raise LookupError(f"no oracle for {domain or 'ai.onnx'} {op} at opset {opset}")
+    return ORACLES[(domain, op, versions[-1])]
+
+
+def evaluate(draft: Draft, primary_only: bool = False) -> Case:
+    """Compute a draft's expected outputs under every permitted reading (or, with
+    ``primary_only``, the first reading alone, under its own name). Raises InvalidModel."""
+    oracle = oracle_for(draft.domain, draft.op, draft.opset)
+    with np.errstate(all="ignore"):  # IEEE specials (x/0, Inf-Inf) are the point, not accidents
+        ev = oracle.evaluate(draft, primary_only)
+    masks = ev.dont_care or [None] * len(oracle.output_names)
+    masks = [None if m is None or not m.any() else m for m in masks]
+    unique: list[Reading] = []
+    for name, outs in ev.readings:
+        if not any(_same_bits(outs, r.outputs, masks) for r in unique):
+            unique.append(Reading(name, tuple(outs)))
+    if primary_only:
+        unique = unique[:1]
+    elif len(unique) == 1:
+        unique = [Reading("spec", unique[0].outputs)]
+    return Case(draft, oracle.output_names, tuple(unique), tuple(masks), draft.clause or ev.clause)
+
+
+__all__ = ["Evaluation", "InvalidModel", "OpOracle", "ORACLES", "evaluate", "oracle_for", "register"]

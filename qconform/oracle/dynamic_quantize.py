@@ -1,0 +1,99 @@
+"""DynamicQuantizeLinear-11: scale, zero point and y of a float32 tensor, in float32, in the spec's order.
+
+    scale = (max(0, max x) - min(0, min x)) / 255           (qconform/docs/semantics.md#dql-formula)
+    zp    = round(saturate(0 - min(0, min x) / scale))        saturate to [0, 255], then round (RNE)
+    y     = saturate(round(x / scale) + zp)                   round (RNE), then add, then saturate
+
+Every arithmetic step is one IEEE float32 operation (``fl``), as the function body in onnx.defs
+spells it (Sub, Div, Div, Sub, Clip, Round, QuantizeLinear). Readings:
+- a zero range (all +-0, or empty): ``scale-zero`` (the formula's literal 0/255, first),
+  ``scale-one`` (onnxruntime), ``scale-1/255`` (onnx.reference); y and zp are 0 in all of them
+  (#dql-zero-input);
+- NaN anywhere in x: every output is don't-care (#dql-nan);
+- +-Inf: plain IEEE float32 arithmetic; elements it leaves NaN are don't-care (#dql-inf).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from qconform import dtypes
+from qconform.case import Draft
+from qconform.oracle import floats
+from qconform.oracle.arith import as_float64, fl, pack_output, round_half_even, saturate_to_int
+from qconform.oracle.base import Evaluation, OpOracle, register
+from qconform.oracle.granularity import InvalidModel
+
+QMIN, QMAX = 0, 255  # "Right now only uint8 is supported."
+OUT_T = "uint8"
+
+#: The scale of a zero range under each reading (#dql-zero-input); the first is the literal formula.
+ZERO_RANGE_SCALES = (("scale-zero", 0.0), ("scale-one", 1.0), ("scale-1/255", 1.0 / 255.0))
+
+
+def _f32(v) -> np.ndarray:
+    """A float32 value held in float64 as a 0-d float32 array (encoded from its bits, not cast)."""
+    return pack_output(floats.encode(np.asarray(v, dtype=np.float64), dtypes.get("float32"), saturate=False),
+                       "float32")
+
+
+class DynamicQuantizeLinear(OpOracle):
+    op = "DynamicQuantizeLinear"
+    output_names = ("y", "y_scale", "y_zero_point")
+
+    @staticmethod
+    def quantize(xv: np.ndarray, lo: float, scale: float) -> tuple[int | None, np.ndarray, np.ndarray]:
+        """(zero point, or None where the arithmetic leaves it NaN; y as int64; y's undefined mask).
+
+        An undefined zero point is still some uint8 value (the Cast of a NaN), so y stays defined
+        where x / scale is +-Inf: saturation decides it whatever the zero point (#dql-inf)."""
+        with np.errstate(all="ignore"):
+            min_scaled = fl("float32", np.float64(lo) / np.float64(scale))
+            izp = fl("float32", np.float64(QMIN) - min_scaled)  # "qmin - min(x)/y_scale"
+            clipped = np.clip(izp, QMIN, QMAX)  # "saturate(...)"; NaN stays NaN
+            zp = float(round_half_even(clipped))  # "round(...)": ties to even
+            q = fl("float32", xv / np.float64(scale))
+            if np.isnan(zp):
+                y, undefined = saturate_to_int(np.where(np.isinf(q), q, np.nan), OUT_T)
+                return None, y, undefined
+            y, undefined = saturate_to_int(round_half_even(q) + zp, OUT_T)
+        return int(zp), y, undefined
+
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
+        if len(draft.inputs) != 1 or draft.inputs[0] is None or draft.inputs[0].type != "float32":
+            raise InvalidModel("DynamicQuantizeLinear takes one float32 input x")
+        x = draft.inputs[0]
+        xv = as_float64(x.value, x.type)
+        ev = Evaluation(clause="dql-formula", primary_only=primary_only)
+        shape = xv.shape
+        if np.isnan(xv).any():  # qconform/docs/semantics.md#dql-nan: min/max of a NaN tensor is not defined
+            ev.clause = "dql-nan"
+            ev.add("spec", (pack_output(np.zeros(shape, np.int64), OUT_T), _f32(0.0),
+                            pack_output(np.zeros((), np.int64), OUT_T)))
+            ev.dont_care = [np.ones(shape, bool), np.ones((), bool), np.ones((), bool)]
+            return ev
+        hi = max(0.0, float(xv.max())) if xv.size else 0.0  # "maximum(0, max(x))" (+0 for -0)
+        lo = min(0.0, float(xv.min())) if xv.size else 0.0  # "minimum(0, min(x))"
+        with np.errstate(all="ignore"):
+            rng = fl("float32", np.float64(hi) - np.float64(lo))
+            scale = float(fl("float32", rng / np.float64(QMAX - QMIN)))
+        if rng == 0:  # all +-0 or empty: the adjusted range is [0, 0]
+            ev.clause = "dql-zero-input"
+            for name, s in ZERO_RANGE_SCALES:
+                ev.add(name, (pack_output(np.zeros(shape, np.int64), OUT_T), _f32(fl("float32", s)),
+                              pack_output(np.zeros((), np.int64), OUT_T)))
+            ev.dont_care = [None, None, None]
+            return ev
+        zp, y, undefined = self.quantize(xv, lo, scale)
+        if np.isinf(xv).any():
+            ev.clause = "dql-inf"
+        ev.add("spec", (pack_output(y, OUT_T), _f32(scale),
+                        pack_output(np.asarray(0 if zp is None else zp, np.int64), OUT_T)))
+        ev.dont_care = [undefined, np.zeros((), bool), np.asarray(zp is None)]
+        return ev
+
+
+class DynamicQuantizeLinear_11(DynamicQuantizeLinear):
+    since = 11
+
+
+register(DynamicQuantizeLinear_11())

@@ -1,0 +1,237 @@
+"""QLinearMatMul-10 and -21: y = saturate(round(acc * a_scale * b_scale / y_scale) + y_zero_point),
+acc = matmul(a - a_zero_point, b - b_zero_point), batched and broadcast like numpy.matmul.
+
+qconform/docs/semantics.md#qlmm-formula .. #qlmm-shapes. The accumulator is computed exactly (int64 for
+integer inputs; Python integers on the 2^-k grid of the float8 kinds otherwise), then read two
+ways where both inputs are integers (#qlmm-accumulation):
+
+    accumulator-int32-wrap  the exact sum wrapped to int32, two's complement        (first)
+    accumulator-exact       a wider accumulator ("may overflow" permits, does not require, the wrap)
+
+and requantised in the readings of #qlmm-requant (the spec names no precision or order):
+
+    multiplier-float32                  m = fl32(fl32(a_s*b_s)/y_s), v = fl32(fl32(acc)*m)   (first)
+    multiplier-float64                  the same in float64
+    exact-rational                      v = acc*a_s*b_s/y_s exactly
+    multiplier-float32-product-float64  m as multiplier-float32, v = fl64(acc*m) (onnx.reference)
+    multiplier-in-scale-type            m = fl_TS(fl_TS(a_s*b_s)/y_s), v = fl_TS(acc*m), TS half only
+
+v is rounded half to even, the zero point added exactly and the sum saturated (integer y), or
+v + y_zero_point goes to the float8 output through QuantizeLinear-21's saturate=1 Cast table, with
+the #q-float8-zero-point and #q-float8-fnuz-inf readings (#qlmm-float8). Readings giving the same
+bits collapse in base.evaluate.
+"""
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+
+from qconform import dtypes
+from qconform.case import Arg, Draft
+from qconform.dtypes import ElemType
+from qconform.oracle import floats
+from qconform.oracle.arith import as_float64, fl, pack_output, saturate_to_int
+from qconform.oracle.base import Evaluation, OpOracle, register
+from qconform.oracle.granularity import InvalidModel
+
+ACCUMULATIONS = ("accumulator-int32-wrap", "accumulator-exact")
+REQUANTISATIONS = ("multiplier-float32", "multiplier-float64", "exact-rational",
+                   "multiplier-float32-product-float64", "multiplier-in-scale-type")
+HALF_KINDS = ("float16", "bfloat16")
+
+
+def wrap_int32(v: np.ndarray) -> np.ndarray:
+    """Two's-complement wrap of exact integers (int64) to the int32 range."""
+    v = np.asarray(v, dtype=np.int64)
+    return ((v + (1 << 31)) & ((1 << 32) - 1)) - (1 << 31)
+
+
+def grid_exponent(t: ElemType) -> int:
+    """k such that every finite value of t is an integer multiple of 2^-k (0 for integers)."""
+    return 0 if t.is_integer else t.float_format.mbits - t.float_format.emin
+
+
+def _to_grid(values: np.ndarray, k: int) -> np.ndarray:
+    """Finite float64 values on the 2^-k grid -> object array of Python ints value * 2^k (exact)."""
+    scaled = np.ldexp(values, k)
+    return np.array([int(v) for v in scaled.ravel()], dtype=object).reshape(values.shape)
+
+
+def param_view(name: str, value: np.ndarray, data_shape: tuple[int, ...], axis: int) -> np.ndarray:
+    """A scale or zero point of a (axis=-1: per row, [..., M, 1]) or b (axis=-2: per column,
+    [..., 1, N]) broadcast to that shape; scalars and 1-element 1-D tensors stay 0-d.
+    Anything else is an invalid model (qconform/docs/semantics.md#qlmm-shapes)."""
+    if value.size == 1 and value.ndim <= 1:
+        return value.reshape(())
+    want = list(data_shape)
+    want[axis] = 1
+    if value.ndim == len(data_shape) >= 2 and value.shape[axis] == 1:
+        try:
+            if np.broadcast_shapes(value.shape, tuple(want)) == tuple(want):
+                return np.broadcast_to(value, tuple(want))
+        except ValueError:
+            pass
+    what = "per-row [..., M, 1]" if axis == -1 else "per-column [..., 1, N]"
+    raise InvalidModel(f"{name} of shape {value.shape} is neither a scalar nor {what} for data of shape "
+                       f"{data_shape} (qconform/docs/semantics.md#qlmm-shapes)")
+
+
+class QLinearMatMul(OpOracle):
+    op = "QLinearMatMul"
+    output_names = ("y",)
+
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
+        a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (list(draft.inputs) + [None] * 8)[:8]
+        if any(v is None for v in (a, a_s, b, b_s, y_s)):
+            raise InvalidModel("QLinearMatMul needs a, a_scale, b, b_scale and y_scale")
+        for s, zp in ((a_s, a_zp), (b_s, b_zp), (y_s, y_zp)):
+            if zp is not None and zp.value.shape != s.value.shape:
+                raise InvalidModel(f"{s.name} {s.value.shape} and {zp.name} {zp.value.shape} differ in shape")
+        if y_s.value.size != 1 or y_s.value.ndim > 1:
+            raise InvalidModel(f"y_scale of shape {y_s.value.shape}: per-tensor only "
+                               "(qconform/docs/semantics.md#qlmm-shapes)")
+        ta, tb = dtypes.get(a.type), dtypes.get(b.type)
+        out_t = dtypes.get(y_zp.type if y_zp is not None else a.type)
+        scale_t = y_s.type
+        if a.value.ndim == 0 or b.value.ndim == 0:
+            raise InvalidModel("numpy.matmul takes no scalars")
+
+        # numpy.matmul: a 1-D a is [1, K], a 1-D b is [K, 1]; the added axis is removed at the end.
+        av, bv = as_float64(a.value, ta), as_float64(b.value, tb)
+        squeeze: tuple[int, ...] = ()
+        if av.ndim == 1:
+            av, squeeze = av[None, :], squeeze + (-2,)
+        if bv.ndim == 1:
+            bv, squeeze = bv[:, None], squeeze + (-1,)
+        if av.shape[-1] != bv.shape[-2]:
+            raise InvalidModel(f"inner dimensions differ: a {a.value.shape}, b {b.value.shape}")
+        try:
+            batch = np.broadcast_shapes(av.shape[:-2], bv.shape[:-2])
+        except ValueError:
+            raise InvalidModel(f"batch dimensions of a {a.value.shape} and b {b.value.shape} "
+                               "do not broadcast") from None
+        out_shape = batch + (av.shape[-2], bv.shape[-1])
+
+        def param(arg: Arg | None, shape, axis) -> np.ndarray:
+            if arg is None:
+                return np.zeros(())
+            return param_view(arg.name, as_float64(arg.value, arg.type), shape, axis)
+
+        with np.errstate(all="ignore"):
+            da = av - param(a_zp, av.shape, -1)  # exact: 8-bit values (float8: on one 2^-k grid)
+            db = bv - param(b_zp, bv.shape, -2)
+        # qconform/docs/semantics.md#qlmm-float8: a dot product touching NaN or +-Inf is don't-care.
+        bad_a, bad_b = ~np.isfinite(da), ~np.isfinite(db)
+        touched = (np.matmul(bad_a.astype(np.int64), np.ones(db.shape, np.int64))
+                   + np.matmul(np.ones(da.shape, np.int64), bad_b.astype(np.int64))) > 0
+        da, db = np.where(bad_a, 0.0, da), np.where(bad_b, 0.0, db)
+
+        integer_inputs = ta.is_integer and tb.is_integer
+        if integer_inputs:
+            exact = np.matmul(da.astype(np.int64), db.astype(np.int64))  # |acc| <= K * 255^2: exact
+            accs = [("accumulator-int32-wrap", wrap_int32(exact), 0), ("accumulator-exact", exact, 0)]
+        else:
+            ka, kb = grid_exponent(ta), grid_exponent(tb)
+            accs = [("", np.matmul(_to_grid(da, ka), _to_grid(db, kb)), ka + kb)]
+
+        sa, sb = param(a_s, av.shape, -1), param(b_s, bv.shape, -2)
+        if sa.ndim:  # per row: [..., M, 1] against the output's batch dimensions
+            sa = np.broadcast_to(sa, out_shape[:-1] + (1,))
+        if sb.ndim:  # per column: [..., 1, N]
+            sb = np.broadcast_to(sb, out_shape[:-2] + (1, out_shape[-1]))
+        scales = (np.broadcast_to(sa, out_shape), np.broadcast_to(sb, out_shape),
+                  float(as_float64(y_s.value, y_s.type).reshape(())))
+        yz = float(as_float64(y_zp.value, y_zp.type).reshape(())) if y_zp is not None else 0.0
+
+        reqs = [r for r in REQUANTISATIONS if r != "multiplier-in-scale-type" or scale_t in HALF_KINDS]
+        zp_readings = [("", True)]
+        fnuz_readings = [("", False)]
+        if out_t.is_float:
+            zp_readings = [("zero-point-added", True)] + ([("zero-point-skipped", False)] if yz == 0 else [])
+            if out_t.float_format.nan_style == "fnuz":
+                fnuz_readings = [("fnuz-inf-nan", False), ("fnuz-inf-max", True)]
+
+        ev = Evaluation(clause="qlmm-formula", primary_only=primary_only)
+        undefined = np.broadcast_to(touched, out_shape).copy()
+        # every accumulation reading at once, stacked on a leading axis
+        e = accs[0][2]
+        stack = np.stack([np.broadcast_to(acc, out_shape) for _, acc, _ in accs])
+        encoded: dict[tuple[bytes, bool], tuple[np.ndarray, np.ndarray]] = {}  # readings often coincide
+        for req in reqs:
+            values = requantise(req, stack, e, scales, yz, out_t, scale_t)
+            for (zp_name, add_zp), (fnuz_name, fnuz_max) in itertools.product(zp_readings, fnuz_readings):
+                for i, (acc_name, _, _) in enumerate(accs):
+                    v = np.where(undefined, 0.0, values[add_zp][i])
+                    key = (v.tobytes(), fnuz_max)
+                    if key not in encoded:
+                        encoded[key] = _encode(v, out_t, fnuz_max)
+                    out, undef = encoded[key]
+                    undefined |= undef
+                    ev.add("+".join(n for n in (req, acc_name, zp_name, fnuz_name) if n), (out,))
+        if squeeze:
+            ev.readings = [(n, tuple(np.squeeze(o, axis=squeeze) for o in outs)) for n, outs in ev.readings]
+            undefined = np.squeeze(undefined, axis=squeeze)
+        ev.dont_care = [undefined]
+        return ev
+
+
+def requantise(req: str, acc: np.ndarray, e: int, scales, zp: float, out_t: ElemType,
+               scale_t: str) -> dict[bool, np.ndarray]:
+    """What reading ``req`` hands to the output conversion, keyed by "zero point added": for integer
+    outputs RNE(v) + zp (exact integers, +-Inf, NaN); for float8 outputs v + zp and v alone
+    (#q-float8-zero-point). acc * 2^-e is the exact accumulator (any leading axes broadcast)."""
+    a_s, b_s, y_s = scales
+    shape = acc.shape
+    if req == "exact-rational":
+        ys, fzp = Fraction(y_s), Fraction(zp)
+        sa, sb = np.broadcast_to(a_s, shape).ravel(), np.broadcast_to(b_s, shape).ravel()
+        with_zp = np.empty(acc.size, dtype=np.float64)
+        without = np.empty(acc.size, dtype=np.float64)
+        for i, c in enumerate(acc.ravel()):
+            v = Fraction(int(c), 1 << e) * Fraction(float(sa[i])) * Fraction(float(sb[i])) / ys
+            # Fraction.__round__ rounds half to even, exactly; float(Fraction) rounds correctly
+            # (float8: rounding to float64 first is innocuous, 53 >= 2 * 4 + 2).
+            if out_t.is_integer:
+                with_zp[i] = float(round(v) + fzp)
+            else:
+                with_zp[i], without[i] = float(v + fzp), float(v)
+        return {True: with_zp.reshape(shape), False: without.reshape(shape)}
+    if acc.dtype == object:
+        acc64 = np.array([float(Fraction(int(c), 1 << e)) for c in acc.ravel()], dtype=np.float64).reshape(shape)
+    else:
+        acc64 = acc.astype(np.float64)  # |acc| < 2^53: exact
+    prec = {"multiplier-float64": "float64", "multiplier-in-scale-type": scale_t}.get(req, "float32")
+    r = (lambda x: np.asarray(x, dtype=np.float64)) if prec == "float64" else (lambda x: fl(prec, x))
+    with np.errstate(all="ignore"):
+        m = r(r(a_s * b_s) / y_s)
+        if req == "multiplier-float32-product-float64":
+            v = acc64 * m  # numpy: int32 * float32 -> float64
+            r = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731  (the zero point too)
+        elif req == "multiplier-in-scale-type":
+            v = r(acc64 * m)  # the product rounded once to TS: acc itself need not fit TS's range
+        else:
+            v = r(r(acc64) * m)
+        if out_t.is_integer:
+            return {True: np.rint(v) + zp}
+        return {True: r(v + zp), False: v}
+
+
+def _encode(v: np.ndarray, out_t: ElemType, fnuz_inf_max: bool) -> tuple[np.ndarray, np.ndarray]:
+    if out_t.is_integer:
+        y, nan = saturate_to_int(v, out_t)
+        return pack_output(y, out_t), nan
+    kw = dict(saturate=True, fnuz_inf_saturates=fnuz_inf_max)
+    return pack_output(floats.encode(v, out_t, **kw), out_t), floats.undefined_mask(v, out_t, **kw)
+
+
+class QLinearMatMul_10(QLinearMatMul):
+    since = 10
+
+
+class QLinearMatMul_21(QLinearMatMul):
+    since = 21
+
+
+register(QLinearMatMul_10(), QLinearMatMul_21())

@@ -1,0 +1,139 @@
+"""QuantizeLinear, every version: y = saturate(round(x / y_scale) + y_zero_point).
+
+One common body; a version class only sets the facts its own text states (see the table in
+``_VERSIONS``). Clauses: qconform/docs/semantics.md#q-formula and the sections named below.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import ClassVar
+
+import numpy as np
+
+from qconform import dtypes
+from qconform.case import Arg, Draft
+from qconform.oracle import floats
+from qconform.oracle.arith import as_float64, fl, pack_output, round_half_even, saturate_to_int
+from qconform.oracle.base import Evaluation, OpOracle, register
+from qconform.oracle.granularity import InvalidModel, expand
+
+HALF_KINDS = ("float16", "bfloat16")
+
+
+class QuantizeLinear(OpOracle):
+    op = "QuantizeLinear"
+    output_names = ("y",)
+    has_axis: ClassVar[bool] = True
+    # Cast table of this version: fnuz ±Inf with saturate=1 -> NaN (19–23) or ±FLT_MAX (24+).
+    fnuz_inf_saturates: ClassVar[bool] = False
+    # The "precision" sentence (23+); before it the quotient precision of half inputs is unstated.
+    scale_type_sets_precision: ClassVar[bool] = False
+
+    def output_type(self, draft: Draft, zp: Arg | None) -> str:
+        """qconform/docs/semantics.md#q-output-type."""
+        if zp is not None:
+            return zp.type
+        code = draft.attrs.get("output_dtype", 0)
+        return dtypes.get(code).name if code else "uint8"
+
+    def division_readings(self, x_t: str, s_t: str, attrs) -> list[tuple[str, str]]:
+        """(reading name, precision type) pairs; the first is what the latest spec text states.
+
+        qconform/docs/semantics.md#q-division, #q-division-half."""
+        if attrs.get("precision", 0):
+            return [("spec", dtypes.get(attrs["precision"]).name)]
+        if s_t in ("int32", "float8e8m0"):  # no meaningful division in these types
+            readings = [("division-in-float32", "float32")]
+            if x_t in HALF_KINDS:
+                readings.append((f"division-in-{x_t}", x_t))
+            readings.append(("division-in-float64", "float64"))
+            return readings
+        if s_t in HALF_KINDS and not self.scale_type_sets_precision:
+            return [(f"quotient-in-{s_t}", s_t), ("quotient-in-float32", "float32")]
+        if x_t == "int32" and not self.scale_type_sets_precision:  # qconform/docs/semantics.md#q-int32-input
+            return [("int32-via-float32", s_t), ("int32-via-float64", "float64")]
+        return [("spec", s_t)]
+
+    def fnuz_readings(self, out_t: dtypes.ElemType, saturate: bool) -> list[tuple[str, bool]]:
+        """±Inf into a fnuz kind with saturate=1: each version's own Cast table first; the 24+ table
+        (a "spec clarification") is permitted before 24 too. qconform/docs/semantics.md#q-float8-fnuz-inf."""
+        fnuz = out_t.float_format is not None and out_t.float_format.nan_style == "fnuz"
+        if fnuz and saturate and not self.fnuz_inf_saturates:
+            return [("fnuz-inf-nan", False), ("fnuz-inf-max", True)]
+        return [("", self.fnuz_inf_saturates)]
+
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
+        x, s, zp = (list(draft.inputs) + [None])[:3]
+        attrs = draft.attrs
+        out_t = dtypes.get(self.output_type(draft, zp))
+        if zp is not None and attrs.get("output_dtype", 0) and dtypes.get(attrs["output_dtype"]).name != zp.type:
+            raise InvalidModel("output_dtype differs from the zero point's type")
+        axis = attrs.get("axis", 1) if self.has_axis else None
+        block = attrs.get("block_size", 0)
+        shape = x.value.shape
+        scale = expand(as_float64(s.value, s.type), shape, axis, block)
+        zero = (expand(as_float64(zp.value, zp.type), shape, axis, block) if zp is not None
+                else np.zeros(shape))
+        xv = as_float64(x.value, x.type)
+        ev = Evaluation(clause="q-formula", primary_only=primary_only)
+        undefined = np.zeros(shape, bool)
+
+        zp_readings = [("", False)]
+        if out_t.is_float:
+            zp_readings = [("zero-point-added", False)]
+            if not np.any(zero != 0):
+                zp_readings.append(("zero-point-skipped", True))
+
+        saturate = bool(attrs.get("saturate", 1))
+        quotients: dict[str, np.ndarray] = {}  # the zero-point and fnuz readings share a quotient
+        for (div_name, prec), (zp_name, skip_zp), (inf_name, inf_max) in itertools.product(
+            self.division_readings(x.type, s.type, attrs), zp_readings, self.fnuz_readings(out_t, saturate)
+        ):
+            if ev.complete:
+                break
+            if prec not in quotients:
+                quotients[prec] = _quotient(prec, xv, scale)
+            q = quotients[prec]
+            if out_t.is_integer:
+                y, nan = saturate_to_int(round_half_even(q) + zero, out_t)
+                undefined |= nan
+                out = pack_output(y, out_t)
+            else:
+                v = q if skip_zp else _rounded(prec, q + zero)
+                kw = dict(saturate=saturate, fnuz_inf_saturates=inf_max)
+                undefined |= floats.undefined_mask(v, out_t, **kw)
+                out = pack_output(floats.encode(v, out_t, **kw), out_t)
+            name = "+".join(n for n in (div_name, zp_name, inf_name) if n and n != "spec") or "spec"
+            ev.add(name, (out,))
+        ev.dont_care = [undefined]
+        return ev
+
+
+def _rounded(prec: str, v: np.ndarray) -> np.ndarray:
+    return v if prec == "float64" else fl(prec, v)
+
+
+def _quotient(prec: str, xv: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """x / scale correctly rounded in ``prec`` (operands first rounded to it); "float64" keeps
+    int32 x exact and rounds the quotient once to float64 (the int32-via-float64 reading)."""
+    if prec == "float64":
+        return xv / scale
+    return fl(prec, fl(prec, xv) / fl(prec, scale))
+
+
+def _version(since: int, **facts) -> QuantizeLinear:
+    cls = type(f"QuantizeLinear_{since}", (QuantizeLinear,), {"since": since, **facts})
+    return cls()
+
+
+_VERSIONS = [
+    _version(10, has_axis=False),
+    _version(13),
+    _version(19),
+    _version(21),
+    _version(23, scale_type_sets_precision=True),
+    _version(24, scale_type_sets_precision=True, fnuz_inf_saturates=True),
+    _version(25, scale_type_sets_precision=True, fnuz_inf_saturates=True),
+    _version(28, scale_type_sets_precision=True, fnuz_inf_saturates=True),
+]
+register(*_VERSIONS)

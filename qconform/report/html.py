@@ -1,0 +1,258 @@
+"""report.html: one static file a manager can open offline — heat map, totals, filters, failures.
+
+Rendered on the server side from the report dict, so it reads without JavaScript; a few lines of
+inline JS only filter what is shown. No external resource of any kind (no fonts, CDNs, images).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from html import escape
+
+from qconform.report.model import VERDICTS
+
+#: Heat-map colour per cell status (model.cell_status) and per verdict.
+COLOURS = {"pass": "#2e7d32", "partial": "#9ccc65", "fail": "#c62828", "error": "#ef6c00",
+           "crashed": "#ef6c00", "timeout": "#ef6c00", "unsupported": "#9e9e9e", "not-run": "#eceff1"}
+LEGEND = (("pass", "all pass"), ("partial", "pass + unsupported"), ("fail", "any fail"),
+          ("error", "any error / crash / timeout"), ("unsupported", "only unsupported"), ("not-run", "not run"))
+
+CSS = """
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:20px;color:#212121}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:24px 0 8px} h3{font-size:15px;margin:14px 0 6px}
+.meta{color:#555;font-size:13px} .meta code{font-size:12px}
+.banner{padding:8px 12px;border-radius:4px;margin:10px 0;font-weight:600}
+.ok{background:#e8f5e9;color:#1b5e20} .bad{background:#ffebee;color:#b71c1c} .warn{background:#fff8e1;color:#8d6e00}
+.totals{display:flex;gap:10px;flex-wrap:wrap;margin:10px 0}
+.total{border-radius:6px;padding:6px 12px;color:#fff;min-width:80px}
+.total b{display:block;font-size:20px} .total.light{color:#212121}
+table{border-collapse:collapse} td,th{padding:2px 6px}
+.heat{margin-bottom:14px;overflow-x:auto} .heat table{font-size:11px}
+.heat th.tp{height:118px;white-space:nowrap;vertical-align:bottom;padding:0 1px}
+.heat th.tp div{writing-mode:vertical-rl;transform:rotate(180deg);font-weight:normal}
+.heat th.ov{text-align:right;white-space:nowrap;padding-right:8px}
+.heat td{min-width:26px;height:22px;text-align:center;border:1px solid #fff;cursor:pointer;color:#fff}
+.heat td.empty{background:#fafafa;cursor:default} .heat td.sel{outline:3px solid #1565c0}
+.heat td.partial,.heat td.not-run{color:#212121}
+.legend span{display:inline-block;margin-right:14px} .legend i{display:inline-block;width:14px;height:14px;
+ vertical-align:middle;margin-right:4px;border-radius:2px}
+.filters{position:sticky;top:0;background:#fff;padding:8px 0;border-bottom:1px solid #ddd;z-index:2}
+.filters label{margin-right:10px} .filters input[type=search]{width:320px}
+details.f{border:1px solid #e0e0e0;border-radius:4px;margin:4px 0;padding:4px 8px}
+details.f summary{cursor:pointer} .v{display:inline-block;padding:0 6px;border-radius:3px;color:#fff;font-size:12px}
+.mm td,.mm th,.cases td,.cases th{border:1px solid #e0e0e0;font-size:12px;text-align:left}
+.mm code,.cases code{font-size:12px} .hidden{display:none}
+"""
+
+JS = """
+function qcFilter(){
+  const on=new Set([...document.querySelectorAll('.fv:checked')].map(e=>e.value));
+  const ov=document.getElementById('fov').value, q=document.getElementById('fq').value.toLowerCase();
+  const tp=document.getElementById('ftp').value;
+  let n=0;
+  document.querySelectorAll('[data-verdict]').forEach(e=>{
+    const show=on.has(e.dataset.verdict)&&(!ov||e.dataset.ov===ov)&&(!tp||e.dataset.tp===tp)
+      &&(!q||e.dataset.id.toLowerCase().includes(q));
+    e.classList.toggle('hidden',!show); if(show&&e.tagName==='DETAILS')n++;});
+  document.getElementById('nshown').textContent=n;
+  document.querySelectorAll('.heat td[data-ov]').forEach(td=>td.classList.toggle('sel',
+    !!ov&&td.dataset.ov===ov&&(!tp||td.dataset.tp===tp)));
+}
+function qcCell(ov,tp){document.getElementById('fov').value=ov;document.getElementById('ftp').value=tp;
+  qcFilter();document.getElementById('failures').scrollIntoView();}
+function qcReset(){document.getElementById('fov').value='';document.getElementById('ftp').value='';
+  document.getElementById('fq').value='';document.querySelectorAll('.fv').forEach(e=>e.checked=true);qcFilter();}
+function qcHash(){
+  // report.html#ov=QuantizeLinear-21&tp=float32→int8&q=text&v=fail,error&open=1: a shareable view
+  const h=new URLSearchParams(location.hash.slice(1));
+  if(h.has('ov'))document.getElementById('fov').value=h.get('ov');
+  if(h.has('tp'))document.getElementById('ftp').value=h.get('tp');
+  if(h.has('q'))document.getElementById('fq').value=h.get('q');
+  if(h.has('v')){const v=new Set(h.get('v').split(','));
+    document.querySelectorAll('.fv').forEach(e=>e.checked=v.has(e.value));}
+  qcFilter();
+  if(h.has('open'))document.querySelectorAll('details.f:not(.hidden)').forEach(d=>d.open=true);
+}
+document.addEventListener('DOMContentLoaded',qcHash);
+window.addEventListener('hashchange',qcHash);
+"""
+
+
+def _e(value: object) -> str:
+    return escape(str(value), quote=True)
+
+
+def _badge(verdict: str) -> str:
+    colour = COLOURS.get(verdict, "#607d8b")
+    fg = "#212121" if verdict in ("partial", "not-run") else "#fff"
+    return f'<span class="v" style="background:{colour};color:{fg}">{_e(verdict)}</span>'
+
+
+def _cell_text(status: str, counts: dict[str, int]) -> str:
+    total = sum(counts.values())
+    shown = {"pass": counts.get("pass", 0), "partial": counts.get("pass", 0), "fail": counts.get("fail", 0),
+             "error": sum(counts.get(v, 0) for v in ("error", "crashed", "timeout"))}.get(status)
+    return str(total) if shown is None or shown == total else f"{shown}/{total}"
+
+
+def _heatmaps(report: dict) -> str:
+    by_op: dict[str, list[dict]] = defaultdict(list)
+    for cell in report["matrix"]:
+        by_op[(f"{cell['domain']}." if cell["domain"] else "") + cell["op"]].append(cell)
+    out = []
+    for op, cells in by_op.items():
+        versions = sorted({c["opset"] for c in cells})
+        pairs = sorted({c["type_pair"] for c in cells}, key=lambda p: (p.split("→")[-1], p))
+        grid = {(c["opset"], c["type_pair"]): c for c in cells}
+        head = "".join(f'<th class="tp"><div>{_e(p)}</div></th>' for p in pairs)
+        rows = []
+        for v in versions:
+            tds = []
+            for p in pairs:
+                c = grid.get((v, p))
+                if c is None:
+                    tds.append('<td class="empty"></td>')
+                    continue
+                title = f"{c['op_version']} {p}: " + ", ".join(f"{k} {n}" for k, n in c["counts"].items())
+                tds.append(f'<td class="{c["status"]}" style="background:{COLOURS[c["status"]]}" '
+                           f'data-ov="{_e(c["op_version"])}" data-tp="{_e(p)}" title="{_e(title)}" '
+                           f'onclick="qcCell(this.dataset.ov,this.dataset.tp)">'
+                           f'{_cell_text(c["status"], c["counts"])}</td>')
+            rows.append(f'<tr><th class="ov">{_e(op)}-{v}</th>{"".join(tds)}</tr>')
+        out.append(f'<div class="heat"><h3>{_e(op)}</h3><table><tr><th></th>{head}</tr>{"".join(rows)}</table></div>')
+    return "\n".join(out)
+
+
+def _failure(f: dict) -> str:
+    attrs = (f'data-verdict="{_e(f["verdict"])}" data-ov="{_e(f["op_version"])}" data-tp="{_e(f["type_pair"])}" '
+             f'data-id="{_e(f["id"])}"')
+    bits = [f"<b>{_e(f['id'])}</b>", _badge(f["verdict"])]
+    if f["mismatches"]:
+        bits.append(f"{f['mismatches']} element(s) differ")
+    if f.get("baseline"):
+        bits.append(f"<i>baseline: {_e(f['baseline'])}</i>")
+    body = [f"<div>clause: <code>qconform/docs/semantics.md#{_e(f['clause'])}</code>"
+            + (f" · compared with reading <code>{_e(f['reading'])}</code>" if f.get("reading") else "")
+            + (f" · {f['masked']} don't-care element(s) skipped" if f.get("masked") else "") + "</div>"]
+    if "diagnosis" in f:
+        body.append("<div>diagnosis: " + (", ".join(f"<code>{_e(m)}</code>" for m in f["diagnosis"])
+                                          or "no known deviation explains this") + "</div>")
+    if f.get("problem"):
+        body.append(f"<pre>{_e(f['problem'])}</pre>")
+    if f["first_mismatches"]:
+        rows = ["<tr><th>element</th><th>inputs</th><th>expected</th><th>expected bits</th>"
+                "<th>actual</th><th>actual bits</th></tr>"]
+        for m in f["first_mismatches"]:
+            ins = ", ".join(f"{k}={v}" for k, v in m["inputs"].items())
+            rows.append(f"<tr><td><code>{_e(m['output'])}[{_e(','.join(map(str, m['index'])))}]</code></td>"
+                        f"<td><code>{_e(ins)}</code></td><td>{_e(m['expected_value'])}</td>"
+                        f"<td><code>{_e(m['expected_hex'])}</code></td><td>{_e(m['actual_value'])}</td>"
+                        f"<td><code>{_e(m['actual_hex'])}</code></td></tr>")
+        more = f["mismatches"] - len(f["first_mismatches"])
+        body.append(f'<table class="mm">{"".join(rows)}</table>'
+                    + (f"<div>… and {more} more</div>" if more > 0 else ""))
+    return f'<details class="f" {attrs}><summary>{" · ".join(bits)}</summary>{"".join(body)}</details>'
+
+
+def _gate(report: dict) -> str:
+    g, out = report.get("gate") or {}, []
+    if not report["complete"]:
+        c = report["counts"]
+        out.append(f'<div class="banner bad">Incomplete run{" (interrupted)" if report["interrupted"] else ""}: '
+                   f'{c["not-run"]} of {c["collected"]} collected case(s) did not run.</div>')
+    if g:
+        cls, word = ("ok", "passed") if g.get("passed") else ("bad", "failed")
+        msgs = "".join(f"<li>{_e(m)}</li>" for m in g.get("messages", []))
+        base = f" against baseline <code>{_e(g['baseline'])}</code>" if g.get("baseline") else ""
+        out.append(f'<div class="banner {cls}">Gate {word}{base}'
+                   + (f"; {g['baselined']} known deviation(s) covered" if g.get("baselined") else "")
+                   + (f"<ul>{msgs}</ul>" if msgs else "") + "</div>")
+        if g.get("stale"):
+            items = "".join(f"<li><code>{_e(s['id'])}</code> (entry {s['entry']}): {_e(s['why'])}</li>"
+                            for s in g["stale"])
+            out.append(f'<div class="banner warn">Stale baseline entries<ul>{items}</ul></div>')
+    return "".join(out)
+
+
+def _readings(report: dict) -> str:
+    if not report["readings_followed"]:
+        return ""
+    rows = "".join(f"<tr><td>{_e(r['op_version'])}</td><td>{r['cases']}</td><td>"
+                   + ", ".join(f"<code>{_e(k)}</code> {n}" for k, n in r["matched"].items()) + "</td></tr>"
+                   for r in report["readings_followed"])
+    return ("<h2>Readings followed</h2><p class=meta>Where the spec permits several readings, which one the runner's "
+            "passing results matched.</p><table class=cases><tr><th>op-version</th><th>cases</th>"
+            f"<th>matched reading (cases)</th></tr>{rows}</table>")
+
+
+def _diagnosis(report: dict) -> str:
+    groups = (report.get("diagnosis") or {}).get("groups") or []
+    if not groups:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_e(g['label'])}</td><td>{len(g.get('failing', []))}</td><td>"
+        + ("<br>".join(f"<code>{_e(c['model'])}</code> ({len(c.get('explained', []))}): {_e(c.get('explanation', ''))}"
+                       for c in g.get("candidates", []) if c.get("rank") == 1) or "no known deviation explains this")
+        + f"</td><td>{len(g.get('unexplained', []))}</td></tr>" for g in groups)
+    return ("<h2>Diagnosis</h2><p class=meta>Known deviations (qconform/docs/diagnosis.md) that reproduce the runner's "
+            "failing outputs exactly, ranked per op version and type group.</p><table class=cases><tr><th>group</th>"
+            f"<th>failing</th><th>explained by (cases)</th><th>unexplained</th></tr>{rows}</table>")
+
+
+def _cases(report: dict) -> str:
+    rows = "".join(
+        f'<tr data-verdict="{_e(c["verdict"])}" data-ov="{_e(c["op_version"])}" data-tp="{_e(c["type_pair"])}" '
+        f'data-id="{_e(c["id"])}"><td><code>{_e(c["id"])}</code></td><td>{_badge(c["verdict"])}</td>'
+        f'<td>{_e(c["reading"] or "")}{" of " + str(c["readings"]) if c["readings"] > 1 else ""}</td>'
+        f'<td>{c["mismatches"] or ""}</td><td>{c["masked"] or ""}</td></tr>'
+        for c in report["cases"])
+    return (f'<details><summary><b>All cases ({len(report["cases"])})</b></summary><table class="cases">'
+            f"<tr><th>case</th><th>verdict</th><th>reading</th><th>mismatches</th><th>don't-care</th></tr>{rows}"
+            "</table></details>")
+
+
+def render(report: dict) -> str:
+    r, c = report["runner"], report["counts"]
+    runner = " ".join(str(x) for x in (r.get("name"), r.get("version"), r.get("device")) if x)
+    totals = "".join(f'<div class="total{" light" if v == "not-run" else ""}" style="background:{COLOURS[v]}">'
+                     f"<b>{c[v]}</b>{v}</div>" for v in VERDICTS if c.get(v) or v in ("pass", "fail"))
+    legend = "".join(f'<span><i style="background:{COLOURS[k]}"></i>{_e(t)}</span>' for k, t in LEGEND)
+    present = [v for v in VERDICTS if c.get(v)]
+    boxes = "".join(f'<label><input type="checkbox" class="fv" value="{v}" checked onchange="qcFilter()">{v}</label>'
+                    for v in present)
+    ovs = "".join(f'<option value="{_e(o)}">{_e(o)}</option>'
+                  for o in dict.fromkeys(m["op_version"] for m in report["matrix"]))
+    tps = "".join(f'<option value="{_e(t)}">{_e(t)}</option>'
+                  for t in sorted({m["type_pair"] for m in report["matrix"]}))
+    p, t, corpus = report["platform"], report["timing"], report["corpus"]
+    failures = "\n".join(_failure(f) for f in report["failures"]) or "<p>No failures.</p>"
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+<title>qconform report — {_e(runner)}</title><style>{CSS}</style><script>{JS}</script></head><body>
+<h1>qconform conformance report: {_e(runner)}</h1>
+<div class="meta">qconform {_e(report['qconform_version'])}
+ · corpus <code>{_e(str(corpus.get('digest', ''))[:16])}</code>
+ ({_e(corpus.get('cases', '?'))} cases) · {_e(p.get('label', ''))} ({_e(p.get('cpu', ''))})
+ · {_e(p.get('platform', ''))} · Python {_e(p.get('python', ''))}
+ · started {_e(t.get('started', ''))} · {_e(t.get('duration_s', ''))} s
+ · profile {_e(report['invocation'].get('profile', ''))}</div>
+{_gate(report)}
+<div class="totals">{totals}</div>
+<div class="meta">collected {c['collected']} · reported {c['reported']} · ran {c['ran']}</div>
+<h2>Verdicts by op version and type pair</h2>
+<div class="legend">{legend}</div>
+<p class="meta">Each cell counts the cases of one op version (row) and data type → output type (column);
+the number is the cases in the cell's colour over all its cases. Click a cell to list its failures.</p>
+{_heatmaps(report)}
+<div class="filters">{boxes}
+<select id="fov" onchange="qcFilter()"><option value="">all op versions</option>{ovs}</select>
+<select id="ftp" onchange="qcFilter()"><option value="">all type pairs</option>{tps}</select>
+<input id="fq" type="search" placeholder="filter by case id" oninput="qcFilter()">
+<button onclick="qcReset()">reset</button></div>
+<h2 id="failures">Failures (<span id="nshown">{len(report['failures'])}</span> shown of {len(report['failures'])})</h2>
+{failures}
+{_diagnosis(report)}
+{_readings(report)}
+<h2>Cases</h2>
+{_cases(report)}
+</body></html>
+"""

@@ -1,0 +1,334 @@
+"""Certification reports, baseline gating, the collected-cases floor and failure export (pytest feature).
+
+Options: ``--report=DIR`` (report.json, report.html, summary.md), ``--baseline=FILE``,
+``--min-cases=N``, ``--export-failures=DIR``. All active only with ``--runner``.
+
+Per-case results arrive in ``pytest_runtest_logreport`` (on the xdist controller too, where each
+report carries its item's ``user_properties``); the collected case list comes from
+``pytest_collection_finish`` or, under xdist, ``pytest_xdist_node_collection_finished``. Files are
+written only where ``workerinput`` is absent (the controller, or a plain run), in
+``pytest_sessionfinish``, which pytest also calls after Ctrl-C: the report is then written with
+``"complete": false`` and every case that produced no result as ``not-run``.
+
+Baseline gating: on the process that runs a case, a deviation a live baseline entry covers is
+reported as xfail (reason ``baseline: ...``), so it no longer fails the run; the controller then
+fails the run on expired entries or a collected-cases floor not met, and lists stale entries.
+
+The floor (``--min-cases``): by default, a run without a selection (-k, -m, --deselect, node ids,
+or any plugin deselecting items through ``pytest_deselected``, e.g. ``--explore``) must collect
+every case of the corpus, and a run with one has no floor; an explicit ``--min-cases=N`` applies
+to every run (0 disables it). Items dropped without ``pytest_deselected`` are what it catches.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import platform
+import time
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import pytest
+
+import qconform
+from qconform.plugin import CORPUS_KEY, PROPERTY, RUNNER_KEY
+from qconform.report import baseline as baseline_mod
+from qconform.report import model
+from qconform import platform as machine
+from qconform.runner import describe
+
+
+@dataclass
+class _State:
+    baseline: baseline_mod.Baseline | None = None
+    today: _dt.date = field(default_factory=_dt.date.today)
+    collected: list[str] | None = None  # case ids, collection order
+    records: dict[str, dict] = field(default_factory=dict)
+    durations: dict[str, float] = field(default_factory=dict)
+    started: float = 0.0
+    started_iso: str = ""
+    interrupted: bool = False
+    report: dict | None = None
+    written: list[Path] = field(default_factory=list)
+    exported: int = 0
+    deselected: int = 0  # items a selection (-k, -m, a plugin) set aside; on xdist, from the workers
+    extra_cases: dict = field(default_factory=dict)  # collected cases outside the corpus, by id
+
+
+STATE = pytest.StashKey[_State]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("qconform-report", "qconform reports and gating")
+    g.addoption("--report", default=None, metavar="DIR",
+                help="write report.json, report.html and summary.md to DIR (with --runner)")
+    g.addoption("--baseline", default=None, metavar="FILE",
+                help="JSON file of known deviations {id|glob, reason, expires}: the run fails only on "
+                     "deviations it does not cover and on expired entries; stale entries are listed")
+    g.addoption("--min-cases", type=int, default=None, metavar="N",
+                help="fail unless at least N cases are collected (default: every corpus case when no "
+                     "-k/-m/--deselect/node-id filter is given, no floor otherwise; 0 disables)")
+    g.addoption("--export-failures", default=None, metavar="DIR",
+                help="write each failing case as an ONNX node test directory (model.onnx, "
+                     "test_data_set_0/input_N.pb, output_N.pb) under DIR")
+
+
+@pytest.hookimpl(trylast=True)  # after qconform.plugin has resolved the runner and loaded the corpus
+def pytest_configure(config: pytest.Config) -> None:
+    wanted = [o for o in ("report", "baseline", "export_failures") if config.getoption(o)]
+    if RUNNER_KEY not in config.stash:
+        if wanted:
+            raise pytest.UsageError(f"--{wanted[0].replace('_', '-')} needs --runner (the suite under test)")
+        return
+    floor = config.getoption("min_cases")
+    if floor is not None and floor < 0:
+        raise pytest.UsageError(f"--min-cases={floor}: expected a number of cases >= 0 (0 disables the floor)")
+    if _controller(config):
+        for opt in ("report", "export_failures"):
+            out = config.getoption(opt)
+            if out:
+                try:
+                    Path(out).mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise pytest.UsageError(f"--{opt.replace('_', '-')}={out}: cannot create the directory: "
+                                            f"{exc.strerror or exc}") from None
+    state = _State()
+    path = config.getoption("baseline")
+    if path:
+        try:
+            state.baseline = baseline_mod.load(path)
+        except baseline_mod.BaselineError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    config.stash[STATE] = state
+    config.pluginmanager.register(_Session(config, state), "qconform-report-session")
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _case_id(nodeid: str) -> str:
+    return nodeid.split("::", 1)[-1]
+
+
+def _stub(c) -> dict:
+    """A case's static fields: what the report shows for a case that produced no result."""
+    return {"id": c.id, "op": c.op, "domain": c.domain, "opset": c.opset, "types": c.types, "family": c.family,
+            "clause": c.clause, "readings": len(c.readings), "output_types": list(c.output_types),
+            "output_names": list(c.output_names)}
+
+
+def _controller(config: pytest.Config) -> bool:
+    return not hasattr(config, "workerinput")
+
+
+class _Session:
+    """The per-run hooks; an object (as pytest's junitxml does) so every hook sees the config."""
+
+    def __init__(self, config: pytest.Config, state: _State) -> None:
+        self.config, self.state = config, state
+        self._stubs: dict[str, dict] | None = None
+
+    def stubs(self) -> dict[str, dict]:
+        """Static fields of every corpus case, for cases that never produced a record."""
+        if self._stubs is None:
+            self._stubs = {c.id: _stub(c) for c in self.config.stash[CORPUS_KEY].cases}
+        return self._stubs
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.state.started = time.perf_counter()
+        self.state.started_iso = _now()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        cases = [item.case for item in session.items if hasattr(item, "case")]
+        stubs = self.stubs()
+        for c in cases:  # items of cases outside the corpus (generated at collection time)
+            if c.id not in stubs:
+                stubs[c.id] = _stub(c)
+                self.state.extra_cases[c.id] = c
+        self.state.collected = [c.id for c in cases]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:
+        if self.state.collected is None:  # every worker collects the same ids (xdist checks)
+            known = self.stubs()
+            self.state.collected = [cid for cid in map(_case_id, ids) if cid in known]
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        """A deviation a live baseline entry covers is reported as xfail: it does not fail the run."""
+        rep = yield
+        baseline = self.state.baseline
+        if baseline and rep.when == "call" and rep.failed and hasattr(item, "case"):
+            entry = baseline.live_match(item.case.id, self.state.today)
+            if entry is not None:
+                rep.outcome = "skipped"
+                rep.wasxfail = f"baseline: {entry.reason}"
+        return rep
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not _controller(self.config):
+            return
+        state, cid = self.state, _case_id(report.nodeid)
+        state.durations[cid] = state.durations.get(cid, 0.0) + (report.duration or 0.0)
+        for key, value in report.user_properties:
+            if key == PROPERTY:
+                rec = json.loads(value)
+                state.records[rec["id"]] = rec
+                return
+        # A case that failed with no result recorded (setup error, a qconform bug, a worker crash).
+        if report.failed and cid not in state.records and cid in self.stubs():
+            crash = getattr(getattr(report.longrepr, "reprcrash", None), "message", None)
+            lines = (report.longreprtext or "").strip().splitlines()
+            why = crash or (lines[-1] if lines else "")
+            state.records[cid] = {**self.stubs()[cid], "verdict": "error",
+                                  "problem": f"no result recorded ({report.when}): {why}"[:500]}
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.state.deselected += len(items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error) -> None:
+        """xdist: selection happens on the workers; they send their deselected count in workeroutput."""
+        self.state.deselected = max(self.state.deselected, node.workeroutput.get("qconform_deselected", 0)
+                                    if hasattr(node, "workeroutput") else 0)
+
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        self.state.interrupted = True
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if _controller(self.config):
+            _finish(session, self.state, self.stubs())
+        else:
+            self.config.workeroutput["qconform_deselected"] = self.state.deselected
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config: pytest.Config) -> None:
+        if self.state.report is not None:
+            _summary(terminalreporter, config, self.state)
+
+
+def _filters(config: pytest.Config, deselected: int = 0) -> list[str]:
+    """Selections in effect: with any of them, fewer cases than the corpus is expected. A plugin
+    that sets items aside through ``pytest_deselected`` (as -k and -m do) counts; one that drops
+    items silently does not, so the floor catches it."""
+    found = [f"-{flag} {val!r}" for flag, val in (("k", config.option.keyword), ("m", config.option.markexpr)) if val]
+    if config.getoption("deselect", None):
+        found.append("--deselect")
+    if any("::" in a for a in config.args):
+        found.append("node ids")
+    found += [flag for flag, opt in (("--lf", "lf"), ("--sw", "stepwise")) if getattr(config.option, opt, None)]
+    if deselected:
+        found.append(f"{deselected} deselected")
+    return found
+
+
+def _workers(config: pytest.Config) -> int:
+    """xdist worker count (0 without xdist); ``-n auto`` is resolved to a number by then."""
+    n = getattr(config.option, "numprocesses", None)
+    return n if isinstance(n, int) and getattr(config.option, "dist", "no") != "no" else 0
+
+
+def _package_versions() -> dict[str, str]:
+    out = {}
+    for name in ("numpy", "onnx", "ml_dtypes", "pytest", "pytest-xdist", "hypothesis"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def _meta(session: pytest.Session, state: _State, exitstatus: int) -> dict:
+    config = session.config
+    corpus = config.stash[CORPUS_KEY]
+    return {
+        "qconform_version": qconform.__version__,
+        "interrupted": state.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED,
+        "exit_status": int(exitstatus),
+        "runner": json.loads(json.dumps(describe(config.stash[RUNNER_KEY]), default=str)),
+        "corpus": {"digest": corpus.digest, "cases": len(corpus.cases), "root": str(corpus.root)},
+        "platform": {"python": platform.python_version(), "implementation": platform.python_implementation(),
+                     "system": platform.system(), "release": platform.release(), "machine": platform.machine(),
+                     "platform": platform.platform(), "packages": _package_versions(),
+                     # the ISA class that selects a runtime's kernels (facts are keyed by it)
+                     **{k: v for k, v in machine.info().items() if k in ("label", "arch", "cpu", "features")}},
+        "invocation": {"args": [str(a) for a in config.invocation_params.args],
+                       "profile": config.getoption("profile"), "strict_nan": bool(config.getoption("strict_nan")),
+                       "filters": _filters(config, state.deselected), "workers": _workers(config)},
+        "timing": {"started": state.started_iso, "finished": _now(),
+                   "duration_s": round(time.perf_counter() - state.started, 3)},
+    }
+
+
+def _finish(session: pytest.Session, state: _State, stubs: dict[str, dict]) -> None:
+    """Build the report, decide the gate, write the files; controller only."""
+    config = session.config
+    collected = [stubs.get(cid, {"id": cid}) for cid in (state.collected or [])]
+    records = [{**stubs.get(r["id"], {}), **r, "duration_s": state.durations.get(r["id"], 0.0)}
+               for r in state.records.values()]
+    report = model.build(records, collected, _meta(session, state, session.exitstatus))
+    report["diagnosis"] = _diagnosis(records, config)
+    filters = _filters(config, state.deselected)
+    floor = config.getoption("min_cases")
+    if floor is None:
+        floor = 0 if filters else len(config.stash[CORPUS_KEY].cases)
+    report["gate"] = baseline_mod.gate(report, state.baseline, state.today, min_cases=floor, filtered=bool(filters))
+    if not report["gate"]["passed"] and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    report["exit_status"] = int(session.exitstatus)
+    state.report = report
+
+    out = config.getoption("report")
+    if out:
+        from qconform.report import html, markdown
+
+        root = Path(out)
+        root.mkdir(parents=True, exist_ok=True)
+        files = {"report.json": model.dumps(report),
+                 "report.html": html.render(report), "summary.md": markdown.render(report)}
+        for name, text in files.items():
+            (root / name).write_text(text, encoding="utf-8")
+            state.written.append(root / name)
+    export_dir = config.getoption("export_failures")
+    if export_dir:
+        from qconform.report import export
+
+        by_id = {c.id: c for c in config.stash[CORPUS_KEY].cases} | state.extra_cases
+        failing = [(by_id[f["id"]], f) for f in report["failures"] if f["id"] in by_id]
+        state.exported = len(export.export(failing, Path(export_dir), runner=report["runner"]))
+
+
+def _diagnosis(records: list[dict], config: pytest.Config) -> dict:
+    """Rank the deviation models per op-version/type group over the diagnosed failures."""
+    import dataclasses
+
+    from qconform.diagnosis.diagnose import overall, rank
+
+    if not any(r.get("verdict") == "fail" and "diagnosis" in r for r in records):
+        return {"groups": [], "overall": []}
+    cases = {c.id: c for c in config.stash[CORPUS_KEY].cases}
+    try:
+        groups = rank(records, cases, strict_nan=bool(config.getoption("strict_nan")))
+    except Exception as exc:  # advice only: a report is never lost to it
+        return {"groups": [], "overall": [], "error": f"{type(exc).__name__}: {exc}"}
+    return {"groups": [g.to_json() for g in groups], "overall": [dataclasses.asdict(o) for o in overall(groups)]}
+
+
+def _summary(tr, config: pytest.Config, state: _State) -> None:
+    report = state.report
+    gate, c = report["gate"], report["counts"]
+    tr.section("qconform report")
+    tr.write_line(f"collected {c['collected']}, reported {c['reported']}, ran {c['ran']}"
+                  + ("" if report["complete"] else f" — INCOMPLETE ({c['not-run']} not run)"))
+    for entry in gate["stale"]:
+        tr.write_line(f"stale baseline entry {entry['entry']} ({entry['id']}): {entry['why']}", yellow=True)
+    if gate["baselined"]:
+        tr.write_line(f"{gate['baselined']} deviation(s) covered by baseline {gate['baseline']}")
+    for msg in gate["messages"]:
+        tr.write_line(f"gate: {msg}", red=True, bold=True)
+    for p in state.written:
+        tr.write_line(f"wrote {p}")
+    if config.getoption("export_failures"):
+        tr.write_line(f"exported {state.exported} failing case(s) to {config.getoption('export_failures')}")

@@ -1,0 +1,147 @@
+"""The runner contract vendors code against, and how ``--runner`` names are resolved.
+
+A runner turns an ONNX model plus named inputs into a list of output arrays. Arrays of element
+types numpy lacks travel as ml_dtypes arrays, one element per array element (never packed).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable, Mapping
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import onnx
+
+Inputs = Mapping[str, np.ndarray]
+Outputs = list[np.ndarray]
+Prepared = Callable[[Inputs], Outputs]
+
+ENTRY_POINT_GROUP = "qconform.runners"
+
+#: Bundled runners: name -> "module:Attr" (imported only when chosen).
+BUNDLED: dict[str, str] = {
+    "onnxruntime": "qconform.runners.onnxruntime_runner:OnnxRuntimeRunner",
+    "onnx-reference": "qconform.runners.onnx_reference:OnnxReferenceRunner",
+    "cpu-ref": "qconform.runners.cpu_ref:CpuRefRunner",
+    "cpu-kernel": "qconform.runners.cpu_kernel:CpuKernelRunner",
+    "gpu-kernel": "qconform.runners.gpu_kernel:GpuKernelRunner",
+}
+
+
+class Unsupported(Exception):
+    """Raised by a runner that cannot execute a model; the case is reported *unsupported*."""
+
+
+class RunnerError(Exception):
+    """Bad runner configuration: one clear line for the user, no traceback."""
+
+
+@runtime_checkable
+class Runner(Protocol):
+    name: str
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def run(self, model: onnx.ModelProto, inputs: Inputs) -> Outputs: ...
+
+
+class BaseRunner:
+    """Convenience base: ``prepare`` wraps ``run``; subclasses building sessions override it."""
+
+    name = "base"
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+    def run(self, model: onnx.ModelProto, inputs: Inputs) -> Outputs:
+        return self.prepare(model)(inputs)
+
+    def prepare(self, model: onnx.ModelProto) -> Prepared:
+        if type(self).run is BaseRunner.run:
+            raise NotImplementedError(f"{type(self).__name__} implements neither run nor prepare")
+        return lambda inputs: self.run(model, inputs)
+
+
+def prepare(runner: Runner, model: onnx.ModelProto) -> Prepared:
+    """A runner's prepared callable, falling back to ``run`` for runners without ``prepare``."""
+    prep = getattr(runner, "prepare", None)
+    if callable(prep):
+        return prep(model)
+    return lambda inputs: runner.run(model, inputs)
+
+
+def describe(runner: Runner) -> dict[str, Any]:
+    """``describe()`` with the name always present, even for a minimal runner."""
+    info = dict(runner.describe()) if hasattr(runner, "describe") else {}
+    info.setdefault("name", getattr(runner, "name", type(runner).__name__))
+    return info
+
+
+def _available() -> list[str]:
+    return sorted(set(BUNDLED) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+
+
+def _load_attr(spec: str, how: str) -> Any:
+    target, _, attr = spec.rpartition(":")
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        path = Path(target).expanduser()
+        if not path.is_file():
+            raise RunnerError(f"runner file {target!r} (from {how}) does not exist")
+        mod_name = f"qconform_user_runner_{abs(hash(str(path.resolve())))}"
+        file_spec = importlib.util.spec_from_file_location(mod_name, path)
+        assert file_spec and file_spec.loader
+        module = importlib.util.module_from_spec(file_spec)
+        sys.modules[mod_name] = module
+        file_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(target)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise RunnerError(f"{target!r} (from {how}) has no attribute {attr!r}") from None
+
+
+def _instantiate(obj: Any, options: Mapping[str, str], label: str) -> Runner:
+    if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "run")):
+        try:
+            obj = obj(**options)
+        except TypeError as exc:
+            raise RunnerError(f"runner {label!r} rejected its options {dict(options)}: {exc}") from None
+        except Unsupported as exc:
+            raise RunnerError(f"runner {label!r} cannot start here: {exc}") from None
+    elif options:
+        raise RunnerError(f"runner {label!r} is an instance and takes no --runner-opt ({dict(options)})")
+    if not callable(getattr(obj, "run", None)) and not callable(getattr(obj, "prepare", None)):
+        raise RunnerError(f"runner {label!r} has neither run() nor prepare(); see the Runner contract")
+    return obj
+
+
+def resolve(name: str, options: Mapping[str, str] | None = None) -> Runner:
+    """Resolve ``--runner``: bundled name, entry point, ``module:Attr``, then ``file.py:Attr``."""
+    options = dict(options or {})
+    tried = []
+    try:
+        if name in BUNDLED:
+            tried.append(f"bundled {BUNDLED[name]}")
+            return _instantiate(_load_attr(BUNDLED[name], "bundled runners"), options, name)
+        eps = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
+        if eps:
+            tried.append(f"entry point {eps[0].value}")
+            return _instantiate(eps[0].load(), options, name)
+        if ":" in name:
+            tried.append(name)
+            return _instantiate(_load_attr(name, "--runner"), options, name)
+    except RunnerError:
+        raise
+    except Exception as exc:  # a plugin that fails to import: one line, what and where
+        raise RunnerError(
+            f"runner {name!r} failed to load ({'; '.join(tried)}): {type(exc).__name__}: {exc}"
+        ) from None
+    raise RunnerError(
+        f"unknown runner {name!r} from --runner; known: {', '.join(_available())}; "
+        f"or use package.module:Attr or path/to/file.py:Attr"
+    )

@@ -1,0 +1,72 @@
+"""cpu-ref: the project's own numpy kernels (the oracle), reading the node from the model.
+
+It returns the reading the latest spec text states (a case's first reading), so it passes the
+strict profile too. It never looks at a case's goldens: it sees only the model and the inputs."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+import qconform
+from qconform import dtypes
+from qconform.case import Arg, Draft
+from qconform.oracle import InvalidModel, evaluate, oracle_for
+from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
+
+
+def draft_from_model(model: onnx.ModelProto, feeds: Inputs) -> Draft:
+    """The single node of ``model`` with its initializers and the fed inputs, as a Draft."""
+    if len(model.graph.node) != 1:
+        raise Unsupported("single-node models only")
+    node = model.graph.node[0]
+    opset = next(o.version for o in model.opset_import if o.domain == node.domain)
+    inits = {t.name: (dtypes.get(t.data_type).name, numpy_helper.to_array(t)) for t in model.graph.initializer}
+    graph_types = {i.name: dtypes.get(i.type.tensor_type.elem_type).name for i in model.graph.input}
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    args: list[Arg | None] = []
+    for name in node.input:
+        if not name:
+            args.append(None)
+        elif name in inits:
+            args.append(Arg(name, inits[name][0], inits[name][1], initializer=True))
+        else:
+            args.append(Arg(name, graph_types[name], np.asarray(feeds[name])))
+    while args and args[-1] is None:
+        args.pop()
+    return Draft(node.op_type, opset, "", "", "", tuple(args), attrs, domain=node.domain)
+
+
+def require_oracle_node(model: onnx.ModelProto, who: str) -> None:
+    """Unsupported unless ``model`` is one node of an op version the oracle has (cpu-ref and the
+    deviation runner both run the oracle on the node)."""
+    if len(model.graph.node) != 1:
+        raise Unsupported(f"{who} runs single-node models only")
+    node = model.graph.node[0]
+    opset = next(o.version for o in model.opset_import if o.domain == node.domain)
+    try:
+        oracle_for(node.domain, node.op_type, opset)
+    except LookupError as exc:
+        raise Unsupported(str(exc)) from None
+
+
+class CpuRefRunner(BaseRunner):
+    name = "cpu-ref"
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "version": qconform.__version__, "device": "cpu",
+                "options": {}, "implementation": "qconform.oracle (numpy, exact arithmetic)"}
+
+    def prepare(self, model: onnx.ModelProto) -> Prepared:
+        require_oracle_node(model, "cpu-ref")
+
+        def run(feeds: Inputs) -> Outputs:
+            try:
+                case = evaluate(draft_from_model(model, feeds), primary_only=True)
+            except InvalidModel as exc:
+                raise ValueError(f"invalid model: {exc}") from None
+            return [np.array(o, copy=True) for o in case.expected]
+
+        return run

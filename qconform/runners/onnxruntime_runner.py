@@ -1,0 +1,360 @@
+"""ONNX Runtime as a qconform runner, with a bit-exact adapter for element types numpy lacks.
+
+What the runtime executes
+-------------------------
+The case model is handed to ``onnxruntime.InferenceSession`` **unchanged** (serialised as is):
+the node under test keeps its inputs, outputs, types and attributes, the data inputs stay
+runtime graph inputs, and no node is added or removed. Graph optimisations are off by default
+(``ORT_DISABLE_ALL``) so constant folding or fusion cannot stand in for the kernel under test.
+The adapter described below works purely at the I/O boundary, on bytes.
+
+The adapter (why it is exact)
+-----------------------------
+ORT's Python binding converts between ``OrtValue`` and numpy only for numpy's own types: for
+int2/uint2/int4/uint4, float8e4m3fnuz, float8e5m2(fnuz), float8e8m0 and bfloat16 ``numpy()``
+raises, and for float8e4m3fn/float4e2m1 it returns uint8 (for float4e2m1 with the wrong byte
+count). So every type whose registry dtype comes from ml_dtypes (``_ADAPTED``) takes a raw-memory
+path instead, through IOBinding and ``OrtValue``s that carry the true ONNX element type:
+
+* **Input**: ``OrtValue.ortvalue_from_shape_and_type(shape, onnx_type)`` allocates a CPU tensor of
+  the declared ONNX type; its bytes are filled with ``ctypes.memmove`` from ``_pack(codes)``,
+  where ``codes = ElemType.to_bits(array)`` is each element's raw encoding.
+* **Output**: every output is bound to CPU memory; the result ``OrtValue`` reports its ONNX
+  element type and shape; ``ctypes.string_at(data_ptr, tensor_size_in_bytes)`` copies its bytes,
+  ``_unpack`` recovers one code per element and ``ElemType.from_bits`` builds the ml_dtypes array
+  (for sub-byte integers an equivalent integer sign extension, measured faster).
+
+``_pack``/``_unpack`` are pure integer bit moves: for 8/16-bit types the codes are the bytes
+(``uint8``/``uint16`` in native byte order, which is the order ORT keeps its own tensors in); for
+2- and 4-bit types ``k = 8 // bits`` codes share a byte, element ``i`` in bits
+``bits*(i % k)`` .. ``bits*(i % k) + bits - 1`` of byte ``i // k`` (LSB first, the TensorProto
+packing ORT uses in memory), and the unused high slots of a final partial byte are written as
+zero and ignored on read. Byte counts are checked against ``tensor_size_in_bytes`` both ways. No float arithmetic or conversion is ever applied, so every bit, NaN payloads
+and signed zeros included, survives both ways; ``tests/test_ort_adapter.py`` checks all codes of
+every adapted type through ORT kernels (Identity, or Cast to the same type) plus Casts to and
+from a numpy type that pin the element order and packing independently. (float4e2m1: ORT 1.31.1
+has the tensor type but no CPU kernel reading or writing it, so its nibble order cannot be pinned
+against ORT; no ORT result can depend on it either.)
+
+Where ORT cannot run a model
+----------------------------
+``Unsupported`` (one line, ORT's own reason) is raised for: a missing kernel (status
+NOT_IMPLEMENTED, at session creation or at run time), an opset or IR version ORT refuses (it
+supports ai.onnx up to opset 26 in 1.31), a kernel that states its own limits while it is built
+(1.32: "CPU QuantizeLinear only supports precision 0 (use scale type), FLOAT, and FLOAT16"), an
+element type ORT has no tensor type for (float6e2m3,
+float6e3m2: ``tensor type 27 is not supported``), a type ORT's schema for the op rejects
+(INVALID_GRAPH "Type Error") when the node is in a contrib domain such as com.microsoft (ORT's
+schema is the definition there) or when ``onnx.checker`` (full check) accepts the model (ORT's
+schema is narrower than the spec; a model the spec itself rejects stays an error), and, when
+``providers`` does not include the
+CPU EP, a node the requested EP cannot take (CPU fallback is disabled in that case so the result
+really comes from the requested device). Every other failure propagates.
+
+Options (``--runner-opt key=value``)
+------------------------------------
+``providers``  comma-separated EP names, default ``CPUExecutionProvider`` (e.g.
+               ``CUDAExecutionProvider,CPUExecutionProvider`` where the CUDA EP is installed).
+``optimize``   ``0`` (default): ``ORT_DISABLE_ALL``; ``1``: ``ORT_ENABLE_ALL``.
+``threads``    intra-op threads, default ``1``: sweeps parallelise across processes, a single
+               thread avoids oversubscription and spin-waiting, and keeps runs reproducible;
+               ``0`` lets ORT choose (all physical cores).
+``log``        ORT's log severity, ``0`` (verbose) .. ``4`` (fatal only, the default: ORT logs every
+               refused model as an error to stderr, and the refusal already is the case's verdict).
+
+``describe()`` records the platform (``qconform.platform.info()``): which SIMD kernels MLAS picks
+depends on the CPU (u8×s8 QLinearMatMul saturates with AVX2 ``vpmaddubsw``, see the facts).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import re
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnxruntime.capi import onnxruntime_pybind11_state as _ort_state
+
+from qconform import dtypes, platform
+from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
+
+#: Registry types whose arrays are ml_dtypes arrays: these travel through the raw-byte adapter.
+_ADAPTED: dict[int, dtypes.ElemType] = {
+    t.onnx: t for t in dtypes.TYPES.values() if t.dtype.type.__module__.split(".")[0] == "ml_dtypes"
+}
+
+_OPTIONS = ("providers", "optimize", "threads", "log")
+
+
+# ----------------------------------------------------------------------------------------------
+# Raw codes <-> ORT tensor bytes
+# ----------------------------------------------------------------------------------------------
+def _storage_bits(t: dtypes.ElemType) -> int:
+    """Bits one element occupies in ORT memory (sub-byte types are packed)."""
+    if t.packed:
+        if 8 % t.bits:
+            raise Unsupported(f"no packing for {t.bits}-bit {t.name}")
+        return t.bits
+    return 8 * t.dtype.itemsize
+
+
+def _pack(t: dtypes.ElemType, codes: np.ndarray) -> np.ndarray:
+    """Raw codes (any shape) -> the bytes ORT stores, as a flat uint8 array."""
+    codes = np.ascontiguousarray(codes).reshape(-1)
+    if not t.packed:
+        return codes.view(np.uint8)
+    per = 8 // t.bits
+    n = codes.size
+    padded = np.zeros(-(-n // per) * per, dtype=np.uint8)
+    padded[:n] = codes.astype(np.uint8) & np.uint8((1 << t.bits) - 1)
+    slots = padded.reshape(-1, per)
+    out = np.zeros(slots.shape[0], dtype=np.uint8)
+    for i in range(per):
+        out |= slots[:, i] << np.uint8(t.bits * i)
+    return out
+
+
+def _unpack(t: dtypes.ElemType, raw: np.ndarray, count: int) -> np.ndarray:
+    """Bytes ORT stores -> ``count`` raw codes (flat, in ``t.bits_dtype``)."""
+    if not t.packed:
+        return raw[: count * t.dtype.itemsize].view(t.bits_dtype)
+    per = 8 // t.bits
+    mask = np.uint8((1 << t.bits) - 1)
+    slots = np.empty((raw.size, per), dtype=np.uint8)
+    for i in range(per):
+        slots[:, i] = (raw >> np.uint8(t.bits * i)) & mask
+    return slots.reshape(-1)[:count].astype(t.bits_dtype)
+
+
+def _to_ortvalue(t: dtypes.ElemType, arr: np.ndarray) -> ort.OrtValue:
+    value = ort.OrtValue.ortvalue_from_shape_and_type(list(arr.shape), t.onnx)
+    data = _pack(t, t.to_bits(arr))
+    size = value.tensor_size_in_bytes()
+    if size != data.size:  # ORT's layout is not the one documented above: refuse to guess
+        raise RuntimeError(f"onnxruntime holds {size} bytes for {t.name}{list(arr.shape)}, adapter packed {data.size}")
+    if size:
+        ctypes.memmove(value.data_ptr(), data.ctypes.data, size)
+    return value
+
+
+def _from_ortvalue(value: ort.OrtValue) -> np.ndarray:
+    t = _ADAPTED.get(value.element_type())
+    if t is None:
+        return value.numpy()
+    shape = tuple(value.shape())
+    count = int(np.prod(shape, dtype=np.int64))
+    size = value.tensor_size_in_bytes()
+    expected = -(-count * _storage_bits(t) // 8)
+    if size != expected:
+        raise RuntimeError(f"onnxruntime returned {size} bytes for {t.name}{list(shape)}, expected {expected}")
+    raw = np.frombuffer(ctypes.string_at(value.data_ptr(), size), dtype=np.uint8) if size else np.zeros(0, np.uint8)
+    return _codes_to_array(t, _unpack(t, raw, count)).reshape(shape)
+
+
+def _codes_to_array(t: dtypes.ElemType, codes: np.ndarray) -> np.ndarray:
+    """``ElemType.from_bits``, with a faster exact route for sub-byte integers (sweeps are large)."""
+    if t.is_integer and t.packed:
+        c = codes.astype(np.uint8)
+        if t.signed:  # two's-complement sign extension of the low ``bits`` bits, in integers
+            shift = 8 - t.bits
+            c = (c << np.uint8(shift)).view(np.int8) >> np.int8(shift)
+        return c.astype(t.dtype)
+    return t.from_bits(codes)
+
+
+@functools.cache
+def _ort_has_type(onnx_type: int) -> bool:
+    try:
+        ort.OrtValue.ortvalue_from_shape_and_type([0], onnx_type)
+    except Exception:
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------------------------------
+# Error classification
+# ----------------------------------------------------------------------------------------------
+_REFUSALS = (
+    "is under development",  # opset newer than ORT's official support
+    "Unsupported model IR version",
+    "official support for domain",
+)
+#: A kernel that states its own limits when it is built (1.32: "CPU QuantizeLinear only supports
+#: precision 0 (use scale type), FLOAT, and FLOAT16.").
+_KERNEL_LIMIT = re.compile(r"\bonly supports?\b")
+
+
+def _one_line(exc: BaseException) -> str:
+    """ORT's message without the status prefix or C++ source location, on one line."""
+    msg = " ".join(str(exc).split())
+    msg = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", msg)
+    msg = msg.removeprefix("Exception during initialization: ")
+    if " was false. " in msg:  # ORT_ENFORCE: "<file>:<line> <signature> <condition> was false. <message>"
+        return msg.split(" was false. ", 1)[1]
+    # "/onnxruntime_src/.../file.cc:123 signature(...) Message" -> "Message"
+    m = re.match(r"^\S+\.(?:cc|h|cpp):\d+ .*?\) (?=[A-Z])", msg)
+    if m:
+        msg = msg[m.end():]
+    return msg
+
+
+def _spec_valid(model: onnx.ModelProto) -> bool:
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception:
+        return False
+    return True
+
+
+def _unsupported_reason(exc: BaseException, model: onnx.ModelProto) -> str | None:
+    """ORT's reason if ``exc`` means "ORT cannot run this", else None (a real failure)."""
+    text = str(exc)
+    if isinstance(exc, _ort_state.InvalidGraph) and re.search(r"Type Error: Type '[^']*' of (input|output) parameter", text):
+        # ORT checks types against its own schemas. For its contrib domains those schemas are the
+        # definition; for ai.onnx a model onnx.checker accepts is valid, so a narrower ORT schema
+        # means ORT lacks support. A model invalid by the spec itself stays an error.
+        if any(n.domain not in ("", "ai.onnx") for n in model.graph.node) or _spec_valid(model):
+            return _one_line(exc)
+        return None
+    if isinstance(exc, _ort_state.NotImplemented) or ": NOT_IMPLEMENTED :" in text:
+        return _one_line(exc)
+    if any(marker in text for marker in _REFUSALS):
+        line = _one_line(exc)
+        m = re.search(r"Opset (\d+) is under development.*?support for domain (\S+) is till opset (\d+)", line)
+        if m:
+            return f"onnxruntime {ort.__version__} supports domain {m[2]} up to opset {m[3]}, model uses opset {m[1]}"
+        return line
+    if "fallback to CPU EP has been explicitly disabled" in text:
+        return _one_line(exc)
+    if "Exception during initialization" in text and _KERNEL_LIMIT.search(text):
+        return _one_line(exc)
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# The runner
+# ----------------------------------------------------------------------------------------------
+def _model_types(model: onnx.ModelProto) -> set[int]:
+    g = model.graph
+    out = {init.data_type for init in g.initializer}
+    for vi in (*g.input, *g.output, *g.value_info):
+        if vi.type.HasField("tensor_type"):
+            out.add(vi.type.tensor_type.elem_type)
+    return out
+
+
+class OnnxRuntimeRunner(BaseRunner):
+    """Runs case models with onnxruntime (see the module docstring for options and the adapter)."""
+
+    name = "onnxruntime"
+
+    def __init__(self, **options: str) -> None:
+        unknown = sorted(set(options) - set(_OPTIONS))
+        if unknown:
+            raise TypeError(f"unknown option(s) {', '.join(unknown)}; onnxruntime takes {', '.join(_OPTIONS)}")
+        providers = [p.strip() for p in str(options.get("providers", "CPUExecutionProvider")).split(",") if p.strip()]
+        if not providers:
+            raise TypeError("providers= is empty; e.g. providers=CPUExecutionProvider")
+        known = set(ort.get_all_providers())
+        bad = [p for p in providers if p not in known]
+        if bad:
+            raise TypeError(f"unknown execution provider(s) {', '.join(bad)}; known: {', '.join(sorted(known))}")
+        missing = [p for p in providers if p not in ort.get_available_providers()]
+        if missing:
+            raise Unsupported(
+                f"execution provider(s) {', '.join(missing)} not available in this onnxruntime build "
+                f"(available: {', '.join(ort.get_available_providers())})"
+            )
+        optimize = str(options.get("optimize", "0"))
+        if optimize not in ("0", "1"):
+            raise TypeError(f"optimize={optimize!r}: use 0 (ORT_DISABLE_ALL, default) or 1 (ORT_ENABLE_ALL)")
+        threads = str(options.get("threads", "1"))
+        if not threads.isdigit():
+            raise TypeError(f"threads={threads!r}: use a non-negative integer (0 = onnxruntime's default)")
+        log = str(options.get("log", "4"))
+        if log not in ("0", "1", "2", "3", "4"):
+            raise TypeError(f"log={log!r}: use 0 (verbose) .. 4 (fatal only, default)")
+        self.log = int(log)
+        # ORT logs every refused model at ERROR to stderr; the refusal is the case's verdict already.
+        ort.set_default_logger_severity(self.log)
+        self.providers = providers
+        self.optimize = optimize == "1"
+        self.threads = int(threads)
+        self.device = "cpu" if providers[0] == "CPUExecutionProvider" else providers[0].removesuffix("ExecutionProvider").lower()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": ort.__version__,
+            "device": self.device,
+            "providers": list(self.providers),
+            "options": {
+                "optimize": "ORT_ENABLE_ALL" if self.optimize else "ORT_DISABLE_ALL",
+                "intra_op_threads": self.threads or "default",
+                "cpu_fallback": "CPUExecutionProvider" in self.providers,
+            },
+            "platform": platform.info(),
+        }
+
+    def _session_options(self) -> ort.SessionOptions:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = (
+            ort.GraphOptimizationLevel.ORT_ENABLE_ALL if self.optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        )
+        so.intra_op_num_threads = self.threads
+        so.inter_op_num_threads = self.threads
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.log_severity_level = self.log  # refusals and warnings would flood a run; they are verdicts
+        if "CPUExecutionProvider" not in self.providers:
+            # Without this ORT silently runs nodes the requested EP lacks on the CPU EP.
+            so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        return so
+
+    def prepare(self, model: onnx.ModelProto) -> Prepared:
+        for code in sorted(_model_types(model)):
+            if code and not _ort_has_type(code):
+                name = dtypes.BY_ONNX[code].name if code in dtypes.BY_ONNX else f"type {code}"
+                raise Unsupported(f"onnxruntime {ort.__version__} has no tensor type {name}")
+        try:
+            session = ort.InferenceSession(model.SerializeToString(), self._session_options(), providers=self.providers)
+        except Exception as exc:
+            reason = _unsupported_reason(exc, model)
+            if reason is not None:
+                raise Unsupported(reason) from None
+            raise
+        input_names = [i.name for i in session.get_inputs()]
+        output_names = [o.name for o in session.get_outputs()]
+
+        def run(inputs: Inputs) -> Outputs:
+            missing = [n for n in input_names if n not in inputs]
+            if missing:
+                raise KeyError(f"missing model input(s) {missing}; model inputs: {input_names}")
+            binding = session.io_binding()
+            keep = []  # inputs must outlive run_with_iobinding
+            for name in input_names:
+                arr = np.asarray(inputs[name])
+                t = _ADAPTED.get(dtypes.BY_DTYPE[arr.dtype].onnx) if arr.dtype in dtypes.BY_DTYPE else None
+                if t is not None:
+                    value = _to_ortvalue(t, arr)
+                else:
+                    value = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(arr).reshape(np.shape(arr)))  # keep rank 0
+                keep.append(value)
+                binding.bind_ortvalue_input(name, value)
+            for name in output_names:
+                binding.bind_output(name, "cpu")
+            try:
+                session.run_with_iobinding(binding)
+            except Exception as exc:
+                reason = _unsupported_reason(exc, model)
+                if reason is not None:
+                    raise Unsupported(reason) from None
+                raise
+            return [_from_ortvalue(v) for v in binding.get_outputs()]
+
+        return run
+
+
+__all__ = ["OnnxRuntimeRunner"]
+

@@ -1,0 +1,114 @@
+"""Operator schemas as small typed specs: read from ``onnx.defs``, plus one cited table for the
+com.microsoft ops that onnx.defs does not know. Generators enumerate type combinations from here."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import onnx
+import onnx.defs
+from onnx import helper
+
+from qconform import dtypes
+from qconform.case import MS_DOMAIN, ONNX_DOMAIN
+
+#: Ops and versions in scope: (domain, op) -> since_versions. Adding a version is one entry here.
+IN_SCOPE: dict[tuple[str, str], tuple[int, ...]] = {
+    (ONNX_DOMAIN, "QuantizeLinear"): (10, 13, 19, 21, 23, 24, 25, 28),
+    (ONNX_DOMAIN, "DequantizeLinear"): (10, 13, 19, 21, 23, 24, 25, 28),
+    (ONNX_DOMAIN, "DynamicQuantizeLinear"): (11,),
+    (ONNX_DOMAIN, "QLinearMatMul"): (10, 21),
+    (MS_DOMAIN, "QuantizeLinear"): (1,),
+    (MS_DOMAIN, "DequantizeLinear"): (1,),
+}
+
+
+@dataclass(frozen=True)
+class Formal:
+    name: str
+    type_param: str  # a key of OpSpec.type_params
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    domain: str
+    op: str
+    since: int
+    inputs: tuple[Formal, ...]
+    outputs: tuple[Formal, ...]
+    attrs: dict[str, Any]  # name -> default (None where the attribute has no default)
+    type_params: dict[str, tuple[str, ...]]  # "T1" -> registry type names (out-of-scope types dropped)
+
+    @property
+    def key(self) -> str:
+        prefix = f"{self.domain}." if self.domain else ""
+        return f"{prefix}{self.op}-{self.since}"
+
+    def combinations(self) -> list[dict[str, str]]:
+        """Every assignment of a type to each type parameter (the schema's valid type combinations)."""
+        names = list(self.type_params)
+        return [dict(zip(names, combo)) for combo in itertools.product(*(self.type_params[n] for n in names))]
+
+
+def _type_name(type_str: str) -> str | None:
+    try:
+        return dtypes.get(type_str).name
+    except KeyError:
+        return None  # e.g. tensor(double): not in the registry, not in scope
+
+
+def _from_onnx(op: str, since: int) -> OpSpec:
+    schema = onnx.defs.get_schema(op, since, ONNX_DOMAIN)
+    if schema.since_version != since:
+        raise LookupError(f"{op}-{since} is not a version of its own (it is {op}-{schema.since_version})")
+    params = {tc.type_param_str: tuple(filter(None, map(_type_name, tc.allowed_type_strs)))
+              for tc in schema.type_constraints}
+
+    def formal(p: onnx.defs.OpSchema.FormalParameter) -> Formal:
+        tp = p.type_str
+        if tp not in params:  # a fixed type such as tensor(float)
+            params[tp] = (dtypes.get(tp).name,)
+        return Formal(p.name, tp, p.option == onnx.defs.OpSchema.FormalParameterOption.Optional)
+
+    inputs = tuple(formal(p) for p in schema.inputs)
+    outputs = tuple(formal(p) for p in schema.outputs)
+    attrs = {a.name: (helper.get_attribute_value(a.default_value) if a.default_value.name else None)
+             for a in schema.attributes.values()}
+    return OpSpec(ONNX_DOMAIN, op, since, inputs, outputs, attrs, params)
+
+
+# com.microsoft ops, version 1, as onnxruntime's docs/ContribOperators.md lists them (and the seed
+# page shared/seeds/002 for DequantizeLinear). onnx.defs has no entry for them: this is the one table.
+_MS_QUANT = ("int8", "uint8", "int16", "uint16", "int4", "uint4")
+MS_SPECS: dict[str, OpSpec] = {
+    "QuantizeLinear": OpSpec(
+        MS_DOMAIN, "QuantizeLinear", 1,
+        (Formal("x", "T1"), Formal("y_scale", "T1"), Formal("y_zero_point", "T2", True)),
+        (Formal("y", "T2"),),
+        {"axis": None},
+        {"T1": ("float32", "float16"), "T2": _MS_QUANT},
+    ),
+    "DequantizeLinear": OpSpec(
+        MS_DOMAIN, "DequantizeLinear", 1,
+        (Formal("x", "T1"), Formal("x_scale", "T2"), Formal("x_zero_point", "T1", True)),
+        (Formal("y", "T2"),),
+        {"axis": None},
+        {"T1": _MS_QUANT + ("int32",), "T2": ("float32", "float16")},
+    ),
+}
+
+
+@cache
+def get(op: str, since: int, domain: str = ONNX_DOMAIN) -> OpSpec:
+    if domain == MS_DOMAIN:
+        if since != 1 or op not in MS_SPECS:
+            raise LookupError(f"no com.microsoft spec for {op}-{since}")
+        return MS_SPECS[op]
+    return _from_onnx(op, since)
+
+
+def all_specs() -> list[OpSpec]:
+    return [get(op, v, dom) for (dom, op), versions in IN_SCOPE.items() for v in versions]

@@ -1,0 +1,78 @@
+"""qconform as a vendor installs it: the built wheel, in a fresh virtual environment, run from a
+directory of their own that has its own ``runners/`` and ``conformance/`` packages.
+
+One wheel and one environment per session (``wheel_env``); the dependencies come from pip's cache with
+the project's constraints, so the run is the same one a vendor gets."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+
+def _run(cmd, cwd: Path, timeout: int = 600, **env) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
+    full.update(env)
+    return subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full)
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    r = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", out, REPO],
+             cwd=out)
+    if r.returncode:  # setuptools not importable here: build in isolation (pip fetches it)
+        r = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", out, REPO], cwd=out)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    (whl,) = out.glob("qconform-*.whl")
+    return whl
+
+
+@pytest.fixture(scope="session")
+def wheel_env(wheel, tmp_path_factory) -> Path:
+    """A fresh venv with the wheel installed (dependencies pinned by constraints.txt); returns its python."""
+    env = tmp_path_factory.mktemp("venv")
+    r = _run([sys.executable, "-m", "venv", env], cwd=env)
+    assert r.returncode == 0, r.stderr
+    python = env / "bin" / "python"
+    r = _run([python, "-m", "pip", "install", "-q", "-c", REPO / "constraints.txt", wheel], cwd=env, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return python
+
+
+@pytest.fixture()
+def vendor_dir(tmp_path) -> Path:
+    """An empty directory of a vendor's own, with packages named like qconform's old top-level ones."""
+    for pkg in ("runners", "conformance"):
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text(f'"""the vendor\'s own {pkg} package"""\nVENDOR = True\n')
+    (tmp_path / "runners" / "onnxruntime_runner.py").write_text("raise ImportError('the vendor module was imported')\n")
+    return tmp_path
+
+
+def test_the_wheel_installs_one_namespace(wheel):
+    tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
+    assert tops == {"qconform", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info"}, tops
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for data in ("qconform/golden/MANIFEST", "qconform/docs/semantics.md", "qconform/facts/onnxruntime.toml",
+                 "qconform/examples/my_runner.py", "qconform/kernels/qkernels.h", "qconform/report/schema.json"):
+        assert data in names, f"{data} is not in the wheel"
+
+
+def test_installed_suite_runs_from_a_vendor_directory_with_its_own_runners_package(wheel_env, vendor_dir):
+    r = _run([wheel_env, "-m", "pytest", "--runner=onnxruntime", "-k", "QuantizeLinear-13", "-q",
+              "-p", "no:cacheprovider"], cwd=vendor_dir)
+    out = r.stdout + r.stderr
+    assert r.returncode in (0, 1), out[-3000:]
+    assert "ModuleNotFoundError" not in out and "vendor module" not in out, out[-3000:]
+    assert "qconform summary" in out and "QuantizeLinear-13" in out and " passed" in out, out[-3000:]
+    # the vendor's packages are still theirs, and qconform's modules come from the wheel
+    r = _run([wheel_env, "-c", "import runners, conformance, qconform.runners.onnxruntime_runner as o; "
+                               "print(runners.VENDOR, conformance.VENDOR, o.__file__)"], cwd=vendor_dir)
+    assert r.returncode == 0 and r.stdout.startswith("True True ") and "site-packages" in r.stdout, r.stderr
