@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     rdiff.add_argument("old", type=Path, help="the earlier report.json")
     rdiff.add_argument("new", type=Path, help="the later report.json")
     rdiff.add_argument("--json", action="store_true", help="print the differences as JSON")
-    from qconform import sweep
+    from qconform.sweep import cli as sweep
 
     sweep.add_arguments(sub.add_parser("sweep", help="exhaustive sweeps of a runner against digest goldens"))
     cov = sub.add_parser("coverage", help="op x version x type table of cases per family; exit 1 on gaps")

@@ -13,14 +13,13 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from qconform import corpus as corpus_mod
 from qconform.case import Case
 from qconform.compare import Outcome, compare
 from qconform.model import build_model
-from qconform.isolation import CallResult, Worker, execute
+from qconform.isolation import Worker, execute
 from qconform.runner import Runner, RunnerError, describe, resolve
 
 RUNNER_KEY = pytest.StashKey[Runner]()

@@ -8,7 +8,6 @@ against the runner's recorded actual bits the same way.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,6 @@ from onnx import numpy_helper
 from qconform import corpus as corpus_mod
 from qconform import dtypes
 from qconform.plugin import default_golden
-from qconform.runners.cpu_ref import CpuRefRunner
 from support import SUPPORT, FlipInt8Runner, copy_group, require_measured  # noqa: F401
 
 pytest_plugins = ["pytester"]

@@ -35,7 +35,6 @@ what these tests expect):
 from __future__ import annotations
 
 import functools
-import time
 from fractions import Fraction
 
 import ml_dtypes

@@ -6,20 +6,15 @@ The wrong runners are cpu-ref with one deliberate bug each: the low bit of int8 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from qconform import cli
 from qconform import corpus as corpus_mod
-from qconform.plugin import default_golden
 from qconform.report import baseline as baseline_mod
-from qconform.runner import Unsupported
-from qconform.runners.cpu_ref import CpuRefRunner
 from support import SUPPORT, FlipInt8Runner, copy_group  # noqa: F401
 
 pytest_plugins = ["pytester"]

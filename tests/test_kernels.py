@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import platform
-from pathlib import Path
 from collections import Counter
 
 import numpy as np
@@ -190,18 +188,17 @@ def test_full_float32_sweep(cpu_kernel, full_range):
 
 
 def _isa_levels() -> list[str]:
-    """The x86-64 ISA levels the host clones target that this CPU can run (v4: AVX-512, v3: AVX2)."""
-    if platform.machine() != "x86_64":
+    """The x86-64 ISA levels the host clones target that this process can run (v4: AVX-512, v3:
+    AVX2), from cpuid as numpy reads it (/proc/cpuinfo shows the host's flags under an emulator)."""
+    from qconform import platform as machine
+
+    if machine.arch() != "x86_64":
         return []
-    flags = set()
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
-            break
+    f = machine.features()
     levels = ["x86-64"]
-    if {"avx2", "fma", "bmi2"} <= flags:
+    if {"avx2", "fma3", "bmi2"} <= f:
         levels.append("x86-64-v3")
-    if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= f:
         levels.append("x86-64-v4")
     return levels
 

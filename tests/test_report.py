@@ -9,17 +9,13 @@ loaded and collected in a fraction of the time.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import jsonschema
-import numpy as np
 import pytest
 
 from qconform import corpus as corpus_mod
-from qconform.plugin import default_golden
 from qconform.report import model
-from qconform.runners.cpu_ref import CpuRefRunner
 from support import SUPPORT, FlipInt8Runner, copy_group  # noqa: F401
 
 pytest_plugins = ["pytester"]

@@ -17,8 +17,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qconform import corpus as corpus_mod
-from qconform.plugin import default_golden
 from qconform.report import html
 from qconform.report.html import COLOURS
 from support import SUPPORT, FlipInt8Runner, copy_group  # noqa: F401

@@ -2,22 +2,19 @@
 
 How a model is built
 --------------------
-The oracle's op classes (``qconform.oracle``) compute each op in one ``evaluate`` body. This
-module mirrors each body once (``HookedQuantize``, ``HookedDequantize``, ``HookedDynamicQuantize``,
-``HookedQLinearMatMul``) with every step that implementations differ on routed through a method of
-``Steps`` — reading the data, broadcasting parameters, the division, the rounding, the zero-point
-addition, the saturation, the minifloat encoding, rounding to an intermediate float type, the
-element order of packed types. The default of each step is the oracle's own arithmetic, and
-``tests/test_diagnosis.py`` checks that the hooked bodies reproduce every golden case bit for bit,
-so the mirror cannot drift from the oracle unnoticed.
+The oracle's op classes (``qconform.oracle``) compute each op in one ``evaluate`` body, and every
+step that implementations differ on -- reading the data, broadcasting parameters, the division, the
+rounding, the zero-point addition, the saturation, the minifloat encoding, rounding to an
+intermediate float type, the element order of packed types -- is a method of
+``qconform.oracle.steps.Steps`` (or of the op's own class) whose default is the spec.
 
-A deviation is then a small mixin class overriding one step (``RoundHalfAway.rounding``,
-``ReciprocalMultiply.quotient``...). ``Deviation.evaluate(draft)`` composes, for the oracle class of
-the draft's op version, ``(mixin, version class, hooked body)``: the version's facts (axis or not,
-which Cast table, which division readings) come from the oracle class, the arithmetic from the
-hooked body, the one deviating step from the mixin. The result is an ``Evaluation`` with one output
-per reading of the spec, each computed the deviating way: a runtime that computes the quotient in
-float32 *and* rounds half away from zero is recognised whichever reading it follows.
+A deviation is a small mixin class overriding one step (``RoundHalfAway.rounding``,
+``ReciprocalMultiply.quotient``...). ``Deviation.evaluate(draft)`` composes ``(mixin, version
+class)``: the version's facts (axis or not, which Cast table, which division readings) and its
+arithmetic come from the oracle itself, the one deviating step from the mixin. There is no second
+copy of the arithmetic. The result is an ``Evaluation`` with one output per reading of the spec,
+each computed the deviating way: a runtime that computes the quotient in float32 *and* rounds half
+away from zero is recognised whichever reading it follows.
 
 Every model carries ``name`` (kebab-case), ``ops``, ``explanation`` (one sentence for a vendor),
 ``evidence`` (where it was seen, or why it is plausible) and ``witness`` (an input that exposes it,
@@ -26,26 +23,21 @@ also a ready-made case for a generator family). ``MODELS`` is the explicit regis
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Callable
 
 import numpy as np
 
 from qconform import dtypes
-from qconform.case import Arg, Draft
+from qconform.case import Draft
 from qconform.oracle import floats, granularity
-from qconform.oracle.arith import as_float64, exact_product, pack_output, saturate_to_int
+from qconform.oracle import qlinear_matmul as qm
+from qconform.oracle.arith import as_float64, pack_output, round_fraction, round_with
 from qconform.oracle.arith import fl as _fl
 from qconform.oracle.base import Evaluation, OpOracle, oracle_for
-from qconform.oracle.dequantize import DequantizeLinear
-from qconform.oracle.dynamic_quantize import QMAX, QMIN, ZERO_RANGE_SCALES, DynamicQuantizeLinear
-from qconform.oracle.granularity import InvalidModel
-from qconform.oracle import qlinear_matmul as qm
-from qconform.oracle.qlinear_matmul import QLinearMatMul
-from qconform.oracle.quantize import HALF_KINDS, QuantizeLinear
+from qconform.oracle.quantize import HALF_KINDS
 
 IEEE_KINDS = ("float16", "bfloat16", "float32")
 Q, DQ, DQL, QLMM = "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearMatMul"
@@ -54,43 +46,6 @@ Q, DQ, DQL, QLMM = "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"
 # --------------------------------------------------------------------------------------------
 # exact helpers
 # --------------------------------------------------------------------------------------------
-
-
-def round_with(v, mode: str) -> np.ndarray:
-    """Round exact float64 values to integers: ``half-even`` (the spec), ``half-away`` (C round,
-    Rust f32::round), ``half-up`` (floor(v + 0.5)), ``toward-zero`` (a C cast). NaN and ±Inf
-    pass through. Exact: floor and v - floor(v) are exact in float64."""
-    v = np.asarray(v, dtype=np.float64)
-    if mode == "half-even":
-        return np.rint(v)
-    with np.errstate(invalid="ignore"):
-        f = np.floor(v)
-        frac = v - f
-        if mode == "half-away":
-            up = np.where(v >= 0, frac >= 0.5, frac > 0.5)
-        elif mode == "half-up":
-            up = frac >= 0.5
-        elif mode == "toward-zero":
-            up = (v < 0) & (frac > 0)
-        else:
-            raise ValueError(f"unknown rounding mode {mode!r}")
-        return np.where(np.isfinite(v), f + up, v)
-
-
-def round_fraction(v: Fraction, mode: str) -> int:
-    """``round_with`` for one exact rational."""
-    f = math.floor(v)
-    frac = v - f
-    half = Fraction(1, 2)
-    if mode == "half-even":
-        return f + (frac > half or (frac == half and f % 2 == 1))
-    if mode == "half-away":
-        return f + (frac >= half if v >= 0 else frac > half)
-    if mode == "half-up":
-        return f + (frac >= half)
-    if mode == "toward-zero":
-        return f + (v < 0 and frac > 0)
-    raise ValueError(f"unknown rounding mode {mode!r}")
 
 
 def swap_slots(arr: np.ndarray, t: dtypes.ElemType | str) -> np.ndarray:
@@ -130,397 +85,18 @@ def _f32(v) -> np.ndarray:
     return pack_output(floats.encode(np.asarray(v, dtype=np.float64), f32, saturate=False), "float32")
 
 
-# --------------------------------------------------------------------------------------------
-# the steps every hooked body routes through (defaults = the oracle)
-# --------------------------------------------------------------------------------------------
-
-
-def _ieee_casts_exact() -> bool:
-    """numpy's float64 -> float32/float16 casts are IEEE round-to-nearest-even, subnormals kept,
-    unless the FPU runs flush-to-zero (then the exact codec is used instead)."""
-    tiny = np.array([2.0**-140, 2.0**-24 * 1.5, -(2.0**-149) * 0.75, 65520.0, 3.0 * 2.0**-26], dtype=np.float64)
-    with np.errstate(all="ignore"):
-        fast32, fast16 = tiny.astype(np.float32).astype(np.float64), tiny.astype(np.float16).astype(np.float64)
-    return (np.array_equal(fast32, _fl("float32", tiny), equal_nan=True)
-            and np.array_equal(fast16, _fl("float16", tiny), equal_nan=True)
-            and np.array_equal(np.signbit(fast32), np.signbit(_fl("float32", tiny))))
-
-
-_FAST_CASTS = {"float32": np.float32, "float16": np.float16} if _ieee_casts_exact() else {}
-
-
-class Steps:
-    """Default steps: exactly the oracle's arithmetic. A deviation mixin overrides one."""
-
-    rounding: ClassVar[str] = "half-even"
-
-    def fl(self, t, v) -> np.ndarray:
-        """Round float64 values to float type t once (the oracle's ``arith.fl``; for float32 and
-        float16 numpy's IEEE cast, which is the same rounding and much faster)."""
-        cast = _FAST_CASTS.get(t if isinstance(t, str) else t.name)
-        if cast is not None:
-            with np.errstate(over="ignore", invalid="ignore"):
-                return np.asarray(v, dtype=np.float64).astype(cast).astype(np.float64)
-        return _fl(t, v)
-
-    def read_layout(self, arr: np.ndarray, t: str) -> np.ndarray:
-        """The array of a data input as the kernel reads it (packed types: element order)."""
-        return arr
-
-    def data(self, arg: Arg) -> np.ndarray:
-        return as_float64(self.read_layout(arg.value, arg.type), arg.type)
-
-    def param(self, arg: Arg) -> np.ndarray:
-        return as_float64(arg.value, arg.type)
-
-    def axis(self, attrs: Mapping[str, Any], rank: int) -> int | None:
-        return attrs.get("axis", 1) if self.has_axis else None
-
-    def expand(self, p: np.ndarray, shape, axis, block) -> np.ndarray:
-        return granularity.expand(p, shape, axis, block)
-
-    def quotient(self, x, s, prec: str) -> np.ndarray:
-        """x / s correctly rounded in ``prec``; "float64" (the int32-via-float64 reading) keeps the
-        exact operands and rounds once to float64."""
-        with np.errstate(all="ignore"):
-            if prec == "float64":
-                return np.asarray(x, np.float64) / s
-            return self.fl(prec, self.fl(prec, x) / self.fl(prec, s))
-
-    def add_zero_float(self, q, zero, prec: str) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            return q + zero if prec == "float64" else self.fl(prec, q + zero)
-
-    def exact_product(self, t, a, b) -> np.ndarray:
-        """fl_t(a * b) with one rounding of the exact product (the oracle's ``arith.exact_product``)."""
-        return exact_product(t, a, b)
-
-    def round(self, v) -> np.ndarray:
-        return round_with(v, self.rounding)
-
-    def to_int(self, q, zero, t, prec: str) -> tuple[np.ndarray, np.ndarray]:
-        """saturate(round(q) + zero) as int64, plus the NaN (undefined) mask."""
-        with np.errstate(all="ignore"):
-            return self.saturate(self.round(q) + zero, t)
-
-    def saturate(self, v, t) -> tuple[np.ndarray, np.ndarray]:
-        return saturate_to_int(v, t)
-
-    def encode(self, v, t, **kw) -> np.ndarray:
-        return floats.encode(v, dtypes.get(t), **kw)
-
-    def layout(self, out: np.ndarray, t) -> np.ndarray:
-        """The output array as a correct reader sees what the kernel wrote (packed types)."""
-        return out
-
-    def pack(self, values, t) -> np.ndarray:
-        return self.layout(pack_output(values, t), t)
-
-
-# --------------------------------------------------------------------------------------------
-# hooked bodies: each mirrors its oracle's evaluate, step for step
-# --------------------------------------------------------------------------------------------
-
-
-class HookedQuantize(Steps, QuantizeLinear):
-    """QuantizeLinear.evaluate with hooks (qconform/oracle/quantize.py)."""
-
-    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
-        x, s, zp = (list(draft.inputs) + [None])[:3]
-        attrs = draft.attrs
-        out_t = dtypes.get(self.output_type(draft, zp))
-        if zp is not None and attrs.get("output_dtype", 0) and dtypes.get(attrs["output_dtype"]).name != zp.type:
-            raise InvalidModel("output_dtype differs from the zero point's type")
-        shape = x.value.shape
-        axis = self.axis(attrs, len(shape))
-        block = attrs.get("block_size", 0)
-        scale = self.expand(self.param(s), shape, axis, block)
-        zero = self.expand(self.param(zp), shape, axis, block) if zp is not None else np.zeros(shape)
-        xv = self.data(x)
-        ev = Evaluation(clause="q-formula")
-        undefined = np.zeros(shape, bool)
-        zp_readings = [("", False)]
-        if out_t.is_float:
-            zp_readings = [("zero-point-added", False)]
-            if not np.any(zero != 0):
-                zp_readings.append(("zero-point-skipped", True))
-        saturate = bool(attrs.get("saturate", 1))
-        for (div_name, prec), (zp_name, skip_zp), (inf_name, inf_max) in itertools.product(
-            self.division_readings(x.type, s.type, attrs), zp_readings, self.fnuz_readings(out_t, saturate)
-        ):
-            q = self.quotient(xv, scale, prec)
-            if out_t.is_integer:
-                y, nan = self.to_int(q, zero, out_t, prec)
-                undefined |= nan
-                out = self.pack(y, out_t)
-            else:
-                v = q if skip_zp else self.add_zero_float(q, zero, prec)
-                kw = dict(saturate=saturate, fnuz_inf_saturates=inf_max)
-                undefined |= floats.undefined_mask(v, out_t, **kw)
-                out = self.pack(self.encode(v, out_t, **kw), out_t)
-            name = "+".join(n for n in (div_name, zp_name, inf_name) if n and n != "spec") or "spec"
-            ev.add(name, (out,))
-        ev.dont_care = [undefined]
-        return ev
-
-
-class HookedDequantize(Steps, DequantizeLinear):
-    """DequantizeLinear.evaluate with hooks (qconform/oracle/dequantize.py)."""
-
-    def subtract(self, xv, zero, x_t: str, prec: str) -> np.ndarray:
-        return xv - zero  # exact
-
-    def dq_value(self, xv, zero, scale, x_t: str, prec: str | None, out_t: str) -> np.ndarray:
-        """(x - zero) * scale: operands and product rounded to ``prec``, or (prec None) the exact
-        product rounded once to ``out_t``."""
-        diff = self.subtract(xv, zero, x_t, prec or out_t)
-        with np.errstate(all="ignore"):
-            if prec is None:
-                return self.exact_product(out_t, diff, scale)
-            return self.fl(prec, self.fl(prec, diff) * self.fl(prec, scale))
-
-    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
-        x, s, zp = (list(draft.inputs) + [None])[:3]
-        attrs = draft.attrs
-        out_t = self.output_type(draft, s.type)
-        shape = x.value.shape
-        axis = self.axis(attrs, len(shape))
-        block = attrs.get("block_size", 0)
-        scale = self.expand(self.param(s), shape, axis, block)
-        zero = self.expand(self.param(zp), shape, axis, block) if zp is not None else np.zeros(shape)
-        if x.type == "int32" and np.any(zero != 0):
-            raise InvalidModel("int32 input with a non-zero zero point (qconform/docs/semantics.md#dq-int32)")
-        xv = self.data(x)
-        ev = Evaluation(clause="dq-formula")
-        literal = self.fl(out_t, self.dq_value(xv, zero, scale, x.type, out_t, out_t))
-        ev.add("multiply-in-output-type", (self._enc(literal, out_t),))
-        if out_t != "float32":
-            via32 = self.fl(out_t, self.dq_value(xv, zero, scale, x.type, "float32", out_t))
-            ev.add("multiply-in-float32-then-round", (self._enc(via32, out_t),))
-        exact = self.dq_value(xv, zero, scale, x.type, None, out_t)
-        ev.add("multiply-exact-then-round", (self._enc(exact, out_t),))
-        ev.dont_care = [None]
-        return ev
-
-    def _enc(self, values, t) -> np.ndarray:
-        return self.pack(self.encode(values, t, saturate=False), t)
-
-
-class HookedDynamicQuantize(Steps, DynamicQuantizeLinear):
-    """DynamicQuantizeLinear.evaluate with hooks (qconform/oracle/dynamic_quantize.py)."""
-
-    has_axis = False
-
-    def dql_range(self, xv: np.ndarray) -> tuple[float, float]:
-        hi = max(0.0, float(xv.max())) if xv.size else 0.0
-        lo = min(0.0, float(xv.min())) if xv.size else 0.0
-        return hi, lo
-
-    def dql_quantize(self, xv, lo: float, scale: float):
-        with np.errstate(all="ignore"):
-            min_scaled = self.quotient(np.float64(lo), np.float64(scale), "float32")
-            izp = self.fl("float32", np.float64(QMIN) - min_scaled)
-            clipped = np.clip(izp, QMIN, QMAX)
-            zp = float(self.round(clipped))
-            q = self.quotient(xv, np.float64(scale), "float32")
-            if np.isnan(zp):
-                y, undefined = self.saturate(np.where(np.isinf(q), q, np.nan), "uint8")
-                return None, y, undefined
-            y, undefined = self.to_int(q, zp, "uint8", "float32")
-        return int(zp), y, undefined
-
-    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
-        if len(draft.inputs) != 1 or draft.inputs[0] is None or draft.inputs[0].type != "float32":
-            raise InvalidModel("DynamicQuantizeLinear takes one float32 input x")
-        x = draft.inputs[0]
-        xv = self.data(x)
-        ev = Evaluation(clause="dql-formula")
-        shape = xv.shape
-        u8 = lambda v: pack_output(np.asarray(v, np.int64), "uint8")  # noqa: E731
-        if np.isnan(xv).any():
-            ev.clause = "dql-nan"
-            ev.add("spec", (u8(np.zeros(shape)), _f32(0.0), u8(0)))
-            ev.dont_care = [np.ones(shape, bool), np.ones((), bool), np.ones((), bool)]
-            return ev
-        hi, lo = self.dql_range(xv)
-        with np.errstate(all="ignore"):
-            rng = self.fl("float32", np.float64(hi) - np.float64(lo))
-            scale = float(self.fl("float32", rng / np.float64(QMAX - QMIN)))
-        if rng == 0:
-            ev.clause = "dql-zero-input"
-            for name, sv in ZERO_RANGE_SCALES:
-                ev.add(name, (u8(np.zeros(shape)), _f32(self.fl("float32", sv)), u8(0)))
-            ev.dont_care = [None, None, None]
-            return ev
-        zp, y, undefined = self.dql_quantize(xv, lo, scale)
-        if np.isinf(xv).any():
-            ev.clause = "dql-inf"
-        ev.add("spec", (self.pack(y, "uint8"), _f32(scale), u8(0 if zp is None else zp)))
-        ev.dont_care = [undefined, np.zeros((), bool), np.asarray(zp is None)]
-        return ev
-
-
-class HookedQLinearMatMul(Steps, QLinearMatMul):
-    """QLinearMatMul.evaluate with hooks (qconform/oracle/qlinear_matmul.py); the module's own
-    helpers (param_view, wrap_int32, grid_exponent, _to_grid) are used as they are."""
-
-    has_axis = False
-
-    def accumulate(self, da, db, raw, zeros, types) -> np.ndarray:
-        """Exact integer accumulator of (a - a_zp) @ (b - b_zp) (int64)."""
-        return np.matmul(da.astype(np.int64), db.astype(np.int64))
-
-    def b_scale(self, sb: np.ndarray, out_shape) -> np.ndarray:
-        return np.broadcast_to(sb, out_shape)
-
-    def requantisations(self, scale_t: str) -> list[str]:
-        return [r for r in qm.REQUANTISATIONS if r != "multiplier-in-scale-type" or scale_t in HALF_KINDS]
-
-    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
-        a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (list(draft.inputs) + [None] * 8)[:8]
-        if any(v is None for v in (a, a_s, b, b_s, y_s)):
-            raise InvalidModel("QLinearMatMul needs a, a_scale, b, b_scale and y_scale")
-        for s, zp in ((a_s, a_zp), (b_s, b_zp), (y_s, y_zp)):
-            if zp is not None and zp.value.shape != s.value.shape:
-                raise InvalidModel(f"{s.name} {s.value.shape} and {zp.name} {zp.value.shape} differ in shape")
-        if y_s.value.size != 1 or y_s.value.ndim > 1:
-            raise InvalidModel(f"y_scale of shape {y_s.value.shape}: per-tensor only")
-        ta, tb = dtypes.get(a.type), dtypes.get(b.type)
-        out_t = dtypes.get(y_zp.type if y_zp is not None else a.type)
-        scale_t = y_s.type
-        if a.value.ndim == 0 or b.value.ndim == 0:
-            raise InvalidModel("numpy.matmul takes no scalars")
-        av, bv = self.data(a), self.data(b)
-        squeeze: tuple[int, ...] = ()
-        if av.ndim == 1:
-            av, squeeze = av[None, :], squeeze + (-2,)
-        if bv.ndim == 1:
-            bv, squeeze = bv[:, None], squeeze + (-1,)
-        if av.shape[-1] != bv.shape[-2]:
-            raise InvalidModel(f"inner dimensions differ: a {a.value.shape}, b {b.value.shape}")
-        try:
-            batch = np.broadcast_shapes(av.shape[:-2], bv.shape[:-2])
-        except ValueError:
-            raise InvalidModel(f"batch dimensions of a {a.value.shape} and b {b.value.shape} "
-                               "do not broadcast") from None
-        out_shape = batch + (av.shape[-2], bv.shape[-1])
-
-        def param(arg, shape, axis) -> np.ndarray:
-            if arg is None:
-                return np.zeros(())
-            return qm.param_view(arg.name, as_float64(arg.value, arg.type), shape, axis)
-
-        az, bz = param(a_zp, av.shape, -1), param(b_zp, bv.shape, -2)
-        with np.errstate(all="ignore"):
-            da, db = av - az, bv - bz
-        bad_a, bad_b = ~np.isfinite(da), ~np.isfinite(db)
-        touched = (np.matmul(bad_a.astype(np.int64), np.ones(db.shape, np.int64))
-                   + np.matmul(np.ones(da.shape, np.int64), bad_b.astype(np.int64))) > 0
-        da, db = np.where(bad_a, 0.0, da), np.where(bad_b, 0.0, db)
-        integer_inputs = ta.is_integer and tb.is_integer
-        if integer_inputs:
-            exact = self.accumulate(da, db, (av, bv), (az, bz), (ta, tb))
-            accs = [("accumulator-int32-wrap", qm.wrap_int32(exact), 0), ("accumulator-exact", exact, 0)]
-        else:
-            ka, kb = qm.grid_exponent(ta), qm.grid_exponent(tb)
-            accs = [("", np.matmul(qm._to_grid(da, ka), qm._to_grid(db, kb)), ka + kb)]
-        sa, sb = param(a_s, av.shape, -1), param(b_s, bv.shape, -2)
-        if sa.ndim:
-            sa = np.broadcast_to(sa, out_shape[:-1] + (1,))
-        if sb.ndim:
-            sb = np.broadcast_to(sb, out_shape[:-2] + (1, out_shape[-1]))
-        scales = (np.broadcast_to(sa, out_shape), self.b_scale(sb, out_shape),
-                  float(as_float64(y_s.value, y_s.type).reshape(())))
-        yz = float(as_float64(y_zp.value, y_zp.type).reshape(())) if y_zp is not None else 0.0
-        zp_readings = [("", True)]
-        fnuz_readings = [("", False)]
-        if out_t.is_float:
-            zp_readings = [("zero-point-added", True)] + ([("zero-point-skipped", False)] if yz == 0 else [])
-            if out_t.float_format.nan_style == "fnuz":
-                fnuz_readings = [("fnuz-inf-nan", False), ("fnuz-inf-max", True)]
-        ev = Evaluation(clause="qlmm-formula")
-        undefined = np.broadcast_to(touched, out_shape).copy()
-        e = accs[0][2]
-        stack = np.stack([np.broadcast_to(acc, out_shape) for _, acc, _ in accs])
-        for req in self.requantisations(scale_t):
-            values = self.requantise(req, stack, e, scales, yz, out_t, scale_t)
-            for (zp_name, add_zp), (fnuz_name, fnuz_max) in itertools.product(zp_readings, fnuz_readings):
-                for i, (acc_name, _, _) in enumerate(accs):
-                    v = np.where(undefined, 0.0, values[add_zp][i])
-                    out, undef = self.qlmm_encode(v, out_t, fnuz_max)
-                    undefined |= undef
-                    ev.add("+".join(n for n in (req, acc_name, zp_name, fnuz_name) if n), (out,))
-        if squeeze:
-            ev.readings = [(n, tuple(np.squeeze(o, axis=squeeze) for o in outs)) for n, outs in ev.readings]
-            undefined = np.squeeze(undefined, axis=squeeze)
-        ev.dont_care = [undefined]
-        return ev
-
-    def requantise(self, req, acc, e, scales, zp, out_t, scale_t) -> dict[bool, np.ndarray]:
-        """qlinear_matmul.requantise with the rounding and the float rounding as hooks: values keyed
-        by "zero point added" (integer outputs: round(v) + zp only)."""
-        a_s, b_s, y_s = scales
-        shape = acc.shape
-        if req == "exact-rational":
-            ys, fzp = Fraction(y_s), Fraction(zp)
-            sa, sb = np.broadcast_to(a_s, shape).ravel(), np.broadcast_to(b_s, shape).ravel()
-            with_zp = np.empty(acc.size, dtype=np.float64)
-            without = np.empty(acc.size, dtype=np.float64)
-            for i, c in enumerate(acc.ravel()):
-                v = Fraction(int(c), 1 << e) * Fraction(float(sa[i])) * Fraction(float(sb[i])) / ys
-                if out_t.is_integer:
-                    with_zp[i] = float(round_fraction(v, self.rounding) + fzp)
-                else:
-                    with_zp[i], without[i] = float(v + fzp), float(v)
-            return {True: with_zp.reshape(shape), False: without.reshape(shape)}
-        if acc.dtype == object:
-            acc64 = np.array([float(Fraction(int(c), 1 << e)) for c in acc.ravel()], dtype=np.float64).reshape(shape)
-        else:
-            acc64 = acc.astype(np.float64)
-        prec = {"multiplier-float64": "float64", "multiplier-in-scale-type": scale_t}.get(req, "float32")
-        r = (lambda x: np.asarray(x, dtype=np.float64)) if prec == "float64" else (lambda x: self.fl(prec, x))
-        with np.errstate(all="ignore"):
-            m = r(r(a_s * b_s) / y_s)
-            if req == "multiplier-float32-product-float64":
-                v = acc64 * m
-                r = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
-            elif req == "multiplier-in-scale-type":
-                v = r(acc64 * m)
-            else:
-                v = r(r(acc64) * m)
-            if out_t.is_integer:
-                return {True: self.round(v) + zp}
-            return {True: r(v + zp), False: v}
-
-    def qlmm_encode(self, v, out_t, fnuz_inf_max: bool) -> tuple[np.ndarray, np.ndarray]:
-        if out_t.is_integer:
-            y, nan = self.saturate(v, out_t)
-            return pack_output(y, out_t), nan
-        kw = dict(saturate=True, fnuz_inf_saturates=fnuz_inf_max)
-        return pack_output(self.encode(v, out_t, **kw), out_t), floats.undefined_mask(v, out_t, **kw)
-
-
-#: Oracle base class -> its hooked body (looked up along the version class's MRO).
-HOOKED: dict[type, type] = {
-    QuantizeLinear: HookedQuantize,
-    DequantizeLinear: HookedDequantize,
-    DynamicQuantizeLinear: HookedDynamicQuantize,
-    QLinearMatMul: HookedQLinearMatMul,
-}
-
 
 class Spec:
-    """The empty deviation: composed with a version class it must reproduce the oracle exactly."""
+    """The empty deviation: composed with a version class it is the oracle itself."""
 
 
 @functools.cache
 def compose(mixin: type, version_cls: type) -> type:
-    """(mixin, the oracle's version class, the hooked body): facts from the version, arithmetic
-    from the hooked body, one step from the mixin. Raises LookupError for ops without a body."""
-    hooked = next((HOOKED[c] for c in version_cls.__mro__ if c in HOOKED), None)
-    if hooked is None:
-        raise LookupError(f"no hooked body for {version_cls.__name__}")
-    cls = type(f"{mixin.__name__}·{version_cls.__name__}", (mixin, version_cls, hooked), {})
+    """(mixin, the oracle's version class): facts and arithmetic from the version, one step from the
+    mixin."""
+    if mixin is Spec:
+        return version_cls
+    cls = type(f"{mixin.__name__}·{version_cls.__name__}", (mixin, version_cls), {})
     per_tensor = getattr(version_cls, "per_tensor", None)  # com.microsoft ops without axis
     if isinstance(per_tensor, OpOracle):
         cls.per_tensor = compose(mixin, type(per_tensor))()
@@ -532,7 +108,8 @@ def _instance(mixin: type, domain: str, op: str, opset: int) -> OpOracle:
     return compose(mixin, type(oracle_for(domain, op, opset)))()
 
 
-def hooked_oracle(draft: Draft, mixin: type = Spec) -> OpOracle:
+def deviating_oracle(draft: Draft, mixin: type = Spec) -> OpOracle:
+    """The oracle of the draft's op version with one step replaced by ``mixin``'s."""
     return _instance(mixin, draft.domain, draft.op, draft.opset)
 
 
@@ -1065,7 +642,7 @@ class Deviation:
     def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
         """Outputs under every reading of the spec, each computed the deviating way.
         Raises InvalidModel (or another exception) where such a kernel would reject the model."""
-        return hooked_oracle(draft, self.mixin).evaluate(draft)
+        return deviating_oracle(draft, self.mixin).evaluate(draft)
 
     def outputs(self, draft: Draft) -> tuple[np.ndarray, ...]:
         """What a runtime with this deviation returns: the first reading (the latest spec text's)."""
@@ -1361,5 +938,5 @@ def get(name: str) -> Deviation:
     return pair
 
 
-__all__ = ["Deviation", "MODELS", "Spec", "Steps", "combine", "compose", "get", "hooked_oracle", "round_with",
-           "swap_slots"]
+__all__ = ["Deviation", "MODELS", "Spec", "combine", "compose", "deviating_oracle", "get", "round_fraction",
+           "round_with", "swap_slots"]

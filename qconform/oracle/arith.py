@@ -118,3 +118,46 @@ def _round_fraction(t: ElemType, r: Fraction) -> float:
     if v > fmt.max_finite:
         return float("inf") if r > 0 else float("-inf")
     return float(v) if r > 0 else -float(v)
+
+
+#: Rounding modes of ``round_with``: the spec's, and the ones real kernels use instead.
+ROUNDING_MODES = ("half-even", "half-away", "half-up", "toward-zero")
+
+
+def round_with(v, mode: str = "half-even") -> np.ndarray:
+    """Round exact float64 values to integers: ``half-even`` (the spec), ``half-away`` (C round,
+    Rust f32::round), ``half-up`` (floor(v + 0.5)), ``toward-zero`` (a C cast). NaN and ±Inf
+    pass through. Exact: floor and v - floor(v) are exact in float64."""
+    v = np.asarray(v, dtype=np.float64)
+    if mode == "half-even":
+        return np.rint(v)
+    with np.errstate(invalid="ignore"):
+        f = np.floor(v)
+        frac = v - f
+        if mode == "half-away":
+            up = np.where(v >= 0, frac >= 0.5, frac > 0.5)
+        elif mode == "half-up":
+            up = frac >= 0.5
+        elif mode == "toward-zero":
+            up = (v < 0) & (frac > 0)
+        else:
+            raise ValueError(f"unknown rounding mode {mode!r}")
+        return np.where(np.isfinite(v), f + up, v)
+
+
+def round_fraction(v: Fraction, mode: str = "half-even") -> int:
+    """``round_with`` for one exact rational."""
+    import math
+
+    f = math.floor(v)
+    frac = v - f
+    half = Fraction(1, 2)
+    if mode == "half-even":
+        return f + (frac > half or (frac == half and f % 2 == 1))
+    if mode == "half-away":
+        return f + (frac >= half if v >= 0 else frac > half)
+    if mode == "half-up":
+        return f + (frac >= half)
+    if mode == "toward-zero":
+        return f + (v < 0 and frac > 0)
+    raise ValueError(f"unknown rounding mode {mode!r}")

@@ -15,6 +15,7 @@ import numpy as np
 from qconform import dtypes
 from qconform.case import Case, Draft, Reading
 from qconform.oracle.granularity import InvalidModel
+from qconform.oracle.steps import Steps
 
 
 @dataclass
@@ -50,8 +51,8 @@ def _same_bits(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...], masks) -> b
     return True
 
 
-class OpOracle:
-    """Base of every op-version oracle."""
+class OpOracle(Steps):
+    """Base of every op-version oracle: its arithmetic goes through the steps of ``Steps``."""
 
     domain: ClassVar[str] = ""
     op: ClassVar[str]

@@ -10,10 +10,8 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.case import Draft
-from qconform.oracle import floats
-from qconform.oracle.arith import as_float64, exact_product, fl, pack_output
 from qconform.oracle.base import Evaluation, OpOracle, register
-from qconform.oracle.granularity import InvalidModel, expand
+from qconform.oracle.granularity import InvalidModel
 
 
 class DequantizeLinear(OpOracle):
@@ -31,34 +29,46 @@ class DequantizeLinear(OpOracle):
             raise InvalidModel("a float8e8m0 scale needs output_dtype")
         return scale_t
 
+    def subtract(self, xv: np.ndarray, zero: np.ndarray, x_t: str, prec: str) -> np.ndarray:
+        """x - zero_point: exact (both sides have at most 33 significant bits here)."""
+        return xv - zero
+
+    def dq_value(self, xv, zero, scale, x_t: str, prec: str | None, out_t: str) -> np.ndarray:
+        """(x - zero) * scale: operands and product rounded to ``prec``, or (prec None) the exact
+        product rounded once to ``out_t``."""
+        diff = self.subtract(xv, zero, x_t, prec or out_t)
+        with np.errstate(all="ignore"):
+            if prec is None:
+                return self.exact_product(out_t, diff, scale)
+            return self.fl(prec, self.fl(prec, diff) * self.fl(prec, scale))
+
     def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
         x, s, zp = (list(draft.inputs) + [None])[:3]
         attrs = draft.attrs
         out_t = self.output_type(draft, s.type)
-        axis = attrs.get("axis", 1) if self.has_axis else None
-        block = attrs.get("block_size", 0)
         shape = x.value.shape
-        scale = expand(as_float64(s.value, s.type), shape, axis, block)
-        zero = (expand(as_float64(zp.value, zp.type), shape, axis, block) if zp is not None
-                else np.zeros(shape))
+        axis = self.axis(attrs, len(shape))
+        block = attrs.get("block_size", 0)
+        scale = self.expand(self.param(s), shape, axis, block)
+        zero = self.expand(self.param(zp), shape, axis, block) if zp is not None else np.zeros(shape)
         if x.type == "int32" and np.any(zero != 0):
             raise InvalidModel("int32 input with a non-zero zero point (qconform/docs/semantics.md#dq-int32)")
-        diff = as_float64(x.value, x.type) - zero  # exact: both sides have ≤ 33 significant bits here
+        xv = self.data(x)
         ev = Evaluation(clause="dq-formula", primary_only=primary_only)
         # Literal: "The output type also determines the precision of the multiplication" (23+).
-        literal = fl(out_t, fl(out_t, diff) * fl(out_t, scale))
+        literal = self.fl(out_t, self.dq_value(xv, zero, scale, x.type, out_t, out_t))
         ev.add("multiply-in-output-type", (self._out(literal, out_t),))
         if out_t != "float32" and not ev.complete:
-            via32 = fl(out_t, fl("float32", fl("float32", diff) * fl("float32", scale)))
+            via32 = self.fl(out_t, self.dq_value(xv, zero, scale, x.type, "float32", out_t))
             ev.add("multiply-in-float32-then-round", (self._out(via32, out_t),))
         if not ev.complete:
-            ev.add("multiply-exact-then-round", (self._out(exact_product(out_t, diff, scale), out_t),))
+            exact = self.dq_value(xv, zero, scale, x.type, None, out_t)
+            ev.add("multiply-exact-then-round", (self._out(exact, out_t),))
         ev.dont_care = [None]
         return ev
 
-    @staticmethod
-    def _out(values: np.ndarray, t: str) -> np.ndarray:
-        return pack_output(floats.encode(values, dtypes.get(t), saturate=False), t)
+    def _out(self, values: np.ndarray, t: str) -> np.ndarray:
+        return self.pack(self.encode(values, t, saturate=False), t)
 
 
 def _version(since: int, **facts) -> DequantizeLinear:

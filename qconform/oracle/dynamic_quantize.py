@@ -19,7 +19,7 @@ import numpy as np
 from qconform import dtypes
 from qconform.case import Draft
 from qconform.oracle import floats
-from qconform.oracle.arith import as_float64, fl, pack_output, round_half_even, saturate_to_int
+from qconform.oracle.arith import pack_output
 from qconform.oracle.base import Evaluation, OpOracle, register
 from qconform.oracle.granularity import InvalidModel
 
@@ -40,54 +40,56 @@ class DynamicQuantizeLinear(OpOracle):
     op = "DynamicQuantizeLinear"
     output_names = ("y", "y_scale", "y_zero_point")
 
-    @staticmethod
-    def quantize(xv: np.ndarray, lo: float, scale: float) -> tuple[int | None, np.ndarray, np.ndarray]:
+    def dql_range(self, xv: np.ndarray) -> tuple[float, float]:
+        """(max(0, max x), min(0, min x)): the data range adjusted to include 0 (+0 for -0)."""
+        hi = max(0.0, float(xv.max())) if xv.size else 0.0
+        lo = min(0.0, float(xv.min())) if xv.size else 0.0
+        return hi, lo
+
+    def dql_quantize(self, xv: np.ndarray, lo: float, scale: float) -> tuple[int | None, np.ndarray, np.ndarray]:
         """(zero point, or None where the arithmetic leaves it NaN; y as int64; y's undefined mask).
 
         An undefined zero point is still some uint8 value (the Cast of a NaN), so y stays defined
         where x / scale is +-Inf: saturation decides it whatever the zero point (#dql-inf)."""
         with np.errstate(all="ignore"):
-            min_scaled = fl("float32", np.float64(lo) / np.float64(scale))
-            izp = fl("float32", np.float64(QMIN) - min_scaled)  # "qmin - min(x)/y_scale"
+            min_scaled = self.quotient(np.float64(lo), np.float64(scale), "float32")
+            izp = self.fl("float32", np.float64(QMIN) - min_scaled)  # "qmin - min(x)/y_scale"
             clipped = np.clip(izp, QMIN, QMAX)  # "saturate(...)"; NaN stays NaN
-            zp = float(round_half_even(clipped))  # "round(...)": ties to even
-            q = fl("float32", xv / np.float64(scale))
+            zp = float(self.round(clipped))  # "round(...)": ties to even
+            q = self.quotient(xv, np.float64(scale), "float32")
             if np.isnan(zp):
-                y, undefined = saturate_to_int(np.where(np.isinf(q), q, np.nan), OUT_T)
+                y, undefined = self.saturate(np.where(np.isinf(q), q, np.nan), OUT_T)
                 return None, y, undefined
-            y, undefined = saturate_to_int(round_half_even(q) + zp, OUT_T)
+            y, undefined = self.to_int(q, zp, OUT_T, "float32")
         return int(zp), y, undefined
 
     def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
         if len(draft.inputs) != 1 or draft.inputs[0] is None or draft.inputs[0].type != "float32":
             raise InvalidModel("DynamicQuantizeLinear takes one float32 input x")
         x = draft.inputs[0]
-        xv = as_float64(x.value, x.type)
+        xv = self.data(x)
         ev = Evaluation(clause="dql-formula", primary_only=primary_only)
         shape = xv.shape
+        u8 = lambda v: pack_output(np.asarray(v, np.int64), OUT_T)  # noqa: E731
         if np.isnan(xv).any():  # qconform/docs/semantics.md#dql-nan: min/max of a NaN tensor is not defined
             ev.clause = "dql-nan"
-            ev.add("spec", (pack_output(np.zeros(shape, np.int64), OUT_T), _f32(0.0),
-                            pack_output(np.zeros((), np.int64), OUT_T)))
+            ev.add("spec", (u8(np.zeros(shape)), _f32(0.0), u8(0)))
             ev.dont_care = [np.ones(shape, bool), np.ones((), bool), np.ones((), bool)]
             return ev
-        hi = max(0.0, float(xv.max())) if xv.size else 0.0  # "maximum(0, max(x))" (+0 for -0)
-        lo = min(0.0, float(xv.min())) if xv.size else 0.0  # "minimum(0, min(x))"
+        hi, lo = self.dql_range(xv)
         with np.errstate(all="ignore"):
-            rng = fl("float32", np.float64(hi) - np.float64(lo))
-            scale = float(fl("float32", rng / np.float64(QMAX - QMIN)))
+            rng = self.fl("float32", np.float64(hi) - np.float64(lo))
+            scale = float(self.fl("float32", rng / np.float64(QMAX - QMIN)))
         if rng == 0:  # all +-0 or empty: the adjusted range is [0, 0]
             ev.clause = "dql-zero-input"
-            for name, s in ZERO_RANGE_SCALES:
-                ev.add(name, (pack_output(np.zeros(shape, np.int64), OUT_T), _f32(fl("float32", s)),
-                              pack_output(np.zeros((), np.int64), OUT_T)))
+            for name, sv in ZERO_RANGE_SCALES:
+                ev.add(name, (u8(np.zeros(shape)), _f32(self.fl("float32", sv)), u8(0)))
             ev.dont_care = [None, None, None]
             return ev
-        zp, y, undefined = self.quantize(xv, lo, scale)
+        zp, y, undefined = self.dql_quantize(xv, lo, scale)
         if np.isinf(xv).any():
             ev.clause = "dql-inf"
-        ev.add("spec", (pack_output(y, OUT_T), _f32(scale),
-                        pack_output(np.asarray(0 if zp is None else zp, np.int64), OUT_T)))
+        ev.add("spec", (self.pack(y, OUT_T), _f32(scale), u8(0 if zp is None else zp)))
         ev.dont_care = [undefined, np.zeros((), bool), np.asarray(zp is None)]
         return ev
 

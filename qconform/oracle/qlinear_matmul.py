@@ -32,7 +32,7 @@ from qconform import dtypes
 from qconform.case import Arg, Draft
 from qconform.dtypes import ElemType
 from qconform.oracle import floats
-from qconform.oracle.arith import as_float64, fl, pack_output, saturate_to_int
+from qconform.oracle.arith import pack_output
 from qconform.oracle.base import Evaluation, OpOracle, register
 from qconform.oracle.granularity import InvalidModel
 
@@ -81,7 +81,71 @@ def param_view(name: str, value: np.ndarray, data_shape: tuple[int, ...], axis: 
 class QLinearMatMul(OpOracle):
     op = "QLinearMatMul"
     output_names = ("y",)
+    has_axis = False
 
+    # -- the steps of this op (defaults: the spec; a deviation model overrides one) ---------------
+    def accumulate(self, da, db, raw, zeros, types) -> np.ndarray:
+        """Exact integer accumulator of (a - a_zp) @ (b - b_zp) (int64; |acc| <= K * 255^2).
+        ``raw`` (a, b as read) and ``zeros`` (their zero points) are for kernels that fold the
+        zero points in afterwards."""
+        return np.matmul(da.astype(np.int64), db.astype(np.int64))
+
+    def b_scale(self, sb: np.ndarray, out_shape) -> np.ndarray:
+        """b's scale (per tensor, or per column [..., 1, N]) against the output's shape."""
+        return np.broadcast_to(sb, out_shape)
+
+    def requantisations(self, scale_t: str) -> list[str]:
+        return [r for r in REQUANTISATIONS if r != "multiplier-in-scale-type" or scale_t in HALF_KINDS]
+
+    def requantise(self, req: str, acc: np.ndarray, e: int, scales, zp: float, out_t: ElemType,
+                   scale_t: str) -> dict[bool, np.ndarray]:
+        """What reading ``req`` hands to the output conversion, keyed by "zero point added": for
+        integer outputs round(v) + zp (exact integers, +-Inf, NaN); for float8 outputs v + zp and v
+        alone (#q-float8-zero-point). acc * 2^-e is the exact accumulator (leading axes broadcast)."""
+        a_s, b_s, y_s = scales
+        shape = acc.shape
+        if req == "exact-rational":
+            ys, fzp = Fraction(y_s), Fraction(zp)
+            sa, sb = np.broadcast_to(a_s, shape).ravel(), np.broadcast_to(b_s, shape).ravel()
+            with_zp = np.empty(acc.size, dtype=np.float64)
+            without = np.empty(acc.size, dtype=np.float64)
+            for i, c in enumerate(acc.ravel()):
+                v = Fraction(int(c), 1 << e) * Fraction(float(sa[i])) * Fraction(float(sb[i])) / ys
+                # rounded exactly; float(Fraction) rounds correctly (float8: rounding to float64
+                # first is innocuous, 53 >= 2 * 4 + 2).
+                if out_t.is_integer:
+                    with_zp[i] = float(self.round_exact(v) + fzp)
+                else:
+                    with_zp[i], without[i] = float(v + fzp), float(v)
+            return {True: with_zp.reshape(shape), False: without.reshape(shape)}
+        if acc.dtype == object:
+            acc64 = np.array([float(Fraction(int(c), 1 << e)) for c in acc.ravel()], dtype=np.float64).reshape(shape)
+        else:
+            acc64 = acc.astype(np.float64)  # |acc| < 2^53: exact
+        prec = {"multiplier-float64": "float64", "multiplier-in-scale-type": scale_t}.get(req, "float32")
+        r = (lambda x: np.asarray(x, dtype=np.float64)) if prec == "float64" else (lambda x: self.fl(prec, x))
+        with np.errstate(all="ignore"):
+            m = r(r(a_s * b_s) / y_s)
+            if req == "multiplier-float32-product-float64":
+                v = acc64 * m  # numpy: int32 * float32 -> float64
+                r = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731  (the zero point too)
+            elif req == "multiplier-in-scale-type":
+                v = r(acc64 * m)  # the product rounded once to TS: acc itself need not fit TS's range
+            else:
+                v = r(r(acc64) * m)
+            if out_t.is_integer:
+                return {True: self.round(v) + zp}
+            return {True: r(v + zp), False: v}
+
+    def qlmm_encode(self, v: np.ndarray, out_t: ElemType, fnuz_inf_max: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Saturate to an integer y, or QuantizeLinear-21's saturate=1 Cast to a float8 y."""
+        if out_t.is_integer:
+            y, nan = self.saturate(v, out_t)
+            return pack_output(y, out_t), nan
+        kw = dict(saturate=True, fnuz_inf_saturates=fnuz_inf_max)
+        return pack_output(self.encode(v, out_t, **kw), out_t), floats.undefined_mask(v, out_t, **kw)
+
+    # -- the body ----------------------------------------------------------------------------------
     def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
         a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (list(draft.inputs) + [None] * 8)[:8]
         if any(v is None for v in (a, a_s, b, b_s, y_s)):
@@ -99,7 +163,7 @@ class QLinearMatMul(OpOracle):
             raise InvalidModel("numpy.matmul takes no scalars")
 
         # numpy.matmul: a 1-D a is [1, K], a 1-D b is [K, 1]; the added axis is removed at the end.
-        av, bv = as_float64(a.value, ta), as_float64(b.value, tb)
+        av, bv = self.data(a), self.data(b)
         squeeze: tuple[int, ...] = ()
         if av.ndim == 1:
             av, squeeze = av[None, :], squeeze + (-2,)
@@ -117,20 +181,19 @@ class QLinearMatMul(OpOracle):
         def param(arg: Arg | None, shape, axis) -> np.ndarray:
             if arg is None:
                 return np.zeros(())
-            return param_view(arg.name, as_float64(arg.value, arg.type), shape, axis)
+            return param_view(arg.name, self.param(arg), shape, axis)
 
+        az, bz = param(a_zp, av.shape, -1), param(b_zp, bv.shape, -2)
         with np.errstate(all="ignore"):
-            da = av - param(a_zp, av.shape, -1)  # exact: 8-bit values (float8: on one 2^-k grid)
-            db = bv - param(b_zp, bv.shape, -2)
+            da, db = av - az, bv - bz  # exact: 8-bit values (float8: on one 2^-k grid)
         # qconform/docs/semantics.md#qlmm-float8: a dot product touching NaN or +-Inf is don't-care.
         bad_a, bad_b = ~np.isfinite(da), ~np.isfinite(db)
         touched = (np.matmul(bad_a.astype(np.int64), np.ones(db.shape, np.int64))
                    + np.matmul(np.ones(da.shape, np.int64), bad_b.astype(np.int64))) > 0
         da, db = np.where(bad_a, 0.0, da), np.where(bad_b, 0.0, db)
 
-        integer_inputs = ta.is_integer and tb.is_integer
-        if integer_inputs:
-            exact = np.matmul(da.astype(np.int64), db.astype(np.int64))  # |acc| <= K * 255^2: exact
+        if ta.is_integer and tb.is_integer:
+            exact = self.accumulate(da, db, (av, bv), (az, bz), (ta, tb))
             accs = [("accumulator-int32-wrap", wrap_int32(exact), 0), ("accumulator-exact", exact, 0)]
         else:
             ka, kb = grid_exponent(ta), grid_exponent(tb)
@@ -141,11 +204,10 @@ class QLinearMatMul(OpOracle):
             sa = np.broadcast_to(sa, out_shape[:-1] + (1,))
         if sb.ndim:  # per column: [..., 1, N]
             sb = np.broadcast_to(sb, out_shape[:-2] + (1, out_shape[-1]))
-        scales = (np.broadcast_to(sa, out_shape), np.broadcast_to(sb, out_shape),
-                  float(as_float64(y_s.value, y_s.type).reshape(())))
-        yz = float(as_float64(y_zp.value, y_zp.type).reshape(())) if y_zp is not None else 0.0
+        scales = (np.broadcast_to(sa, out_shape), self.b_scale(sb, out_shape),
+                  float(self.param(y_s).reshape(())))
+        yz = float(self.param(y_zp).reshape(())) if y_zp is not None else 0.0
 
-        reqs = [r for r in REQUANTISATIONS if r != "multiplier-in-scale-type" or scale_t in HALF_KINDS]
         zp_readings = [("", True)]
         fnuz_readings = [("", False)]
         if out_t.is_float:
@@ -159,14 +221,14 @@ class QLinearMatMul(OpOracle):
         e = accs[0][2]
         stack = np.stack([np.broadcast_to(acc, out_shape) for _, acc, _ in accs])
         encoded: dict[tuple[bytes, bool], tuple[np.ndarray, np.ndarray]] = {}  # readings often coincide
-        for req in reqs:
-            values = requantise(req, stack, e, scales, yz, out_t, scale_t)
+        for req in self.requantisations(scale_t):
+            values = self.requantise(req, stack, e, scales, yz, out_t, scale_t)
             for (zp_name, add_zp), (fnuz_name, fnuz_max) in itertools.product(zp_readings, fnuz_readings):
                 for i, (acc_name, _, _) in enumerate(accs):
                     v = np.where(undefined, 0.0, values[add_zp][i])
                     key = (v.tobytes(), fnuz_max)
                     if key not in encoded:
-                        encoded[key] = _encode(v, out_t, fnuz_max)
+                        encoded[key] = self.qlmm_encode(v, out_t, fnuz_max)
                     out, undef = encoded[key]
                     undefined |= undef
                     ev.add("+".join(n for n in (req, acc_name, zp_name, fnuz_name) if n), (out,))
@@ -175,55 +237,6 @@ class QLinearMatMul(OpOracle):
             undefined = np.squeeze(undefined, axis=squeeze)
         ev.dont_care = [undefined]
         return ev
-
-
-def requantise(req: str, acc: np.ndarray, e: int, scales, zp: float, out_t: ElemType,
-               scale_t: str) -> dict[bool, np.ndarray]:
-    """What reading ``req`` hands to the output conversion, keyed by "zero point added": for integer
-    outputs RNE(v) + zp (exact integers, +-Inf, NaN); for float8 outputs v + zp and v alone
-    (#q-float8-zero-point). acc * 2^-e is the exact accumulator (any leading axes broadcast)."""
-    a_s, b_s, y_s = scales
-    shape = acc.shape
-    if req == "exact-rational":
-        ys, fzp = Fraction(y_s), Fraction(zp)
-        sa, sb = np.broadcast_to(a_s, shape).ravel(), np.broadcast_to(b_s, shape).ravel()
-        with_zp = np.empty(acc.size, dtype=np.float64)
-        without = np.empty(acc.size, dtype=np.float64)
-        for i, c in enumerate(acc.ravel()):
-            v = Fraction(int(c), 1 << e) * Fraction(float(sa[i])) * Fraction(float(sb[i])) / ys
-            # Fraction.__round__ rounds half to even, exactly; float(Fraction) rounds correctly
-            # (float8: rounding to float64 first is innocuous, 53 >= 2 * 4 + 2).
-            if out_t.is_integer:
-                with_zp[i] = float(round(v) + fzp)
-            else:
-                with_zp[i], without[i] = float(v + fzp), float(v)
-        return {True: with_zp.reshape(shape), False: without.reshape(shape)}
-    if acc.dtype == object:
-        acc64 = np.array([float(Fraction(int(c), 1 << e)) for c in acc.ravel()], dtype=np.float64).reshape(shape)
-    else:
-        acc64 = acc.astype(np.float64)  # |acc| < 2^53: exact
-    prec = {"multiplier-float64": "float64", "multiplier-in-scale-type": scale_t}.get(req, "float32")
-    r = (lambda x: np.asarray(x, dtype=np.float64)) if prec == "float64" else (lambda x: fl(prec, x))
-    with np.errstate(all="ignore"):
-        m = r(r(a_s * b_s) / y_s)
-        if req == "multiplier-float32-product-float64":
-            v = acc64 * m  # numpy: int32 * float32 -> float64
-            r = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731  (the zero point too)
-        elif req == "multiplier-in-scale-type":
-            v = r(acc64 * m)  # the product rounded once to TS: acc itself need not fit TS's range
-        else:
-            v = r(r(acc64) * m)
-        if out_t.is_integer:
-            return {True: np.rint(v) + zp}
-        return {True: r(v + zp), False: v}
-
-
-def _encode(v: np.ndarray, out_t: ElemType, fnuz_inf_max: bool) -> tuple[np.ndarray, np.ndarray]:
-    if out_t.is_integer:
-        y, nan = saturate_to_int(v, out_t)
-        return pack_output(y, out_t), nan
-    kw = dict(saturate=True, fnuz_inf_saturates=fnuz_inf_max)
-    return pack_output(floats.encode(v, out_t, **kw), out_t), floats.undefined_mask(v, out_t, **kw)
 
 
 class QLinearMatMul_10(QLinearMatMul):

@@ -13,9 +13,8 @@ import numpy as np
 from qconform import dtypes
 from qconform.case import Arg, Draft
 from qconform.oracle import floats
-from qconform.oracle.arith import as_float64, fl, pack_output, round_half_even, saturate_to_int
 from qconform.oracle.base import Evaluation, OpOracle, register
-from qconform.oracle.granularity import InvalidModel, expand
+from qconform.oracle.granularity import InvalidModel
 
 HALF_KINDS = ("float16", "bfloat16")
 
@@ -68,13 +67,12 @@ class QuantizeLinear(OpOracle):
         out_t = dtypes.get(self.output_type(draft, zp))
         if zp is not None and attrs.get("output_dtype", 0) and dtypes.get(attrs["output_dtype"]).name != zp.type:
             raise InvalidModel("output_dtype differs from the zero point's type")
-        axis = attrs.get("axis", 1) if self.has_axis else None
-        block = attrs.get("block_size", 0)
         shape = x.value.shape
-        scale = expand(as_float64(s.value, s.type), shape, axis, block)
-        zero = (expand(as_float64(zp.value, zp.type), shape, axis, block) if zp is not None
-                else np.zeros(shape))
-        xv = as_float64(x.value, x.type)
+        axis = self.axis(attrs, len(shape))
+        block = attrs.get("block_size", 0)
+        scale = self.expand(self.param(s), shape, axis, block)
+        zero = self.expand(self.param(zp), shape, axis, block) if zp is not None else np.zeros(shape)
+        xv = self.data(x)
         ev = Evaluation(clause="q-formula", primary_only=primary_only)
         undefined = np.zeros(shape, bool)
 
@@ -92,33 +90,21 @@ class QuantizeLinear(OpOracle):
             if ev.complete:
                 break
             if prec not in quotients:
-                quotients[prec] = _quotient(prec, xv, scale)
+                quotients[prec] = self.quotient(xv, scale, prec)
             q = quotients[prec]
             if out_t.is_integer:
-                y, nan = saturate_to_int(round_half_even(q) + zero, out_t)
+                y, nan = self.to_int(q, zero, out_t, prec)
                 undefined |= nan
-                out = pack_output(y, out_t)
+                out = self.pack(y, out_t)
             else:
-                v = q if skip_zp else _rounded(prec, q + zero)
+                v = q if skip_zp else self.add_zero_float(q, zero, prec)
                 kw = dict(saturate=saturate, fnuz_inf_saturates=inf_max)
                 undefined |= floats.undefined_mask(v, out_t, **kw)
-                out = pack_output(floats.encode(v, out_t, **kw), out_t)
+                out = self.pack(self.encode(v, out_t, **kw), out_t)
             name = "+".join(n for n in (div_name, zp_name, inf_name) if n and n != "spec") or "spec"
             ev.add(name, (out,))
         ev.dont_care = [undefined]
         return ev
-
-
-def _rounded(prec: str, v: np.ndarray) -> np.ndarray:
-    return v if prec == "float64" else fl(prec, v)
-
-
-def _quotient(prec: str, xv: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """x / scale correctly rounded in ``prec`` (operands first rounded to it); "float64" keeps
-    int32 x exact and rounds the quotient once to float64 (the int32-via-float64 reading)."""
-    if prec == "float64":
-        return xv / scale
-    return fl(prec, fl(prec, xv) / fl(prec, scale))
 
 
 def _version(since: int, **facts) -> QuantizeLinear:

@@ -5,7 +5,7 @@
 Like cpu-ref it reads the single node from the model and computes from the inputs only (never the
 goldens); unlike cpu-ref it computes through ``qconform.diagnosis.models.get(model)``, so each
 deviation model can be run against the corpus as a vendor runtime would be, and the report's
-diagnosis can be checked to name it. ``--runner-opt model=spec`` runs the hooked bodies with no
+diagnosis can be checked to name it. ``--runner-opt model=spec`` runs the oracle's bodies with no
 deviation (they must pass everything, like cpu-ref)."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import onnx
 
 import qconform
 from qconform.case import Draft
-from qconform.diagnosis.models import MODELS, Deviation, Spec, hooked_oracle
+from qconform.diagnosis.models import MODELS, Deviation, Spec, deviating_oracle
 from qconform.oracle import InvalidModel
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared
 from qconform.runners.cpu_ref import draft_from_model, require_oracle_node
@@ -44,7 +44,7 @@ class DeviationRunner(BaseRunner):
 
     def outputs(self, draft: Draft) -> tuple[np.ndarray, ...]:
         if self.model is None:
-            return hooked_oracle(draft, Spec).evaluate(draft).readings[0][1]
+            return deviating_oracle(draft, Spec).evaluate(draft).readings[0][1]
         return self.model.outputs(draft)
 
     def prepare(self, model: onnx.ModelProto) -> Prepared:

@@ -1,0 +1,195 @@
+"""Work units and what one unit does: (sweep, domain, chunk) through a runner, or through the oracle.
+
+``UnitWorker`` holds a process's state -- the runner, resolved once, and one prepared model per
+sweep -- and turns a unit into a ``UnitResult``. Every executor (``qconform.sweep.execute``) hands
+units to a ``UnitWorker`` in its worker processes; the result of a unit does not depend on which.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from qconform import dtypes
+from qconform.sweep.domains import (Canonicaliser, Domain, digest, domain, dont_care, inputs, oracle_case,
+                                    oracle_digest)
+from qconform.sweep.goldens import golden_digests
+from qconform.sweep.table import Sweep
+
+Unit = tuple[Sweep, str, int]  # (sweep, domain name, chunk)
+
+
+def units(sweeps: list[Sweep], domains: Iterable[str], chunks: range | None = None) -> list[Unit]:
+    out = []
+    for s in sweeps:
+        for dname in s.domains():
+            if dname not in domains:
+                continue
+            dom = domain(s, dname)
+            rng = range(dom.chunks) if chunks is None else range(max(0, chunks.start), min(dom.chunks, chunks.stop))
+            out.extend((s, dname, c) for c in rng)
+    return out
+
+
+def parse_chunks(text: str | None) -> range | None:
+    """``START:STOP`` (either side may be empty) or a single chunk number."""
+    if not text:
+        return None
+    if ":" in text:
+        a, b = text.split(":", 1)
+        return range(int(a or 0), int(b) if b else 1 << 40)
+    return range(int(text), int(text) + 1)
+
+
+def unit_key(sweep_id: str, dname: str, chunk: int) -> str:
+    return f"{sweep_id}|{dname}|{chunk}"
+
+
+def unit_size(unit: Unit) -> int:
+    s, d, c = unit
+    dom = domain(s, d)
+    return min(dom.chunk, dom.size - c * dom.chunk)
+
+
+def sweep_model(sweep: Sweep):
+    """The sweep's model: built like a case's (qconform.model), with x of symbolic length."""
+    from qconform.model import build_model
+
+    x = dtypes.get(sweep.x_type).from_bits(np.zeros(1))
+    model = build_model(oracle_case(sweep, x))
+    for vi in (*model.graph.input, *model.graph.output):
+        dims = vi.type.tensor_type.shape.dim
+        if len(dims) == 1:
+            dims[0].ClearField("dim_value")
+            dims[0].dim_param = "n"
+    return model
+
+
+@dataclass
+class UnitResult:
+    sweep: str
+    domain: str
+    chunk: int
+    status: str  # ok | reading | mismatch | unsupported | error | no-golden | golden
+    elements: int = 0
+    seconds: float = 0.0
+    runner_seconds: float = 0.0
+    digest: str = ""
+    detail: str = ""
+    mismatches: int = 0
+
+
+class UnitWorker:
+    """Per-process state: the runner and one prepared model per sweep."""
+
+    def __init__(self, runner_name: str | None, options: dict[str, str], golden_root: str | None) -> None:
+        self.runner_name, self.options = runner_name, options
+        self.golden_root = Path(golden_root) if golden_root else None
+        self._prepared: dict[str, Any] = {}
+        self._goldens: dict[tuple[str, str], list] = {}
+
+    @cached_property
+    def runner(self):
+        from qconform.runner import resolve
+
+        return resolve(self.runner_name, self.options)
+
+    def prepared(self, sweep: Sweep):
+        from qconform.runner import Unsupported, prepare
+
+        if sweep.id not in self._prepared:
+            try:
+                self._prepared[sweep.id] = prepare(self.runner, sweep_model(sweep))
+            except Unsupported as exc:
+                self._prepared[sweep.id] = exc
+        got = self._prepared[sweep.id]
+        if isinstance(got, Unsupported):
+            raise got
+        return got
+
+    def golden(self, sweep: Sweep, dom: Domain, chunk: int) -> str | None:
+        key = (sweep.id, dom.name)
+        if key not in self._goldens:
+            self._goldens[key] = golden_digests(sweep, dom, self.golden_root)
+        return self._goldens[key][chunk]
+
+    def run(self, unit: tuple[Sweep, str, int]) -> UnitResult:
+        sweep, dname, chunk = unit
+        dom = domain(sweep, dname)
+        t0 = time.perf_counter()
+        res = UnitResult(sweep.id, dname, chunk, "ok")
+        try:
+            if self.runner_name is None:  # golden generation: the oracle
+                res.digest, res.status = oracle_digest(sweep, dom, chunk), "golden"
+            else:
+                self._check(sweep, dom, chunk, res)
+        except Exception as exc:  # noqa: BLE001 - reported per unit
+            from qconform.runner import Unsupported
+
+            res.status = "unsupported" if isinstance(exc, Unsupported) else "error"
+            res.detail = f"{type(exc).__name__}: {exc}" if res.status == "error" else str(exc)
+        res.seconds = time.perf_counter() - t0
+        return res
+
+    def _check(self, sweep: Sweep, dom: Domain, chunk: int, res: UnitResult) -> None:
+        expected = self.golden(sweep, dom, chunk)
+        x = inputs(sweep, dom, chunk)
+        res.elements = x.size
+        run = self.prepared(sweep)
+        t0 = time.perf_counter()
+        outs = run({"x": x})
+        res.runner_seconds = time.perf_counter() - t0
+        out_t = dtypes.get(sweep.out_type)
+        if not isinstance(outs, (list, tuple)) or len(outs) != 1 or not isinstance(outs[0], np.ndarray):
+            raise TypeError(f"runner returned {type(outs).__name__}, not a list of one array")
+        y = outs[0]
+        if y.dtype != out_t.dtype or y.shape != x.shape:
+            raise TypeError(f"runner returned {y.dtype}{list(y.shape)}, expected {out_t.name}{list(x.shape)}")
+        res.digest = digest(Canonicaliser(out_t)(y, dont_care(sweep, x)))
+        if expected is None:
+            res.status = "no-golden"
+            return
+        if res.digest == expected:
+            return
+        # Recompute the chunk with the oracle and name the exact inputs.
+        from qconform.compare import compare
+
+        case = oracle_case(sweep, x)
+        outcome = compare(case, [y])
+        if outcome.verdict == "pass":
+            res.status, res.detail = "reading", f"matches permitted reading {outcome.reading!r}"
+            return
+        res.status = "mismatch"
+        res.mismatches = outcome.mismatch_count
+        res.detail = describe_mismatches(sweep, case, x, y, outcome)
+
+
+def describe_mismatches(sweep: Sweep, case, x: np.ndarray, y: np.ndarray, outcome, limit: int = 8) -> str:
+    """The exact inputs of a failed chunk: counts by kind of difference and the first few."""
+    from qconform.compare import format_value
+
+    if outcome.problem:
+        return outcome.problem
+    reading = next(r for r in case.readings if r.name == outcome.reading)
+    out_t, x_t = dtypes.get(sweep.out_type), dtypes.get(sweep.x_type)
+    eb, ab = out_t.to_bits(reading.outputs[0]).reshape(-1), out_t.to_bits(y).reshape(-1)
+    differ = (eb != ab) & ~(out_t.is_nan_bits(eb) & out_t.is_nan_bits(ab))
+    if case.dont_care[0] is not None:
+        differ &= ~case.dont_care[0].reshape(-1)
+    idx = np.flatnonzero(differ)
+    xb = x_t.to_bits(x).reshape(-1)
+    wx, wy = max(1, (x_t.bits + 3) // 4), max(1, (out_t.bits + 3) // 4)
+    lines = [f"{idx.size} of {x.size} element(s) differ from reading {outcome.reading!r}"]
+    for i in idx[:limit]:
+        lines.append(f"  y=0x{int(ab[i]):0{wy}x} ({format_value(out_t, int(ab[i]))}), but should be "
+                     f"0x{int(eb[i]):0{wy}x} ({format_value(out_t, int(eb[i]))}) "
+                     f"[x=0x{int(xb[i]):0{wx}x} ({format_value(x_t, int(xb[i]))})]")
+    if idx.size > limit:
+        lines.append(f"  ... and {idx.size - limit} more; x codes of all: qconform sweep --dump")
+    return "\n".join(lines)
+
+
