@@ -1,17 +1,25 @@
-"""Suite overhead: wall time of the whole default corpus against onnxruntime (`pytest --runner=onnxruntime`,
-one process) vs the time onnxruntime itself spends creating sessions and running the same models.
-Prints figures, asserts nothing. Goal: ratio <= 1.3.
+"""Suite overhead: what a certification run costs beyond the runtime's own work, and what it leaves.
 
-The second figure is measured in this process, case by case, on the same corpus: the time inside
-``onnxruntime.InferenceSession(...)`` plus ``session.run`` (via IOBinding, as the runner does), with
-the model bytes and the input OrtValues made beforehand, so it is ORT's own work only.
+Prints figures and the targets side by side (ratios against onnxruntime's own time measured in the
+same run); asserts nothing.
 
-    python benchmarks/bench_suite_overhead.py
+* suite wall time, `pytest --runner=onnxruntime` on the whole default corpus, one process, with
+  isolation on (the default) and off, against onnxruntime's own session creation + run on the same
+  models (measured here, model bytes and input OrtValues made beforehand, so it is ORT's work only);
+* the artifacts of the isolated run: report.json and JUnit XML sizes, report.html size;
+* peak RSS of the run (the largest of its processes);
+* a `-k` run selecting about ten cases, end to end;
+* printing failures: the same ~2,000 failing cases of a deliberately wrong runner with the FAILURES
+  section on and off (`--tb=no`); the difference is what printing them costs.
+
+    python benchmarks/bench_suite_overhead.py [--quick]
 """
 from __future__ import annotations
 
+import argparse
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,6 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import _common  # noqa: E402
 
+PYTEST = [_common.python(), "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
+FLIP = f"{Path(__file__).resolve().with_name('_runners.py')}:FlipIntegerRunner"
+#: ~2,000 failures of the flip runner: every integer output of these op versions is wrong.
+FAILING_SELECTION = "opset_21 and (op_QuantizeLinear or op_QLinearMatMul)"
+TEN_CASES = "QuantizeLinear-13 and per-tensor"
+
 
 def ort_own_seconds() -> tuple[float, int]:
     import numpy as np
@@ -27,13 +41,12 @@ def ort_own_seconds() -> tuple[float, int]:
 
     from qconform import corpus, dtypes
     from qconform.model import build_model
-    from qconform.plugin import default_golden
-    from runners import onnxruntime_runner as R
+    from qconform.runners import onnxruntime_runner as R
 
     ort.set_default_logger_severity(4)  # the corpus holds models ORT rejects: no log line for each
     runner = R.OnnxRuntimeRunner()
     total, n = 0.0, 0
-    for case in corpus.load(default_golden()).cases:
+    for case in corpus.load(corpus.DEFAULT_ROOT).cases:
         model = build_model(case)
         if any(code and not R._ort_has_type(code) for code in R._model_types(model)):
             continue
@@ -59,18 +72,49 @@ def ort_own_seconds() -> tuple[float, int]:
     return total, n
 
 
+def _tail(out: str) -> str:
+    tail = [ln for ln in out.splitlines() if re.search(r"\d+ (passed|failed|skipped|deselected)", ln)]
+    return tail[-1].strip("= ") if tail else "?"
+
+
+def _mib(path: Path) -> float:
+    return path.stat().st_size / 2**20 if path.exists() else float("nan")
+
+
 def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="skip the --isolate=off run")
+    a = ap.parse_args()
     print(f"machine: {_common.machine()}")
-    wall, rss, rc, out = _common.run_child([_common.python(), "-m", "pytest", "--runner=onnxruntime", "-q",
-                                           "-p", "no:cacheprovider", "-p", "no:randomly"])
-    tail = [ln for ln in out.splitlines() if re.search(r"\d+ (passed|failed|skipped)", ln)]
-    print(f"suite: pytest --runner=onnxruntime (1 process): {wall:.1f} s wall, peak RSS {rss:.0f} MiB, "
-          f"exit {rc}: {tail[-1] if tail else '?'}")
-    t0 = time.perf_counter()
     own, n = ort_own_seconds()
-    print(f"onnxruntime's own time (session creation + run) over the same {n} models: {own:.1f} s "
-          f"(measured in {time.perf_counter() - t0:.1f} s, peak RSS {_common.peak_rss_mib():.0f} MiB)")
-    print(f"ratio suite wall / ORT's own time = {wall / own:.2f}  (goal <= 1.3)")
+    print(f"onnxruntime's own time (session creation + run) over {n} models: {own:.1f} s")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp)
+        wall, rss, rc, text = _common.run_child([*PYTEST, "--runner=onnxruntime", f"--report={out / 'rep'}",
+                                                 f"--junitxml={out / 'junit.xml'}"])
+        print(f"suite, isolation on (1 process): {wall:.1f} s wall, peak RSS {rss:.0f} MiB, exit {rc}: {_tail(text)}")
+        print(f"  ratio to onnxruntime's own time: {wall / own:.2f}  (target <= 2.0, moonshot 1.3)")
+        print(f"  peak RSS {rss:.0f} MiB  (target <= 400)")
+        print(f"  report.json {_mib(out / 'rep' / 'report.json'):.1f} MiB  (target <= 5); "
+              f"JUnit XML {_mib(out / 'junit.xml'):.1f} MiB  (target <= 5); "
+              f"report.html {_mib(out / 'rep' / 'report.html'):.1f} MiB")
+        if not a.quick:
+            wall_off, rss_off, rc, text = _common.run_child([*PYTEST, "--runner=onnxruntime", "--isolate=off"])
+            print(f"suite, isolation off (1 process): {wall_off:.1f} s wall, peak RSS {rss_off:.0f} MiB: {_tail(text)}")
+            print(f"  ratio to onnxruntime's own time: {wall_off / own:.2f}  (target <= 1.5)")
+
+        wall_k, _, _, text = _common.run_child([*PYTEST, "--runner=onnxruntime", "-k", TEN_CASES])
+        print(f"-k {TEN_CASES!r}: {wall_k:.2f} s end to end: {_tail(text)}  (target <= 2 s for ~10 cases)")
+
+        shown, _, _, text = _common.run_child([*PYTEST, f"--runner={FLIP}", "-m", FAILING_SELECTION])
+        m = re.search(r"(\d+) failed", _tail(text))
+        failed = int(m.group(1)) if m else 0
+        silent, _, _, _ = _common.run_child([*PYTEST, f"--runner={FLIP}", "-m", FAILING_SELECTION, "--tb=no"])
+        cost = max(0.0, shown - silent)
+        per2000 = cost * 2000 / failed if failed else float("nan")
+        print(f"printing {failed} failures: {cost:.1f} s ({shown:.1f} s with the FAILURES section, {silent:.1f} s "
+              f"with --tb=no), {per2000:.1f} s per 2,000  (target <= 5 s)")
     return 0
 
 

@@ -199,24 +199,150 @@ def _case_from(line: dict, tensors: dict[str, np.ndarray], where: str) -> Case:
     return case
 
 
+def _group_cases(root: Path, group: str) -> list[Case]:
+    """Every case of one group file pair (index/<group>.jsonl, data/<group>.pb)."""
+    index = root / "index" / f"{group}.jsonl"
+    data = root / "data" / f"{group}.pb"
+    seq = onnx.SequenceProto()
+    try:
+        seq.ParseFromString(data.read_bytes())
+        tensors = {t.name: numpy_helper.to_array(t) for t in seq.tensor_values}
+    except Exception as exc:
+        raise CorpusError(f"golden file unreadable: {data}: {exc}") from None
+    cases = []
+    for n, raw in enumerate(index.read_text().splitlines(), 1):
+        try:
+            cases.append(_case_from(json.loads(raw), tensors, f"{index}:{n}"))
+        except CorpusError:
+            raise
+        except Exception as exc:
+            raise CorpusError(f"golden index malformed: {index}:{n}: {type(exc).__name__}: {exc}") from None
+    return cases
+
+
 def load(root: Path) -> Corpus:
     """Verify, then read every case. Raises CorpusError naming the file at fault."""
     root = Path(root)
     digest = verify(root)
     cases = []
     for index in sorted((root / "index").glob("*.jsonl")):
-        data = root / "data" / f"{index.stem}.pb"
-        seq = onnx.SequenceProto()
-        try:
-            seq.ParseFromString(data.read_bytes())
-            tensors = {t.name: numpy_helper.to_array(t) for t in seq.tensor_values}
-        except Exception as exc:
-            raise CorpusError(f"golden file unreadable: {data}: {exc}") from None
-        for n, raw in enumerate(index.read_text().splitlines(), 1):
+        cases.extend(_group_cases(root, index.stem))
+    return Corpus(root, digest, tuple(cases))
+
+
+# ----------------------------------------------------------------------------------------------
+# The index alone, and cases group by group: what a run needs, when it needs it
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CaseRef:
+    """A case as its index line describes it: enough to collect, select, name and report it,
+    without its tensors (a run of 21,430 cases would otherwise hold every tensor in every process)."""
+
+    id: str
+    domain: str
+    op: str
+    opset: int
+    types: str
+    family: str
+    name: str
+    clause: str
+    output_names: tuple[str, ...]
+    output_types: tuple[str, ...]
+    readings: int
+
+    @property
+    def group(self) -> str:
+        return f"{self.domain}.{self.op}-{self.opset}" if self.domain else f"{self.op}-{self.opset}"
+
+
+def _ref(line: dict, where: str) -> CaseRef:
+    cid = line["id"]
+    m = _ID.match(cid)
+    if not m:
+        raise CorpusError(f"{where}: malformed case id {cid!r}")
+    outs = [_OUT.match(o) for o in line["outputs"]]
+    if not all(outs):
+        raise CorpusError(f"{where}: malformed outputs {line['outputs']!r}")
+    return CaseRef(cid, m["domain"] or "", m["op"], int(m["opset"]), m["types"], m["family"], m["name"],
+                   line["clause"], tuple(o["name"] for o in outs), tuple(o["type"] for o in outs),
+                   len(line["readings"]))
+
+
+def group_of(case_id: str) -> str:
+    """The group (file pair) a case id lives in: ``QuantizeLinear-21``, ``com.microsoft.QuantizeLinear-1``."""
+    return case_id.split("/", 1)[0]
+
+
+class Groups:
+    """Cases loaded group by group on first use, the latest few kept: what a runner's worker needs
+    (it never reads the whole index, and the controller verified the corpus before starting it)."""
+
+    KEEP = 4
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._groups: dict[str, dict[str, Case]] = {}
+
+    def group(self, group: str) -> dict[str, Case]:
+        if group not in self._groups:
+            if len(self._groups) >= self.KEEP:
+                self._groups.pop(next(iter(self._groups)))
+            if not (self.root / "index" / f"{group}.jsonl").is_file():
+                raise KeyError(f"no group {group!r} in the corpus at {self.root}")
+            self._groups[group] = {c.id: c for c in _group_cases(self.root, group)}
+        return self._groups[group]
+
+    def case(self, case_id: str) -> Case:
+        cases = self.group(group_of(case_id))
+        if case_id not in cases:
+            raise KeyError(f"no case {case_id!r} in the corpus at {self.root}")
+        return cases[case_id]
+
+
+class Index:
+    """A verified corpus read lazily: every case's ``CaseRef`` at once (the index files), the cases
+    themselves group by group on first use (``case``, ``cases_of``)."""
+
+    def __init__(self, root: Path, digest: str, refs: tuple[CaseRef, ...]) -> None:
+        self.root, self.digest, self.refs = Path(root), digest, refs
+        self.by_id = {r.id: r for r in refs}
+        self.groups = Groups(root)
+
+    def __len__(self) -> int:
+        return len(self.refs)
+
+    def case(self, case_id: str) -> Case:
+        return self.groups.case(case_id)
+
+    def cases_of(self, ids) -> dict[str, Case]:
+        """The named cases (those in the corpus), loading each group once."""
+        by_group: dict[str, list[str]] = defaultdict(list)
+        for cid in ids:
+            if cid in self.by_id:
+                by_group[self.by_id[cid].group].append(cid)
+        out: dict[str, Case] = {}
+        for group, cids in by_group.items():
+            cases = {c.id: c for c in _group_cases(self.root, group)}
+            out.update((cid, cases[cid]) for cid in cids)
+        return out
+
+    @property
+    def cases(self) -> tuple[Case, ...]:
+        """Every case (reads every group: for the few consumers that really need them all)."""
+        return load(self.root).cases
+
+
+def index(root: Path) -> Index:
+    """Verify the corpus against its MANIFEST and read the index files (no tensors)."""
+    root = Path(root)
+    digest = verify(root)
+    refs = []
+    for path in sorted((root / "index").glob("*.jsonl")):
+        for n, raw in enumerate(path.read_text().splitlines(), 1):
             try:
-                cases.append(_case_from(json.loads(raw), tensors, f"{index}:{n}"))
+                refs.append(_ref(json.loads(raw), f"{path}:{n}"))
             except CorpusError:
                 raise
             except Exception as exc:
-                raise CorpusError(f"golden index malformed: {index}:{n}: {type(exc).__name__}: {exc}") from None
-    return Corpus(root, digest, tuple(cases))
+                raise CorpusError(f"golden index malformed: {path}:{n}: {type(exc).__name__}: {exc}") from None
+    return Index(root, digest, tuple(refs))

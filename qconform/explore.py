@@ -15,17 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, reject, settings
-from hypothesis.errors import Unsatisfiable
 
 from qconform import schemas
-from qconform.compare import compare
 from qconform.generators import qdq
-from qconform.generators.explored import to_json
-from qconform.generators.strategies import drafts
-from qconform.model import build_model
-from qconform.oracle import evaluate
-from qconform.runner import Unsupported, prepare
+
+# hypothesis and the strategies are imported where --explore runs: a certification run does not pay
+# for them at start-up.
 
 DEFAULT_DIR = ".qconform-explore"
 
@@ -83,6 +78,8 @@ class ExploreItem(pytest.Item):
         self.saved: Path | None = None
 
     def _save(self, draft) -> Path:
+        from qconform.generators.explored import to_json
+
         out = Path(self.config.getoption("explore_dir"))
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"{self.spec.key}.json"
@@ -92,7 +89,13 @@ class ExploreItem(pytest.Item):
 
     def check(self, draft) -> None:
         """One example: the oracle's case, the runner's outputs, the comparison."""
+        from hypothesis import reject
+
+        from qconform.compare import compare
+        from qconform.model import build_model
+        from qconform.oracle import evaluate
         from qconform.plugin import RUNNER_KEY
+        from qconform.runner import Unsupported, prepare
 
         case = evaluate(draft)
         feeds = {k: np.array(v, copy=True) for k, v in case.feeds.items()}
@@ -111,6 +114,11 @@ class ExploreItem(pytest.Item):
                                  f"`qconform explore promote {path}`")
 
     def runtest(self) -> None:
+        from hypothesis import HealthCheck, Phase, given, settings
+        from hypothesis.errors import Unsatisfiable
+
+        from qconform.generators.strategies import drafts
+
         budget = self.config.getoption("explore_examples")
         prop = settings(max_examples=budget, derandomize=True, database=None, deadline=None,
                         phases=(Phase.generate, Phase.shrink), print_blob=False, report_multiple_bugs=False,

@@ -1,11 +1,11 @@
 """Running a runner so that nothing it does can lose a result.
 
-``execute`` is the one place a runner is called: it classifies every way a call can go wrong
-(Unsupported, an exception, not a list, None outputs, outputs aliasing or inputs mutated) as a
-verdict instead of an exception inside qconform. ``Worker`` runs ``execute`` in a child process
-(its own session and temporary directory): a crash (signal, abort, ``os._exit``) becomes the verdict
-*crashed* with the signal, a hang past the case timeout becomes *timeout*; a fresh child takes over
-and the run goes on. Results cross the pipe as numpy arrays (multiprocessing's own framing).
+``call`` is the one place a prepared runner is called: it classifies every way a call can go wrong
+(Unsupported, an exception -- kept with its traceback --, not a list, None outputs, outputs aliasing
+or inputs mutated) as a verdict instead of an exception inside qconform; ``execute`` prepares and
+calls. ``Child`` is a worker process (its own session, process group and temporary directory,
+optionally an address-space limit) that a crash (signal, abort, ``os._exit``) or a hang can take down
+without taking the run with it: ``receive`` then says so, and the caller starts a fresh one.
 """
 from __future__ import annotations
 
@@ -14,13 +14,14 @@ import os
 import shutil
 import signal
 import tempfile
+import traceback
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import onnx
 
-from qconform.runner import Unsupported, prepare, resolve
+from qconform.runner import Unsupported, prepare
 
 
 @dataclass
@@ -28,6 +29,15 @@ class CallResult:
     kind: str  # "ok" | "unsupported" | "error" | "crashed" | "timeout"
     outputs: list[np.ndarray] | None = None
     message: str = ""
+    traceback: str = ""  # the runner's own traceback, when it raised
+
+
+def _as_arrays(outputs: Any) -> Any:
+    """numpy scalars (``np.generic``, e.g. a rank-0 result a binding returns unwrapped) are 0-d arrays
+    of their dtype: the same value, so they are accepted as such."""
+    if isinstance(outputs, (list, tuple)):
+        return [np.asarray(o) if isinstance(o, np.generic) else o for o in outputs]
+    return outputs
 
 
 def _structure(outputs: Any, feeds: Mapping[str, np.ndarray]) -> str:
@@ -42,18 +52,23 @@ def _structure(outputs: Any, feeds: Mapping[str, np.ndarray]) -> str:
     return ""
 
 
-def execute(runner: Any, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> CallResult:
-    """Call the runner once; never raises for anything the runner does."""
+def _raised(exc: BaseException) -> CallResult:
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return CallResult("error", message=f"runner raised {type(exc).__name__}: {first}",
+                      traceback="".join(traceback.format_exception(exc)))
+
+
+def call(run: Callable, feeds: Mapping[str, np.ndarray]) -> CallResult:
+    """Call a prepared runner once on copies of the feeds; never raises for anything the runner does."""
     handed = {k: np.array(v, copy=True) for k, v in feeds.items()}
     try:
-        outputs = prepare(runner, model)(handed)
+        outputs = _as_arrays(run(handed))
     except Unsupported as exc:
         return CallResult("unsupported", message=str(exc).strip().splitlines()[0] if str(exc).strip() else "unsupported")
     except MemoryError as exc:
         return CallResult("error", message=f"runner ran out of memory: {exc}")
     except Exception as exc:  # noqa: BLE001 — any runner exception is that case's error
-        first = (str(exc).strip().splitlines() or [""])[0]
-        return CallResult("error", message=f"runner raised {type(exc).__name__}: {first}")
+        return _raised(exc)
     problem = _structure(outputs, handed)
     if problem:
         return CallResult("error", message=problem)
@@ -63,7 +78,23 @@ def execute(runner: Any, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]
     return CallResult("ok", outputs=[np.array(o, copy=True) for o in outputs])
 
 
-def _child(conn, runner_name: str, options: dict, memory_mb: int, tmp: str) -> None:
+def execute(runner: Any, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> CallResult:
+    """Prepare the model with the runner and call it once; never raises for anything the runner does."""
+    try:
+        run = prepare(runner, model)
+    except Unsupported as exc:
+        return CallResult("unsupported", message=str(exc).strip().splitlines()[0] if str(exc).strip() else "unsupported")
+    except MemoryError as exc:
+        return CallResult("error", message=f"runner ran out of memory: {exc}")
+    except Exception as exc:  # noqa: BLE001
+        return _raised(exc)
+    return call(run, feeds)
+
+
+# ----------------------------------------------------------------------------------------------
+# A worker process
+# ----------------------------------------------------------------------------------------------
+def _child_main(conn, target: Callable, args: tuple, memory_mb: int, tmp: str) -> None:
     os.setsid()  # its own process group: whatever it starts is killed with it
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the controller's to handle
     os.environ["TMPDIR"] = tmp
@@ -73,68 +104,58 @@ def _child(conn, runner_name: str, options: dict, memory_mb: int, tmp: str) -> N
 
         limit = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    try:
-        runner = resolve(runner_name, options)
-        while True:
-            msg = conn.recv()
-            if msg is None:
-                break
-            model_bytes, feeds = msg
-            result = execute(runner, onnx.load_from_string(model_bytes), feeds)
-            try:
-                conn.send(result)
-            except Exception as exc:  # e.g. an output that cannot cross the pipe
-                conn.send(CallResult("error", message=f"runner output cannot be transferred: {exc}"))
-    except Exception as exc:  # the runner cannot even start in the child: every case says so
-        while True:
-            msg = conn.recv()
-            if msg is None:
-                break
-            conn.send(CallResult("error", message=f"runner failed to start in its worker: {exc}"))
+    target(conn, *args)
 
 
-class Worker:
-    """One child process running the runner; restarted after a crash or a timeout."""
+class Child:
+    """One worker process running ``target(conn, *args)``; killed with its process group on demand."""
 
-    def __init__(self, runner_name: str, options: Mapping[str, str], timeout: float | None, memory_mb: int = 0):
-        self.runner_name, self.options = runner_name, dict(options)
-        self.timeout, self.memory_mb = timeout, memory_mb
+    TIMEOUT = object()  # receive(): nothing within the timeout
+    GONE = object()  # receive(): the process died (crash, abort, exit)
+
+    def __init__(self, target: Callable, args: tuple = (), memory_mb: int = 0) -> None:
+        self.target, self.args, self.memory_mb = target, args, memory_mb
         self._ctx = mp.get_context("spawn")
         self._proc = None
         self._conn = None
         self._tmp = ""
-        self.restarts = 0
+        self.started = 0
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        self.kill()
         parent, child = self._ctx.Pipe()
         self._tmp = tempfile.mkdtemp(prefix="qconform-worker-")
-        self._proc = self._ctx.Process(target=_child, args=(child, self.runner_name, self.options, self.memory_mb,
-                                                            self._tmp), daemon=True, name="qconform-runner")
+        self._proc = self._ctx.Process(target=_child_main, args=(child, self.target, self.args, self.memory_mb,
+                                                                 self._tmp), daemon=True, name="qconform-runner")
         self._proc.start()
         child.close()
         self._conn = parent
+        self.started += 1
 
-    def call(self, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> CallResult:
-        if self._proc is None or not self._proc.is_alive():
-            if self._proc is not None:
-                self.restarts += 1
-            self._start()
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
+    def send(self, msg: Any) -> bool:
+        """False when the worker is gone (its pipe is closed)."""
         try:
-            self._conn.send((model.SerializeToString(), {k: np.asarray(v) for k, v in feeds.items()}))
-            if not self._conn.poll(self.timeout):
-                self.kill()
-                return CallResult("timeout", message=f"no result within --case-timeout={self.timeout:g}s; worker killed")
-            return self._conn.recv()
-        except (EOFError, ConnectionError, BrokenPipeError):
-            code = self._wait_exit()
-            self.kill()
-            return CallResult("crashed", message=_describe_exit(code))
+            self._conn.send(msg)
+            return True
+        except (BrokenPipeError, ConnectionError, OSError):
+            return False
 
-    def _wait_exit(self) -> int | None:
+    def receive(self, timeout: float | None) -> Any:
+        try:
+            if not self._conn.poll(timeout):
+                return Child.TIMEOUT
+            return self._conn.recv()
+        except (EOFError, ConnectionError, BrokenPipeError, OSError):
+            return Child.GONE
+
+    def wait_exit(self) -> int | None:
         proc = self._proc
+        if proc is None:
+            return None
         proc.join(5)
-        if proc.is_alive():
-            self.kill()
         return proc.exitcode
 
     def kill(self) -> None:
@@ -146,21 +167,21 @@ class Worker:
                 pass
             self._proc.join(5)
             self._proc = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = ""
 
     def close(self) -> None:
         if self._proc is not None and self._proc.is_alive():
-            try:
-                self._conn.send(None)
-                self._proc.join(5)
-            except (BrokenPipeError, OSError):
-                pass
+            self.send(None)
+            self._proc.join(5)
         self.kill()
 
 
-def _describe_exit(code: int | None) -> str:
+def describe_exit(code: int | None) -> str:
     if code is None:
         return "worker vanished"
     if code < 0:

@@ -9,6 +9,7 @@ loaded and collected in a fraction of the time.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -100,7 +101,7 @@ def test_wrong_runner_report(pytester: pytest.Pytester, small_golden: Path):
     validate(report)
     check_counts(result, report)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    int8 = {c["id"] for c in report["cases"] if c["output_types"] == ["int8"]}
+    int8 = {c.id for c in corpus_mod.load(small_golden).cases if c.output_types == ("int8",)}
     assert int8 and {f["id"] for f in report["failures"]} == int8
     assert set(report["gate"]["new_failures"]) == int8 and not report["gate"]["passed"]
     assert report["gate"]["min_cases"] == report["counts"]["collected"]  # unfiltered: the whole corpus
@@ -110,7 +111,7 @@ def test_wrong_runner_report(pytester: pytest.Pytester, small_golden: Path):
             assert m["expected_bits"] ^ m["actual_bits"] == 1
             assert m["type"] == "int8" and len(m["actual_hex"]) == 4  # 0x.. : two hex digits for 8 bits
     status = {(c["op_version"], c["type_pair"]): c["status"] for c in report["matrix"]}
-    assert all(status[(c["op_version"], c["type_pair"])] == "fail" for c in report["cases"] if c["id"] in int8)
+    assert all(status[(f["op_version"], f["type_pair"])] == "fail" for f in report["failures"])
 
 
 def test_xdist_controller_sees_every_case(pytester: pytest.Pytester, small_golden: Path):
@@ -150,6 +151,26 @@ def test_case_without_a_result_is_an_error_not_a_gap(pytester: pytest.Pytester, 
     pytester.syspathinsert()
     result, report = run_report(pytester, "cpu-ref", small_golden, "-p", "breaksetup")
     validate(report)
-    broken = [c for c in report["cases"] if c["id"].endswith("/per-axis")]
-    assert broken and all(c["verdict"] == "error" and "setup broke" in c["problem"] for c in broken)
+    broken = [f for f in report["failures"] if f["id"].endswith("/per-axis")]
+    assert broken and all(f["verdict"] == "error" and "setup broke" in f["problem"] for f in broken)
+    assert {c["id"] for c in report["cases"] if c["verdict"] == "error"} == {f["id"] for f in broken}
     assert report["counts"]["collected"] == report["counts"]["reported"] and report["complete"]
+
+
+def test_artifacts_stay_compact_and_the_summary_comes_last(pytester: pytest.Pytester, small_golden: Path):
+    """No per-case JSON in pytest's own reports (so none in JUnit XML or on the xdist wire), short
+    unsupported reasons in JUnit XML, each reason once in report.json, and the qconform summary after
+    pytest's short summary."""
+    xml = pytester.path / "junit.xml"
+    result, report = run_report(pytester, f"{SUPPORT}:FlipInt8NoUint8Runner", small_golden, f"--junitxml={xml}",
+                                "-rfs")
+    text = xml.read_text()
+    assert "<property" not in text
+    skipped = re.findall(r'<skipped[^>]*message="([^"]*)"', text)
+    assert skipped and all(len(m) <= 120 for m in skipped)
+    assert len(report["reasons"]) == 1 and report["reasons"][0]["cases"] == report["counts"]["unsupported"]
+    assert all(set(c) <= {"id", "verdict", "reading", "readings", "mismatches", "masked", "reason", "baseline"}
+               for c in report["cases"])
+    out = result.stdout.str()
+    assert out.index("short test summary info") < out.index("qconform summary") < out.index("qconform report")
+    assert out.rstrip().splitlines()[-1].startswith("=") and " failed" in out.rstrip().splitlines()[-1]

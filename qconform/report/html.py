@@ -198,16 +198,16 @@ def _diagnosis(report: dict) -> str:
             f"<th>failing</th><th>explained by (cases)</th><th>unexplained</th></tr>{rows}</table>")
 
 
-def _cases(report: dict) -> str:
-    rows = "".join(
-        f'<tr data-verdict="{_e(c["verdict"])}" data-ov="{_e(c["op_version"])}" data-tp="{_e(c["type_pair"])}" '
-        f'data-id="{_e(c["id"])}"><td><code>{_e(c["id"])}</code></td><td>{_badge(c["verdict"])}</td>'
-        f'<td>{_e(c["reading"] or "")}{" of " + str(c["readings"]) if c["readings"] > 1 else ""}</td>'
-        f'<td>{c["mismatches"] or ""}</td><td>{c["masked"] or ""}</td></tr>'
-        for c in report["cases"])
-    return (f'<details><summary><b>All cases ({len(report["cases"])})</b></summary><table class="cases">'
-            f"<tr><th>case</th><th>verdict</th><th>reading</th><th>mismatches</th><th>don't-care</th></tr>{rows}"
-            "</table></details>")
+def _reasons(report: dict) -> str:
+    """Why the runner refused what it refused: each distinct reason once, with its case count
+    (every case's verdict is in report.json)."""
+    reasons = report.get("reasons") or []
+    if not reasons:
+        return ""
+    rows = "".join(f"<tr><td>{r['cases']}</td><td>{_e(r['text'])}</td></tr>"
+                   for r in sorted(reasons, key=lambda r: -r["cases"]))
+    return (f'<details><summary><b>Not supported by the runner: {len(reasons)} reason(s)</b></summary>'
+            f'<table class="cases"><tr><th>cases</th><th>reason</th></tr>{rows}</table></details>')
 
 
 def render(report: dict) -> str:
@@ -253,6 +253,6 @@ the number is the cases in the cell's colour over all its cases. Click a cell to
 {_diagnosis(report)}
 {_readings(report)}
 <h2>Cases</h2>
-{_cases(report)}
+{_reasons(report)}
 </body></html>
 """

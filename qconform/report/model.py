@@ -14,7 +14,7 @@ from typing import Any
 
 from qconform import dtypes
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Every verdict a case can carry in a report. ``crashed``/``timeout`` come from runner isolation,
 #: ``not-run`` marks a collected case that produced no result (interrupted or stopped run).
@@ -22,14 +22,8 @@ VERDICTS = ("pass", "fail", "error", "crashed", "timeout", "unsupported", "not-r
 #: Verdicts that are deviations: they fail a run unless a baseline entry covers them.
 BAD = frozenset({"fail", "error", "crashed", "timeout"})
 
-#: A case row keeps this much of a runner's message (thousands of unsupported cases repeat one long
-#: message); the failures list keeps up to FAILURE_PROBLEM_CHARS.
-PROBLEM_CHARS = 240
+#: The failures list keeps a runner's message up to this many characters (the rest: see the reasons).
 FAILURE_PROBLEM_CHARS = 4000
-
-#: Per-case fields copied from the plugin's record (the rest is derived here).
-_CASE_FIELDS = ("id", "op", "domain", "opset", "types", "family", "clause", "verdict", "reading",
-                "readings", "masked", "mismatches", "problem")
 
 
 def op_version(r: Mapping[str, Any]) -> str:
@@ -86,12 +80,18 @@ def _clip(text: str, n: int) -> str:
 
 
 def _case_row(rec: Mapping[str, Any]) -> dict:
-    row = {k: rec.get(k) for k in _CASE_FIELDS}
-    row.update(readings=rec.get("readings") or 0, masked=rec.get("masked") or 0,
-               mismatches=rec.get("mismatches") or 0, problem=_clip(rec.get("problem") or "", PROBLEM_CHARS),
-               output_types=list(rec.get("output_types") or []), op_version=op_version(rec),
-               type_pair=type_pair(rec), duration_s=round(float(rec.get("duration_s") or 0.0), 6),
-               baseline=rec.get("baseline"))
+    """A case's row: its id and verdict, and only what differs from the defaults. The case's static
+    fields (op, version, types, family) are in its id; unsupported reasons are stored once, in
+    ``reasons``, and referenced by index; a failure's details are in ``failures``."""
+    row: dict[str, Any] = {"id": rec["id"], "verdict": rec.get("verdict", "not-run")}
+    readings = rec.get("readings") or 0
+    if readings > 1:
+        row["readings"] = readings
+        if rec.get("reading"):
+            row["reading"] = rec["reading"]
+    for key in ("mismatches", "masked"):
+        if rec.get(key):
+            row[key] = rec[key]
     return row
 
 
@@ -106,12 +106,21 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
     """
     results = {r["id"]: r for r in records}
     stubs = list(collected)
-    cases, seen = [], set()
+    full, seen = [], set()  # whole records, for the matrix and the failures
     for stub in stubs:
-        rec = results.get(stub["id"]) or {**stub, "verdict": "not-run"}
-        cases.append(_case_row({**stub, **rec}))
+        full.append({**stub, **(results.get(stub["id"]) or {"verdict": "not-run"})})
         seen.add(stub["id"])
-    cases += [_case_row(r) for cid, r in results.items() if cid not in seen]
+    full += [r for cid, r in results.items() if cid not in seen]
+    reasons: dict[str, int] = {}
+    reason_counts: Counter = Counter()
+    cases = []
+    for rec in full:
+        row = _case_row(rec)
+        if row["verdict"] == "unsupported":
+            text = rec.get("problem") or ""
+            row["reason"] = reasons.setdefault(text, len(reasons))
+            reason_counts[text] += 1
+        cases.append(row)
 
     totals = Counter(c["verdict"] for c in cases)
     counts = {"collected": len(stubs), "reported": len(cases),
@@ -121,10 +130,10 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
 
     cells: dict[tuple, Counter] = defaultdict(Counter)
     followed: dict[str, Counter] = defaultdict(Counter)
-    for c in cases:
-        cells[(c["domain"] or "", c["op"] or "?", c["opset"] or 0, c["type_pair"])][c["verdict"]] += 1
-        if c["readings"] > 1 and c["verdict"] == "pass" and c["reading"]:
-            followed[c["op_version"]][c["reading"]] += 1
+    for c in full:
+        cells[(c.get("domain") or "", c.get("op") or "?", c.get("opset") or 0, type_pair(c))][c["verdict"]] += 1
+        if (c.get("readings") or 0) > 1 and c["verdict"] == "pass" and c.get("reading"):
+            followed[op_version(c)][c["reading"]] += 1
     matrix = [{"domain": d, "op": op, "opset": v, "op_version": op_version({"domain": d, "op": op, "opset": v}),
                "type_pair": tp, "counts": dict(sorted(cnt.items())), "status": cell_status(cnt)}
               for (d, op, v, tp), cnt in sorted(cells.items(), key=lambda kv: tuple(map(str, kv[0][:2])) + kv[0][2:])]
@@ -132,14 +141,15 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
                 for ov, cnt in sorted(followed.items())]
 
     failures = []
-    for c in cases:
+    for c in full:
         if c["verdict"] in BAD:
-            rec = results.get(c["id"], {})
-            failures.append({k: c[k] for k in ("id", "verdict", "op_version", "type_pair", "clause", "reading",
-                                                 "mismatches", "masked", "problem", "baseline")}
-                            | {"problem": _clip(rec.get("problem") or c["problem"], FAILURE_PROBLEM_CHARS),
-                               "first_mismatches": _mismatches({**rec, "output_types": c["output_types"]})}
-                            | ({"diagnosis": rec["diagnosis"]} if "diagnosis" in rec else {}))
+            failures.append({"id": c["id"], "verdict": c["verdict"], "op_version": op_version(c),
+                             "type_pair": type_pair(c), "clause": c.get("clause"), "reading": c.get("reading"),
+                             "mismatches": c.get("mismatches") or 0, "masked": c.get("masked") or 0,
+                             "problem": _clip(c.get("problem") or "", FAILURE_PROBLEM_CHARS), "baseline": None,
+                             "first_mismatches": _mismatches(c)}
+                            | ({"diagnosis": c["diagnosis"]} if "diagnosis" in c else {})
+                            | ({"traceback": c["traceback"]} if c.get("traceback") else {}))
 
     return {
         "schema_version": SCHEMA_VERSION,
@@ -157,6 +167,7 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
         "matrix": matrix,
         "readings_followed": readings,
         "failures": failures,
+        "reasons": [{"text": text, "cases": reason_counts[text]} for text in reasons],
         "cases": cases,
     }
 

@@ -3,8 +3,8 @@
 Options: ``--report=DIR`` (report.json, report.html, summary.md), ``--baseline=FILE``,
 ``--min-cases=N``, ``--export-failures=DIR``. All active only with ``--runner``.
 
-Per-case results arrive in ``pytest_runtest_logreport`` (on the xdist controller too, where each
-report carries its item's ``user_properties``); the collected case list comes from
+Per-case records come from ``qconform.plugin.Records`` (on the xdist controller merged from the
+workers' record files at session finish); the collected case list comes from
 ``pytest_collection_finish`` or, under xdist, ``pytest_xdist_node_collection_finished``. Files are
 written only where ``workerinput`` is absent (the controller, or a plain run), in
 ``pytest_sessionfinish``, which pytest also calls after Ctrl-C: the report is then written with
@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 import qconform
-from qconform.plugin import CORPUS_KEY, PROPERTY, RUNNER_KEY
+from qconform.plugin import CORPUS_KEY, RECORDS_KEY, RUNNER_KEY
 from qconform.report import baseline as baseline_mod
 from qconform.report import model
 from qconform import platform as machine
@@ -44,7 +44,7 @@ class _State:
     baseline: baseline_mod.Baseline | None = None
     today: _dt.date = field(default_factory=_dt.date.today)
     collected: list[str] | None = None  # case ids, collection order
-    records: dict[str, dict] = field(default_factory=dict)
+    failed_without_record: dict[str, str] = field(default_factory=dict)  # case id -> why (setup error, crash)
     durations: dict[str, float] = field(default_factory=dict)
     started: float = 0.0
     started_iso: str = ""
@@ -113,9 +113,11 @@ def _case_id(nodeid: str) -> str:
 
 
 def _stub(c) -> dict:
-    """A case's static fields: what the report shows for a case that produced no result."""
+    """A case's static fields (from a Case or a corpus.CaseRef): what the report shows for a case
+    that produced no result."""
+    readings = c.readings if isinstance(c.readings, int) else len(c.readings)
     return {"id": c.id, "op": c.op, "domain": c.domain, "opset": c.opset, "types": c.types, "family": c.family,
-            "clause": c.clause, "readings": len(c.readings), "output_types": list(c.output_types),
+            "clause": c.clause, "readings": readings, "output_types": list(c.output_types),
             "output_names": list(c.output_names)}
 
 
@@ -133,7 +135,7 @@ class _Session:
     def stubs(self) -> dict[str, dict]:
         """Static fields of every corpus case, for cases that never produced a record."""
         if self._stubs is None:
-            self._stubs = {c.id: _stub(c) for c in self.config.stash[CORPUS_KEY].cases}
+            self._stubs = {r.id: _stub(r) for r in self.config.stash[CORPUS_KEY].refs}
         return self._stubs
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -141,13 +143,18 @@ class _Session:
         self.state.started_iso = _now()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        cases = [item.case for item in session.items if hasattr(item, "case")]
         stubs = self.stubs()
-        for c in cases:  # items of cases outside the corpus (generated at collection time)
-            if c.id not in stubs:
-                stubs[c.id] = _stub(c)
-                self.state.extra_cases[c.id] = c
-        self.state.collected = [c.id for c in cases]
+        ids = []
+        for item in session.items:
+            if hasattr(item, "case_id"):
+                ids.append(item.case_id)
+            elif hasattr(item, "case"):  # a case outside the corpus (generated at collection time)
+                c = item.case
+                if c.id not in stubs:
+                    stubs[c.id] = _stub(c)
+                    self.state.extra_cases[c.id] = c
+                ids.append(c.id)
+        self.state.collected = ids
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:
@@ -160,8 +167,8 @@ class _Session:
         """A deviation a live baseline entry covers is reported as xfail: it does not fail the run."""
         rep = yield
         baseline = self.state.baseline
-        if baseline and rep.when == "call" and rep.failed and hasattr(item, "case"):
-            entry = baseline.live_match(item.case.id, self.state.today)
+        if baseline and rep.when == "call" and rep.failed and (hasattr(item, "case_id") or hasattr(item, "case")):
+            entry = baseline.live_match(getattr(item, "case_id", None) or item.case.id, self.state.today)
             if entry is not None:
                 rep.outcome = "skipped"
                 rep.wasxfail = f"baseline: {entry.reason}"
@@ -172,18 +179,13 @@ class _Session:
             return
         state, cid = self.state, _case_id(report.nodeid)
         state.durations[cid] = state.durations.get(cid, 0.0) + (report.duration or 0.0)
-        for key, value in report.user_properties:
-            if key == PROPERTY:
-                rec = json.loads(value)
-                state.records[rec["id"]] = rec
-                return
-        # A case that failed with no result recorded (setup error, a qconform bug, a worker crash).
-        if report.failed and cid not in state.records and cid in self.stubs():
+        # A failure may have no record (setup error, a qconform bug, a crashed pytest worker): known at
+        # the end, when the records of every process are in.
+        if report.failed and cid in self.stubs() and cid not in state.failed_without_record:
             crash = getattr(getattr(report.longrepr, "reprcrash", None), "message", None)
             lines = (report.longreprtext or "").strip().splitlines()
             why = crash or (lines[-1] if lines else "")
-            state.records[cid] = {**self.stubs()[cid], "verdict": "error",
-                                  "problem": f"no result recorded ({report.when}): {why}"[:500]}
+            state.failed_without_record[cid] = f"no result recorded ({report.when}): {why}"[:500]
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         self.state.deselected += len(items)
@@ -204,9 +206,13 @@ class _Session:
         else:
             self.config.workeroutput["qconform_deselected"] = self.state.deselected
 
-    def pytest_terminal_summary(self, terminalreporter, exitstatus, config: pytest.Config) -> None:
-        if self.state.report is not None:
-            _summary(terminalreporter, config, self.state)
+
+
+def terminal_lines(terminalreporter, config: pytest.Config) -> None:
+    """The report's section of the terminal summary (qconform.plugin prints it last)."""
+    state = config.stash.get(STATE, None)
+    if state is not None and state.report is not None:
+        _summary(terminalreporter, config, state)
 
 
 def _filters(config: pytest.Config, deselected: int = 0) -> list[str]:
@@ -248,7 +254,7 @@ def _meta(session: pytest.Session, state: _State, exitstatus: int) -> dict:
         "interrupted": state.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED,
         "exit_status": int(exitstatus),
         "runner": json.loads(json.dumps(describe(config.stash[RUNNER_KEY]), default=str)),
-        "corpus": {"digest": corpus.digest, "cases": len(corpus.cases), "root": str(corpus.root)},
+        "corpus": {"digest": corpus.digest, "cases": len(corpus), "root": str(corpus.root)},
         "platform": {"python": platform.python_version(), "implementation": platform.python_implementation(),
                      "system": platform.system(), "release": platform.release(), "machine": platform.machine(),
                      "platform": platform.platform(), "packages": _package_versions(),
@@ -266,14 +272,18 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, dict]) -> N
     """Build the report, decide the gate, write the files; controller only."""
     config = session.config
     collected = [stubs.get(cid, {"id": cid}) for cid in (state.collected or [])]
+    got = dict(config.stash[RECORDS_KEY].by_id)
+    for cid, why in state.failed_without_record.items():
+        if cid not in got:
+            got[cid] = {**stubs[cid], "verdict": "error", "problem": why}
     records = [{**stubs.get(r["id"], {}), **r, "duration_s": state.durations.get(r["id"], 0.0)}
-               for r in state.records.values()]
+               for r in got.values()]
     report = model.build(records, collected, _meta(session, state, session.exitstatus))
     report["diagnosis"] = _diagnosis(records, config)
     filters = _filters(config, state.deselected)
     floor = config.getoption("min_cases")
     if floor is None:
-        floor = 0 if filters else len(config.stash[CORPUS_KEY].cases)
+        floor = 0 if filters else len(config.stash[CORPUS_KEY])
     report["gate"] = baseline_mod.gate(report, state.baseline, state.today, min_cases=floor, filtered=bool(filters))
     if not report["gate"]["passed"] and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -295,7 +305,8 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, dict]) -> N
     if export_dir:
         from qconform.report import export
 
-        by_id = {c.id: c for c in config.stash[CORPUS_KEY].cases} | state.extra_cases
+        ids = [f["id"] for f in report["failures"]]
+        by_id = config.stash[CORPUS_KEY].cases_of(ids) | state.extra_cases
         failing = [(by_id[f["id"]], f) for f in report["failures"] if f["id"] in by_id]
         state.exported = len(export.export(failing, Path(export_dir), runner=report["runner"]))
 
@@ -308,7 +319,9 @@ def _diagnosis(records: list[dict], config: pytest.Config) -> dict:
 
     if not any(r.get("verdict") == "fail" and "diagnosis" in r for r in records):
         return {"groups": [], "overall": []}
-    cases = {c.id: c for c in config.stash[CORPUS_KEY].cases}
+    key = lambda r: (r.get("domain"), r.get("op"), r.get("opset"), r.get("types"))  # noqa: E731
+    failing = {key(r) for r in records if r.get("verdict") == "fail"}
+    cases = config.stash[CORPUS_KEY].cases_of(r["id"] for r in records if key(r) in failing)
     try:
         groups = rank(records, cases, strict_nan=bool(config.getoption("strict_nan")))
     except Exception as exc:  # advice only: a report is never lost to it

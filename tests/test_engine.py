@@ -1,0 +1,70 @@
+"""The execution engine: many cases per round trip to the runner's worker, results in order, and a
+crash or hang costs exactly the case that was running -- its batch neighbours keep their verdicts."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from fault_runners import FAULTS
+
+from qconform import corpus as corpus_mod
+from qconform.execution import InProcessEngine, IsolatedEngine, Options
+
+FAULTY = f"{Path(__file__).with_name('fault_runners.py')}:FaultRunner"
+
+
+def _healthy(index, group: str, n: int) -> list[str]:
+    return [r.id for r in index.refs if r.group == group and r.id not in FAULTS][:n]
+
+
+def test_a_crash_in_a_batch_loses_no_verdict_of_its_neighbours():
+    index = corpus_mod.index(corpus_mod.DEFAULT_ROOT)
+    faults = {f: cid for cid, f in FAULTS.items()}
+    healthy = _healthy(index, "QuantizeLinear-13", 5)
+    order = [healthy[0], faults["segfault"], healthy[1], faults["abort"], healthy[2], faults["hang"], healthy[3],
+             faults["exit"], healthy[4]]
+    engine = IsolatedEngine(Options(str(index.root), FAULTY), index, timeout=3.0, batch=64)
+    try:
+        engine.submit(order)  # one batch: every case in a single round trip
+        got = {cid: engine.result(cid) for cid in order}
+    finally:
+        engine.close()
+    assert [got[c].verdict for c in healthy] == ["pass"] * 5
+    assert got[faults["segfault"]].verdict == "crashed" and "SIGSEGV" in got[faults["segfault"]].message
+    assert got[faults["abort"]].verdict == "crashed" and "SIGABRT" in got[faults["abort"]].message
+    assert got[faults["hang"]].verdict == "timeout" and "--case-timeout=3s" in got[faults["hang"]].message
+    assert got[faults["exit"]].verdict == "crashed" and "status 3" in got[faults["exit"]].message
+    assert engine.restarts == 4  # one fresh worker after each crash or hang, the rest of the batch in it
+    assert all(r.record["id"] == cid for cid, r in got.items())
+
+
+def test_results_come_back_in_any_order_pytest_asks_for_them():
+    index = corpus_mod.index(corpus_mod.DEFAULT_ROOT)
+    ids = _healthy(index, "DequantizeLinear-21", 12)
+    engine = IsolatedEngine(Options(str(index.root), "cpu-ref"), index, timeout=60.0, batch=5)
+    try:
+        engine.submit(ids)
+        got = [engine.result(cid).verdict for cid in reversed(ids)]
+        again = engine.result(ids[0])  # not submitted any more: computed on demand
+    finally:
+        engine.close()
+    assert got == ["pass"] * len(ids) and again.verdict == "pass"
+    assert engine.child.started == 1  # one worker for all of them
+
+
+def test_in_process_and_isolated_engines_agree():
+    index = corpus_mod.index(corpus_mod.DEFAULT_ROOT)
+    refs = [r for r in index.refs if r.group == "QuantizeLinear-21"]
+    ids = [r.id for r in refs if r.output_types == ("int8",)][:20] + [r.id for r in refs if r.output_types == ("uint8",)][:20]
+    opts = Options(str(index.root), f"{Path(__file__).with_name('support.py')}:FlipInt8Runner")
+    from support import FlipInt8Runner
+
+    local = InProcessEngine(opts, FlipInt8Runner(), index)
+    iso = IsolatedEngine(opts, index, timeout=60.0)
+    try:
+        iso.submit(ids)
+        a = {cid: local.result(cid) for cid in ids}
+        b = {cid: iso.result(cid) for cid in ids}
+    finally:
+        iso.close()
+    assert {c: (r.verdict, r.message) for c, r in a.items()} == {c: (r.verdict, r.message) for c, r in b.items()}
+    assert {r.verdict for r in a.values()} >= {"pass", "fail"}
