@@ -30,9 +30,11 @@ def machine() -> str:
 
 
 def run_child(cmd: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, float, int, str]:
-    """(wall seconds, peak RSS MiB of the child, return code, stdout): rusage from wait4."""
+    """(wall seconds, peak RSS MiB of the child, return code, stdout): rusage from wait4. An ``env``
+    value of None removes that variable."""
+    full = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, cwd=cwd or REPO, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+    p = subprocess.Popen(cmd, cwd=cwd or REPO, env=full, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
     out = p.stdout.read()
     _, status, ru = os.wait4(p.pid, 0)

@@ -2,7 +2,6 @@
 what a real runtime gets wrong this release."""
 from __future__ import annotations
 
-import numpy as np
 
 from qconform.runners.cpu_ref import CpuRefRunner
 

@@ -1,5 +1,8 @@
 """pytest-xdist speed-up: the default corpus against onnxruntime with `-n 2` vs one process, on the
-same machine in one run. Prints figures, asserts nothing. Goal: speed-up >= 1.7 on 2 cores.
+same machine in one run, with isolation on (the default: one process already runs its runner in two
+worker processes beside pytest) and off (pytest and the runner in one process); and, without xdist,
+one process with one runner worker vs two (`--runner-workers`), the way qconform itself uses a
+second core. Prints figures, asserts nothing. Goal: speed-up >= 1.6 on 2 cores.
 
     python benchmarks/bench_xdist.py [--runner onnxruntime]
 """
@@ -20,15 +23,22 @@ def main() -> int:
     ap.add_argument("--runner", default="onnxruntime")
     a = ap.parse_args()
     print(f"machine: {_common.machine()}")
-    res = {}
-    for label, extra in (("1 process", []), ("-n 2", ["-n", "2"])):
-        wall, rss, rc, out = _common.run_child([_common.python(), "-m", "pytest", f"--runner={a.runner}", "-q",
-                                               "-p", "no:cacheprovider", *extra])
-        tail = [ln for ln in out.splitlines() if re.search(r"\d+ (passed|failed|skipped)", ln)]
-        res[label] = wall
-        print(f"{label:10} {wall:7.1f} s wall, peak RSS {rss:6.0f} MiB (controller), exit {rc}: "
-              f"{tail[-1] if tail else '?'}")
-    print(f"speed-up -n 2 = {res['1 process'] / res['-n 2']:.2f}  (goal >= 1.7)")
+    plans = {
+        "--isolate=on": (("1 process", ["--isolate=on"]), ("-n 2", ["--isolate=on", "-n", "2"])),
+        "--isolate=off": (("1 process", ["--isolate=off"]), ("-n 2", ["--isolate=off", "-n", "2"])),
+        "runner workers": (("1 process", ["--isolate=on", "--runner-workers=1"]),
+                           ("2 workers", ["--isolate=on", "--runner-workers=2"])),
+    }
+    for name, (base, other) in plans.items():
+        res = {}
+        for label, extra in (base, other):
+            wall, rss, rc, out = _common.run_child([_common.python(), "-m", "pytest", f"--runner={a.runner}", "-q",
+                                                   "-p", "no:cacheprovider", *extra])
+            tail = [ln for ln in out.splitlines() if re.search(r"\d+ (passed|failed|skipped)", ln)]
+            res[label] = wall
+            print(f"{' '.join(extra):38} {wall:7.1f} s wall, peak RSS {rss:6.0f} MiB, exit {rc}: "
+                  f"{tail[-1].strip('= ') if tail else '?'}")
+        print(f"{name}: speed-up {other[0]} = {res[base[0]] / res[other[0]]:.2f}  (goal >= 1.6)")
     return 0
 
 

@@ -16,7 +16,6 @@ Engines hand case ids to a pipeline and give results back in the order the ids w
 """
 from __future__ import annotations
 
-import hashlib
 import time
 import traceback
 from collections import OrderedDict, deque
@@ -72,7 +71,7 @@ class Pipeline:
         """The runner's prepared callable for this model (reused for identical model bytes)."""
         from qconform.runner import Unsupported, prepare
 
-        key = hashlib.sha256(model.SerializeToString()).hexdigest()
+        key = model.SerializeToString()  # identical models only (bytes hash once, in C)
         if key in self._prepared:
             self._prepared.move_to_end(key)
             self.prepared_hits += 1
@@ -94,7 +93,7 @@ class Pipeline:
 
         case = self.cases.case(case_id)
         try:
-            model = build_model(case)
+            model = build_model(case, check=False)  # every corpus model passed onnx.checker when it was written
         except Exception as exc:  # noqa: BLE001 — a model qconform cannot build is that case's error
             return self._finish(case, CallResult("error", message=f"build_model: {type(exc).__name__}: {exc}"))
         run, refused = self._prepare(model)
@@ -171,6 +170,8 @@ def crash_result(case_ref, kind: str, message: str) -> CaseResult:
 class InProcessEngine:
     """``--isolate=off``: the pipeline in this process; a case is computed when pytest asks for it."""
 
+    runs_ahead = False  # submit() is a no-op: nothing to hand over ahead of pytest
+
     def __init__(self, options: Options, runner: Any, index=None) -> None:
         self.pipeline = Pipeline(options, runner, index)
 
@@ -191,6 +192,29 @@ READY = "ready"
 STARTUP_TIMEOUT = 300.0
 
 
+def _incoming(conn):
+    """The controller's batches, read by a thread as soon as they arrive: the controller's send never
+    waits for the worker to finish what it is doing. Ends at the controller's None (or a closed pipe)."""
+    import queue
+    import threading
+
+    inbox: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                msg = None
+            inbox.put(msg)
+            if msg is None:
+                return
+
+    threading.Thread(target=read, daemon=True, name="qconform-batches").start()
+    while (batch := inbox.get()) is not None:
+        yield batch
+
+
 def _serve(conn, options: Options) -> None:
     """The worker's loop: a batch of ids in, one CaseResult out per case, in order."""
     from qconform.runner import resolve
@@ -205,7 +229,7 @@ def _serve(conn, options: Options) -> None:
             for cid in batch:
                 conn.send(CaseResult(cid, "error", {"id": cid, "verdict": "error", "problem": why}, f"{cid}: error: {why}"))
         return
-    while (batch := conn.recv()) is not None:
+    for batch in _incoming(conn):
         for cid in batch:
             try:
                 res = pipeline.run(cid)
@@ -220,98 +244,138 @@ def _serve(conn, options: Options) -> None:
                                      f"{cid}: error: result cannot be transferred: {exc}"))
 
 
-class IsolatedEngine:
-    """``--isolate=on``: the pipeline in a worker process, fed ahead in batches, read back in order."""
+class _Lane:
+    """One runner worker and the cases handed to it, in order: its crashes and hangs are its own."""
 
-    def __init__(self, options: Options, index, timeout: float | None, memory_mb: int = 0, batch: int = 64) -> None:
-        self.options, self.index = options, index
-        self.timeout, self.batch = timeout, batch
-        self.child = Child(_serve, (options,), memory_mb)
-        self.pending: deque[str] = deque()  # submitted, no result yet, in order
-        self.done: dict[str, CaseResult] = {}
-        self.restarts = 0
-        self._ready = False
-        self._last = time.monotonic()
+    def __init__(self, engine: "IsolatedEngine") -> None:
+        self.engine = engine
+        self.child = Child(_serve, (engine.options,), engine.memory_mb)
+        self.pending: deque[str] = deque()  # submitted to this worker, no result yet, in order
+        self.ready = False
+        self.last = time.monotonic()
 
-    def submit(self, case_ids) -> None:
-        """Queue cases (those not already queued or done) for the worker, in batches."""
-        fresh = [c for c in case_ids if c not in self.done and c not in self._queued]
-        if not fresh:
-            return
+    def send(self, ids: list[str]) -> None:
         if not self.child.alive():
-            self._restart()
-        for i in range(0, len(fresh), self.batch):
-            chunk = fresh[i:i + self.batch]
-            self.pending.extend(chunk)
-            self.child.send(chunk)
+            self.restart()
+        self.pending.extend(ids)
+        for i in range(0, len(ids), self.engine.batch):
+            self.child.send(ids[i:i + self.engine.batch])
 
-    @property
-    def _queued(self) -> set[str]:
-        return set(self.pending)
-
-    def _restart(self) -> None:
+    def restart(self) -> None:
         if self.child.started:
-            self.restarts += 1
+            self.engine.restarts += 1
         self.child.start()
-        self._ready = False
-        self._last = time.monotonic()
+        self.ready = False
+        self.last = time.monotonic()
         again = list(self.pending)
-        for i in range(0, len(again), self.batch):
-            self.child.send(again[i:i + self.batch])
-
-    def result(self, case_id: str) -> CaseResult:
-        if case_id not in self.done and case_id not in self._queued:
-            self.submit([case_id])
-        while case_id not in self.done:
-            self._next()
-        return self.done.pop(case_id)
+        for i in range(0, len(again), self.engine.batch):
+            self.child.send(again[i:i + self.engine.batch])
 
     def _wait_ready(self) -> bool:
-        """Wait for the fresh worker's READY; False (and the head case's verdict) if it never comes."""
-        got = self.child.receive(max(STARTUP_TIMEOUT, self.timeout or 0.0))
+        """Wait for a fresh worker's READY; False (and the head case's verdict) if it never comes."""
+        limit = max(STARTUP_TIMEOUT, self.engine.timeout or 0.0)
+        got = self.child.receive(limit)
         if got == READY:
-            self._ready = True
-            self._last = time.monotonic()
+            self.ready = True
+            self.last = time.monotonic()
             return True
-        head = self.pending[0]
-        why = (f"the runner's worker did not start within {max(STARTUP_TIMEOUT, self.timeout or 0.0):g}s"
-               if got is Child.TIMEOUT else f"the runner's worker died while starting: {describe_exit(self.child.wait_exit())}")
+        why = (f"the runner's worker did not start within {limit:g}s" if got is Child.TIMEOUT
+               else f"the runner's worker died while starting: {describe_exit(self.child.wait_exit())}")
         self.child.kill()
-        self._settle(crash_result(self.index.by_id[head], "crashed" if got is Child.GONE else "timeout", why))
+        self._settle("crashed" if got is Child.GONE else "timeout", why)
         return False
 
-    def _next(self) -> None:
-        """Read the next result, or turn the head case into a crash or a timeout."""
-        if not self._ready and not self._wait_ready():
+    def next(self) -> None:
+        """Read this worker's next result, or turn its head case into a crash or a timeout."""
+        if not self.ready and not self._wait_ready():
             return
-        head = self.pending[0]
-        left = None if self.timeout is None else max(0.0, self._last + self.timeout - time.monotonic())
-        got = self.child.receive(left)
+        head, timeout = self.pending[0], self.engine.timeout
+        # the head case started when the message before it arrived (results come strictly in order)
+        since = max(self.last, self.child.last_arrival) if self.child.inbox_empty() else self.last
+        got = self.child.receive(None if timeout is None else max(0.0, since + timeout - time.monotonic()))
         if got is Child.TIMEOUT:
             self.child.kill()
-            self._settle(crash_result(self.index.by_id[head], "timeout",
-                                      f"no result within --case-timeout={self.timeout:g}s; worker killed"))
+            self._settle("timeout", f"no result within --case-timeout={timeout:g}s; worker killed")
         elif got is Child.GONE:
             code = self.child.wait_exit()
             self.child.kill()
-            self._settle(crash_result(self.index.by_id[head], "crashed", describe_exit(code)))
+            self._settle("crashed", describe_exit(code))
         else:
             if got.id != head:  # the protocol is strictly in order: anything else is a qconform bug
                 raise RuntimeError(f"worker answered {got.id!r} while {head!r} was due")
             self.pending.popleft()
-            self.done[got.id] = got
-            self._last = time.monotonic()
+            self.engine.done[got.id] = got
+            self.last = time.monotonic()
 
-    def _settle(self, res: CaseResult) -> None:
+    def _settle(self, kind: str, why: str) -> None:
         """The head case gets the controller's verdict; the rest of its batch goes to a fresh worker."""
-        self.pending.popleft()
-        self.done[res.id] = res
+        head = self.pending.popleft()
+        self.engine.done[head] = crash_result(self.engine.index.by_id[head], kind, why)
         if self.pending:
-            self._restart()
-        self._last = time.monotonic()
+            self.restart()
+        self.last = time.monotonic()
+
+
+class IsolatedEngine:
+    """``--isolate=on``: the pipeline in ``workers`` worker processes, fed ahead in batches, results
+    read back per worker in order. Cases go to workers in runs of one corpus group (a worker loads a
+    group once), each run to the worker with the least work pending."""
+
+    runs_ahead = True
+
+    RUN = 512  # the longest run of one group handed to one worker at a time
+
+    def __init__(self, options: Options, index, timeout: float | None, memory_mb: int = 0, batch: int = 64,
+                 workers: int = 1) -> None:
+        from qconform.corpus import group_of
+
+        self.options, self.index = options, index
+        self.timeout, self.memory_mb, self.batch = timeout, memory_mb, batch
+        self.lanes = [_Lane(self) for _ in range(max(1, workers))]
+        self.owner: dict[str, _Lane] = {}
+        self.submitted: set[str] = set()  # every id ever submitted (results are handed out once)
+        self.done: dict[str, CaseResult] = {}
+        self.restarts = 0
+        self._group_of = group_of
+
+    @property
+    def child(self) -> Child:  # the first worker (tests look at it)
+        return self.lanes[0].child
+
+    def submit(self, case_ids) -> None:
+        """Queue cases (those never submitted before) for the workers."""
+        fresh = [c for c in case_ids if c not in self.submitted]
+        if not fresh:
+            return
+        self.submitted.update(fresh)
+        run: list[str] = []
+        for cid in fresh + [None]:
+            if run and (cid is None or len(run) >= self.RUN or self._group_of(cid) != self._group_of(run[0])):
+                lane = min(self.lanes, key=lambda ln: len(ln.pending))
+                for c in run:
+                    self.owner[c] = lane
+                lane.send(run)
+                run = []
+            if cid is not None:
+                run.append(cid)
+
+    def result(self, case_id: str) -> CaseResult:
+        lane = self.owner.get(case_id)
+        if case_id not in self.done and (lane is None or case_id not in lane.pending):
+            self.submitted.discard(case_id)  # never submitted, or its result was handed out: compute (again)
+            self.submit([case_id])
+        while case_id not in self.done:
+            self.owner[case_id].next()
+        self.owner.pop(case_id, None)
+        return self.done.pop(case_id)
+
+    @property
+    def pending(self) -> list[str]:
+        return [c for lane in self.lanes for c in lane.pending]
 
     def close(self) -> None:
-        self.child.close()
+        for lane in self.lanes:
+            lane.child.close()
 
 
 __all__ = ["CaseResult", "InProcessEngine", "IsolatedEngine", "Options", "Pipeline", "crash_result", "record"]

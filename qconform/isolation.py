@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import queue
 import shutil
 import signal
 import tempfile
+import threading
+import time
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -108,7 +111,11 @@ def _child_main(conn, target: Callable, args: tuple, memory_mb: int, tmp: str) -
 
 
 class Child:
-    """One worker process running ``target(conn, *args)``; killed with its process group on demand."""
+    """One worker process running ``target(conn, *args)``; killed with its process group on demand.
+
+    A reader thread drains the worker's messages into an inbox as they come, so a worker that runs
+    ahead is never held up by a full pipe while the controller is busy; ``last_arrival`` is when the
+    latest message arrived (a hang is measured from it)."""
 
     TIMEOUT = object()  # receive(): nothing within the timeout
     GONE = object()  # receive(): the process died (crash, abort, exit)
@@ -118,8 +125,10 @@ class Child:
         self._ctx = mp.get_context("spawn")
         self._proc = None
         self._conn = None
+        self._inbox: queue.Queue | None = None
         self._tmp = ""
         self.started = 0
+        self.last_arrival = time.monotonic()
 
     def start(self) -> None:
         self.kill()
@@ -130,7 +139,21 @@ class Child:
         self._proc.start()
         child.close()
         self._conn = parent
+        self._inbox = queue.Queue()
+        self.last_arrival = time.monotonic()
+        threading.Thread(target=self._drain, args=(parent, self._inbox), daemon=True,
+                         name="qconform-runner-reader").start()
         self.started += 1
+
+    def _drain(self, conn, inbox: queue.Queue) -> None:
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, ConnectionError, BrokenPipeError, OSError, TypeError):
+                inbox.put(Child.GONE)
+                return
+            self.last_arrival = time.monotonic()
+            inbox.put(msg)
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.is_alive()
@@ -143,13 +166,15 @@ class Child:
         except (BrokenPipeError, ConnectionError, OSError):
             return False
 
+    def inbox_empty(self) -> bool:
+        return self._inbox is None or self._inbox.empty()
+
     def receive(self, timeout: float | None) -> Any:
+        """The next message, ``TIMEOUT`` or ``GONE``."""
         try:
-            if not self._conn.poll(timeout):
-                return Child.TIMEOUT
-            return self._conn.recv()
-        except (EOFError, ConnectionError, BrokenPipeError, OSError):
-            return Child.GONE
+            return self._inbox.get(timeout=timeout)
+        except queue.Empty:
+            return Child.TIMEOUT
 
     def wait_exit(self) -> int | None:
         proc = self._proc

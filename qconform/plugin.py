@@ -9,8 +9,8 @@ whole group of this session's items is handed to the runner's worker process in 
 worker streams results back while pytest reports the previous ones; items only pick their result
 up. Per-case records stay in the process that ran them (``Records``); pytest-xdist workers write
 theirs to a file the controller merges at the end, so nothing but pytest's own small reports
-crosses to the controller per item. Under xdist the plugin schedules whole groups per worker, so
-each worker keeps its runner warm on one group at a time.
+crosses to the controller per item. Under xdist each pytest worker hands its runner every case xdist
+has queued on it (xdist's own load scheduling; its scope schedulers are quadratic at corpus size).
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import json
 import os
 import re
 import tempfile
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,9 @@ RUNNER_KEY = pytest.StashKey[Runner]()
 CORPUS_KEY = pytest.StashKey[corpus_mod.Index]()
 ENGINE_KEY = pytest.StashKey[Any]()
 RECORDS_KEY = pytest.StashKey["Records"]()
-PLAN_KEY = pytest.StashKey[dict]()
+PLAN_KEY = pytest.StashKey[list]()  # this session's case ids, in run order
+SENT_KEY = pytest.StashKey[bool]()  # the plan was handed to the engine
+FAST_KEY = pytest.StashKey[bool]()  # case items use the fast protocol
 WORKERINPUT_RECORDS = "qconform_records"
 
 # Feature modules, each with its own options and hooks (reports, exploration).
@@ -62,6 +65,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="with --isolate=on: a case with no result after S seconds is a timeout (default 120)")
     g.addoption("--batch", type=int, default=64, metavar="N",
                 help="with --isolate=on: cases handed to the runner's worker per round trip (default 64)")
+    g.addoption("--runner-workers", type=int, default=0, metavar="N",
+                help="with --isolate=on: runner worker processes (default: 2 on a machine with 2 or more cores, "
+                     "1 under pytest-xdist, where each xdist worker has its own)")
+    g.addoption("--case-protocol", choices=("auto", "fast", "pytest"), default="auto",
+                help="fast: each case item's reports straight from its result; pytest: pytest's own runtest "
+                     "protocol per case (setup/teardown hooks, output capture), slower; auto (default): fast "
+                     "unless a plugin or conftest outside pytest hooks a test phase")
     g.addoption("--diagnose", choices=("on", "off"), default="on",
                 help="name the known deviation (qconform/docs/diagnosis.md) that reproduces each failure "
                      "(default: on)")
@@ -92,11 +102,6 @@ def case_markers(case) -> list[str]:
             marker_name("family", case.family), marker_name("types", case.types)]
 
 
-def group_key(case_id: str) -> str:
-    """The unit of scheduling and batching: op-version and types (``QuantizeLinear-21/float32-int8``)."""
-    return "/".join(case_id.split("/", 2)[:2])
-
-
 def _is_xdist_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
@@ -118,6 +123,10 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--batch={config.getoption('batch')}: expected a number of cases >= 1")
     config.stash[RUNNER_KEY] = runner
     config.stash[CORPUS_KEY] = index
+    hypothesis_plugin = config.pluginmanager.get_plugin("hypothesispytest")
+    if hypothesis_plugin is not None and not config.getoption("explore", False):
+        # A corpus run has no hypothesis test; its plugin would import hypothesis (~1 s) to summarise none.
+        config.pluginmanager.unregister(hypothesis_plugin)
     config.stash[RECORDS_KEY] = Records(config)
     for m in sorted({m for r in index.refs for m in case_markers(r)}):
         config.addinivalue_line("markers", f"{m}: qconform case marker")
@@ -126,7 +135,30 @@ def pytest_configure(config: pytest.Config) -> None:
         (config.rootpath / p).resolve() for p in (config.getini("testpaths") or ["."])
     ] or Path(config.args[0]).resolve() == config.rootpath:
         config.args[:] = [str(golden)]
-    _fast_teardown_lookup(config)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    if RUNNER_KEY in config.stash:
+        _fast_teardown_lookup(config)  # the terminal reporter exists by now
+        choice = config.getoption("case_protocol")
+        config.stash[FAST_KEY] = choice == "fast" or (choice == "auto" and not _phase_hooks(config))
+
+
+#: Hooks of pytest's own test phases. The fast protocol calls none of them, so a plugin that
+#: implements one (a conftest that fails a setup, a timeout plugin) gets pytest's own protocol.
+PHASE_HOOKS = ("pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown")
+
+
+def _phase_hooks(config: pytest.Config) -> list[str]:
+    """Plugins outside pytest itself (and hypothesis, which only wraps its own tests) that hook a phase."""
+    found = []
+    for name in PHASE_HOOKS:
+        for impl in getattr(config.pluginmanager.hook, name).get_hookimpls():
+            module = getattr(impl.plugin, "__name__", None) or type(impl.plugin).__module__
+            if not module.startswith(("_pytest", "_hypothesis_pytestplugin")):
+                found.append(f"{impl.plugin_name}.{name}")
+    return found
 
 
 def _engine(config: pytest.Config):
@@ -136,8 +168,10 @@ def _engine(config: pytest.Config):
                        bool(config.getoption("strict_nan")), config.getoption("profile"),
                        config.getoption("diagnose") == "on", config.getoption("diagnose_per_group") or None)
         if config.getoption("isolate") == "on":
+            workers = config.getoption("runner_workers") or (1 if _is_xdist_worker(config) else min(2, os.cpu_count() or 1))
             config.stash[ENGINE_KEY] = IsolatedEngine(opts, config.stash[CORPUS_KEY], config.getoption("case_timeout"),
-                                                      config.getoption("worker_memory_mb"), config.getoption("batch"))
+                                                      config.getoption("worker_memory_mb"), config.getoption("batch"),
+                                                      workers)
         else:
             config.stash[ENGINE_KEY] = InProcessEngine(opts, config.stash[RUNNER_KEY], config.stash[CORPUS_KEY])
     return config.stash[ENGINE_KEY]
@@ -177,7 +211,10 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
 class CorpusFile(pytest.File):
     def collect(self):
         marks: dict[str, pytest.MarkDecorator] = {}
+        keep = self._keyword_filter()
         for ref in self.config.stash[CORPUS_KEY].refs:
+            if keep is not None and not keep(ref):
+                continue
             item = CaseItem.from_parent(self, name=ref.id, ref=ref)
             for m in case_markers(ref):
                 deco = marks.get(m) or marks.setdefault(m, getattr(pytest.mark, m))
@@ -186,20 +223,58 @@ class CorpusFile(pytest.File):
             yield item
 
 
+    def _keyword_filter(self):
+        """``-k`` decided before items exist: creating 21,430 items to keep ten is what made a ``-k``
+        run slow. The names matched are exactly those pytest's own ``-k`` matches for a case item
+        (its chain's names, the case id, its markers), so pytest's own deselection, which still runs,
+        agrees; None (no pre-filter) when there is no ``-k`` or pytest's internals are not the
+        expected ones."""
+        expr_text = (self.config.option.keyword or "").strip()
+        if not expr_text:
+            return None
+        try:
+            from _pytest.mark import KeywordMatcher
+            from _pytest.mark.expression import Expression
+
+            expr = Expression.compile(expr_text)
+        except Exception:  # noqa: BLE001 - pytest reports a bad -k itself
+            return None
+        chain = {n.name for n in self.listchain()
+                 if not isinstance(n, pytest.Session)
+                 and not (isinstance(n, pytest.Directory) and isinstance(n.parent, pytest.Session))}
+        chain |= set(self.listextrakeywords())
+        return lambda ref: expr.evaluate(KeywordMatcher({*chain, ref.id, *case_markers(ref)}))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The plan: this session's case items by group, in order (after -k/-m selection)."""
-    if RUNNER_KEY not in config.stash:
-        return
-    plan: dict[str, list[str]] = {}
-    for item in items:
-        if isinstance(item, CaseItem):
-            plan.setdefault(group_key(item.case_id), []).append(item.case_id)
-    config.stash[PLAN_KEY] = plan
+    """The plan: this session's case ids, in run order (after -k/-m selection)."""
+    if RUNNER_KEY in config.stash:
+        config.stash[PLAN_KEY] = [item.case_id for item in items if isinstance(item, CaseItem)]
 
 
 class CaseFailure(Exception):
     """A case whose outputs differ from every permitted reading (or are malformed)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """A case item's protocol: the same reports in the same order as pytest's own (logstart, setup,
+    call, teardown, logfinish), without what a case needs none of -- fixtures, output capture around
+    each phase (the runner runs in its own process), exception and traceback machinery for a verdict
+    already known. ``--case-protocol=pytest`` keeps pytest's own protocol (setup hooks, capture); so
+    does ``auto`` when a plugin outside pytest hooks a phase."""
+    if not isinstance(item, CaseItem) or not item.config.stash.get(FAST_KEY, False):
+        return None
+    item.run_protocol()
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    if not isinstance(item, CaseItem) or not item._fast:
+        return None
+    return item.report(call)
 
 
 class CaseItem(pytest.Item):
@@ -207,6 +282,44 @@ class CaseItem(pytest.Item):
         super().__init__(**kw)
         self.ref = ref
         self.case_id = ref.id
+        self._result: CaseResult | None = None
+        self._fast = False  # True while run_protocol makes this item's reports
+
+    def run_protocol(self) -> None:
+        from _pytest.runner import CallInfo
+
+        ihook = self.ihook
+        self._fast = True
+        self._kw = dict.fromkeys(self.keywords, 1)
+        ihook.pytest_runtest_logstart(nodeid=self.nodeid, location=self.location)
+        for when in ("setup", "call", "teardown"):
+            start, t0 = time.time(), time.perf_counter()
+            if when == "call":
+                self._compute()
+            call = CallInfo(None, None, start, time.time(), time.perf_counter() - t0, when, _ispytest=True)
+            ihook.pytest_runtest_logreport(report=ihook.pytest_runtest_makereport(item=self, call=call))
+        ihook.pytest_runtest_logfinish(nodeid=self.nodeid, location=self.location)
+        self._fast = False
+
+    def _compute(self) -> CaseResult:
+        config = self.config
+        self._submit()
+        res = self._result = _engine(config).result(self.case_id)
+        config.stash[RECORDS_KEY].add(res.record)
+        return res
+
+    def report(self, call) -> pytest.TestReport:
+        """A phase's report, made from the case's result (no exception raised or inspected)."""
+        res = self._result
+        if call.when != "call" or res.verdict == "pass":
+            outcome, longrepr = "passed", None
+        elif res.verdict == "unsupported":
+            outcome = "skipped"
+            longrepr = (self.path.name, 1, f"Skipped: unsupported: {_short(res.record.get('problem', ''))}")
+        else:
+            outcome, longrepr = "failed", res.message
+        return pytest.TestReport(self.nodeid, self.location, self._kw, outcome, longrepr, call.when, (),
+                                 call.duration, call.start, call.stop, user_properties=self.user_properties)
 
     @property
     def case(self):
@@ -214,24 +327,24 @@ class CaseItem(pytest.Item):
         return self.config.stash[CORPUS_KEY].case(self.case_id)
 
     def _submit(self) -> None:
-        """Hand this item's group (and, in one process, the next group) to the engine."""
+        """Hand cases to the engine ahead of pytest, once: in one process the whole plan at the first
+        case (the runner's worker works through it while pytest reports); under xdist, whenever a case
+        was not handed over yet, every case xdist has queued on this pytest worker by then."""
         config = self.config
-        plan = config.stash.get(PLAN_KEY, {})
-        key = group_key(self.case_id)
         engine = _engine(config)
-        engine.submit(plan.get(key, [self.case_id]))
-        if not _is_xdist_worker(config):
-            keys = list(plan)
-            at = keys.index(key) if key in plan else -1
-            if 0 <= at < len(keys) - 1:
-                engine.submit(plan[keys[at + 1]])
+        if not getattr(engine, "runs_ahead", True):
+            return
+        if not config.stash.get(SENT_KEY, False):
+            config.stash[SENT_KEY] = True
+            if not _is_xdist_worker(config):
+                engine.submit(config.stash.get(PLAN_KEY, [self.case_id]))
+        if _is_xdist_worker(config) and self.case_id not in engine.submitted:
+            engine.submit([self.case_id, *_xdist_queued_cases(config)])
 
     def runtest(self) -> None:
-        config = self.config
-        engine = _engine(config)
-        self._submit()
-        res: CaseResult = engine.result(self.case_id)
-        config.stash[RECORDS_KEY].add(res.record)
+        """pytest's own protocol (``--case-protocol=pytest``): the verdict as an outcome."""
+        res = self._compute()
+        self._result = None  # the report comes from the exception, as for any pytest item
         if res.verdict == "pass":
             return
         if res.verdict == "unsupported":
@@ -247,8 +360,9 @@ class CaseItem(pytest.Item):
         return self.path, None, self.case_id
 
 
-def _short(reason: str, limit: int = 100) -> str:
-    """A skip reason for the terminal and JUnit XML (the full text is in the report)."""
+def _short(reason: str, limit: int = 48) -> str:
+    """A skip reason for the terminal and JUnit XML, where thousands of cases repeat it: the full text
+    is in the qconform summary and, once per distinct reason, in report.json."""
     reason = " ".join(reason.split())
     return reason if len(reason) <= limit else reason[: limit - 1] + "…"
 
@@ -327,25 +441,23 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# xdist: whole groups per worker
+# xdist: what is queued on this worker goes to its runner in one go
 # ----------------------------------------------------------------------------------------------
-def _dist_given(config: pytest.Config) -> bool:
-    return any(a == "--dist" or a.startswith("--dist=") or a == "-d" for a in config.invocation_params.args)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """Under ``-n N`` (without an explicit ``--dist``) a corpus run hands out whole groups, so each
-    worker's runner stays warm on one group and its engine can batch the group."""
-    if RUNNER_KEY not in config.stash or _dist_given(config):
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class GroupScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return group_key(nodeid.split("::", 1)[-1])
-
-    return GroupScheduling(config, log)
+def _xdist_queued_cases(config: pytest.Config) -> list[str]:
+    """The case ids xdist has queued on this pytest worker, in order (best effort: xdist's own queue,
+    as pytest-xdist 3.x keeps it; nothing when its shape is not the expected one)."""
+    interactor = next((p for p in config.pluginmanager.get_plugins() if type(p).__name__ == "WorkerInteractor"), None)
+    queue, session = getattr(interactor, "torun", None), getattr(interactor, "session", None)
+    items = getattr(session, "items", None)
+    if queue is None or not items or not hasattr(queue, "lock"):
+        return []
+    try:
+        with queue.lock() as pending:
+            indices = list(pending)
+    except Exception:  # noqa: BLE001 - another xdist: one case at a time
+        return []
+    return [items[i].case_id for i in indices
+            if isinstance(i, int) and 0 <= i < len(items) and isinstance(items[i], CaseItem)]
 
 
 # ----------------------------------------------------------------------------------------------

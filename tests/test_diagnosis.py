@@ -24,7 +24,7 @@ import pytest
 from qconform.case import Case
 from qconform.compare import compare
 from qconform.diagnosis import diagnose as dg
-from qconform.diagnosis.models import (MODELS, Deviation, Spec, deviating_oracle, round_fraction, round_with,
+from qconform.diagnosis.models import (MODELS, Deviation, Spec, round_fraction, round_with,
                                           swap_slots)
 from qconform.model import build_model
 from qconform.runner import prepare

@@ -93,3 +93,31 @@ def test_xdist_runs_cases_in_parallel():
     r = run_pytest("--runner=cpu-ref", "-n", "2", "-m", "opset_13", "-q")
     assert r.returncode == 0, r.stdout[-2000:]
     assert "passed" in r.stdout and "qconform summary" in r.stdout
+
+
+def test_keyword_selection_before_collection_agrees_with_pytest(tmp_path):
+    """``-k`` is applied while the corpus is collected (not after 21,430 items exist); it must select
+    exactly what pytest's own ``-k`` matcher selects from the real items of a full collection."""
+    exprs = ["QuantizeLinear-13 and per-tensor", "not int8 and opset_13", "MANIFEST and (ties or uint8)",
+             "golden and family_examples", "qlinear"]
+    (tmp_path / "pytest_kmatch.py").write_text(textwrap.dedent(f"""
+        import pytest
+        from _pytest.mark import KeywordMatcher
+        from _pytest.mark.expression import Expression
+
+        @pytest.hookimpl(trylast=True)  # after -m
+        def pytest_collection_modifyitems(items):
+            for expr in {exprs!r}:
+                for item in items:
+                    if Expression.compile(expr).evaluate(KeywordMatcher.from_item(item)):
+                        print("WANT", expr, item.name)
+    """))
+    subset = ["--runner=cpu-ref", "--co", "-q", "-m", "opset_13 or opset_10"]
+    r = run_pytest(*subset, "-p", "pytest_kmatch", env={"PYTHONPATH": str(tmp_path)})
+    want_lines = [ln.split(" ", 1)[1] for ln in r.stdout.splitlines() if ln.startswith("WANT ")]
+    assert len(want_lines) > 20
+    for expr in exprs:
+        want = {ln[len(expr) + 1:] for ln in want_lines if ln.startswith(expr + " ")}
+        r = run_pytest(*subset, "-k", expr)
+        got = {ln.split("::", 1)[1] for ln in r.stdout.splitlines() if "::" in ln}
+        assert got == want and got, expr
