@@ -1,4 +1,8 @@
-"""The ``qconform`` console script: corpus regeneration and certification shortcuts."""
+"""qconform: bit-exact conformance for the ONNX quantization operators.
+
+Certify a runner (the whole corpus, a report directory written), keep a baseline of accepted
+deviations, scaffold a runner, regenerate or verify the golden corpus, sweep whole input domains.
+The test run itself is pytest: pytest --runner=NAME (see qconform/docs/runners.md)."""
 from __future__ import annotations
 
 import argparse
@@ -49,7 +53,8 @@ def _facts(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="qconform", description=__doc__)
+    parser = argparse.ArgumentParser(prog="qconform", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("golden", help="the golden corpus")
     gsub = g.add_subparsers(dest="golden_cmd", required=True)
@@ -57,9 +62,22 @@ def main(argv: list[str] | None = None) -> int:
     regen.add_argument("--dir", type=Path, default=None)
     verify = gsub.add_parser("verify", help="check qconform/golden/ against its MANIFEST")
     verify.add_argument("--dir", type=Path, default=None)
-    cert = sub.add_parser("certify", help="run the suite against a runner and write a report")
-    cert.add_argument("--runner", required=True)
-    cert.add_argument("pytest_args", nargs=argparse.REMAINDER, help="further pytest arguments")
+    cert = sub.add_parser(
+        "certify", help="run the whole corpus against a runner and write a report directory",
+        description="Run the whole golden corpus against a runner and write report.json, report.html and "
+                    "summary.md. Every other option is passed to pytest as is, e.g. --runner-opt K=V, "
+                    "--baseline FILE, -n 2, -k EXPR.")
+    cert.add_argument("--runner", required=True, help="bundled name, entry point, package.module:Attr or file.py:Attr")
+    cert.add_argument("--report", default="qconform-report", metavar="DIR",
+                      help="report directory (default qconform-report)")
+    init = sub.add_parser("init-runner", help="write a starter runner file to fill in for your runtime")
+    init.add_argument("path", type=Path, help="file to write, e.g. my_runner.py")
+    init.add_argument("--bytes", action="store_true",
+                      help="the starter for a binding that speaks raw bytes (qconform.adapt)")
+    init.add_argument("--force", action="store_true", help="overwrite an existing file")
+    from qconform.report import baseline
+
+    baseline.add_arguments(sub.add_parser("baseline", help="create or refresh a baseline of accepted deviations"))
     rep = sub.add_parser("report", help="work with report.json files")
     rsub = rep.add_subparsers(dest="report_cmd", required=True)
     rdiff = rsub.add_parser("diff", help="what regressed, got fixed or changed support status "
@@ -87,7 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     promote = esub.add_parser("promote", help="turn a saved draft into a corpus case (family 'explored')")
     promote.add_argument("file", type=Path, help="a JSON draft saved by pytest --explore")
     promote.add_argument("--dir", type=Path, default=None, help="destination (default qconform/golden/explored)")
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.cmd != "certify":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = [a for a in extra if a != "--"]
 
     if args.cmd == "golden":
         root = args.dir or default_golden()
@@ -124,9 +146,45 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "certify":
         import pytest
 
-        return int(pytest.main([f"--runner={args.runner}", "-p", "no:cacheprovider", *args.pytest_args]))
+        return int(pytest.main([f"--runner={args.runner}", f"--report={args.report}", "-p", "no:cacheprovider",
+                                *args.extra]))
+    if args.cmd == "init-runner":
+        return init_runner(args.path, bytes_binding=args.bytes, force=args.force)
+    if args.cmd == "baseline":
+        return baseline.main(args)
     return 2
 
 
+def init_runner(path: Path, *, bytes_binding: bool = False, force: bool = False) -> int:
+    """Copy a shipped example runner, ready to run as is and to edit."""
+    from importlib.resources import files
+
+    name, cls = ("bytes_runner.py", "BytesRunner") if bytes_binding else ("my_runner.py", "MyRunner")
+    if path.exists() and not force:
+        print(f"qconform: {path} exists; use --force to overwrite it", file=sys.stderr)
+        return 2
+    path.write_text(files("qconform").joinpath("examples", name).read_text(encoding="utf-8"), encoding="utf-8")
+    print(f"wrote {path} (a copy of qconform/examples/{name})")
+    print(f"try it:  pytest --runner={path}:{cls} -k \"QuantizeLinear-13\"")
+    print("then replace its runtime calls with yours; the guide: qconform/docs/runners.md")
+    return 0
+
+
+def run() -> None:
+    """Console entry point: a closed pipe (``qconform coverage | head``) ends quietly."""
+    import os
+
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
+        code = 0
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -90,13 +90,15 @@ def missing(cases: Iterable) -> list[tuple[str, str, str]]:
             if not have[(key, types, fam)]]
 
 
-def table(cases: Iterable) -> str:
-    """The op × version × type-pair table: cases per family ('.' = does not apply, '!' = missing)."""
+def table(cases: Iterable, width: int = 120) -> str:
+    """The op × version × type-pair table: cases per family ('.' = does not apply, '!' = missing).
+    Families are numbered columns with a legend, rows grouped under their op-version, so the table
+    fits ``width`` columns (a terminal, a CI log) whatever the number of families."""
+    import textwrap
+
     have = counts(cases)
     fams = list(dict.fromkeys(f.name for f in families()))
-    width = max(len(f) for f in fams)
-    short = [f[: max(5, min(width, 10))] for f in fams]
-    rows = [f"{'op-version':32} {'types':40} " + " ".join(f"{s:>10}" for s in short)]
+    table_rows: list[tuple[str, str, list[str]]] = []
     gaps = 0
     for (key, types), applies in applicable().items():
         cells = []
@@ -104,10 +106,23 @@ def table(cases: Iterable) -> str:
             n = have[(key, types, f)]
             gaps += f in applies and not n
             cells.append(str(n) if n else ("!" if f in applies else "."))
-        rows.append(f"{key:32} {types:40} " + " ".join(f"{c:>10}" for c in cells))
-    n_comb = len(rows) - 1
-    rows.append(f"{n_comb} combinations, {sum(have.values())} cases; {gaps} applicable (combination, family) "
-                f"pair(s) without a case")
+        table_rows.append((key, types, cells))
+    cell = max([len(str(i + 1)) for i in range(len(fams))] + [len(c) for *_, cs in table_rows for c in cs]) + 1
+    label = min(max(len(t) for _, t, _ in table_rows) + 2, width - cell * len(fams))
+    legend = ", ".join(f"{i + 1} {f}" for i, f in enumerate(fams))
+    rows = textwrap.wrap(f"families: {legend}", width)
+    rows.append(f"{'op-version / types':{label}}" + "".join(f"{i + 1:>{cell}}" for i in range(len(fams))))
+    last = None
+    for key, types, cells in table_rows:
+        if key != last:
+            rows.append(key)
+            last = key
+        if len(types) > label - 2:  # a very long type list gets a line of its own
+            rows.append(f"  {types}")
+            types = ""
+        rows.append(f"  {types:{label - 2}}" + "".join(f"{c:>{cell}}" for c in cells))
+    rows.append(f"{len(table_rows)} combinations, {sum(have.values())} cases; {gaps} applicable (combination, "
+                f"family) pair(s) without a case")
     return "\n".join(rows)
 
 

@@ -36,6 +36,8 @@ RECORDS_KEY = pytest.StashKey["Records"]()
 PLAN_KEY = pytest.StashKey[list]()  # this session's case ids, in run order
 SENT_KEY = pytest.StashKey[bool]()  # the plan was handed to the engine
 FAST_KEY = pytest.StashKey[bool]()  # case items use the fast protocol
+CHOSEN_KEY = pytest.StashKey[Any]()  # --case / --from-report: case id -> selected?
+IDENTITY_KEY = pytest.StashKey[dict]()  # the runner's describe(), called once at the start
 WORKERINPUT_RECORDS = "qconform_records"
 
 # Feature modules, each with its own options and hooks (reports, exploration).
@@ -68,6 +70,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--runner-workers", type=int, default=0, metavar="N",
                 help="with --isolate=on: runner worker processes (default: 2 on a machine with 2 or more cores, "
                      "1 under pytest-xdist, where each xdist worker has its own)")
+    g.addoption("--case", action="append", default=[], metavar="ID",
+                help="run only this case (repeatable): a case id, an fnmatch glob over ids, or the form "
+                     "pytest prints (anything up to the last '::' is ignored)")
+    g.addoption("--from-report", default=None, metavar="REPORT",
+                help="run only the cases of an earlier report.json (or its directory) with a --verdict")
+    g.addoption("--verdict", default="fail,error,crashed,timeout", metavar="V[,V]",
+                help="with --from-report: the verdicts to rerun (default fail,error,crashed,timeout)")
+    g.addoption("--runner-traceback", action="store_true",
+                help="show the runner's full traceback under each error (also shown at -v; always in "
+                     "report.json)")
     g.addoption("--case-protocol", choices=("auto", "fast", "pytest"), default="auto",
                 help="fast: each case item's reports straight from its result; pytest: pytest's own runtest "
                      "protocol per case (setup/teardown hooks, output capture), slower; auto (default): fast "
@@ -121,7 +133,11 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     if config.getoption("batch") < 1:
         raise pytest.UsageError(f"--batch={config.getoption('batch')}: expected a number of cases >= 1")
+    chosen = _chosen_cases(config)
+    if chosen is not None:
+        config.stash[CHOSEN_KEY] = chosen
     config.stash[RUNNER_KEY] = runner
+    config.stash[IDENTITY_KEY] = _identity(name, runner)
     config.stash[CORPUS_KEY] = index
     hypothesis_plugin = config.pluginmanager.get_plugin("hypothesispytest")
     if hypothesis_plugin is not None and not config.getoption("explore", False):
@@ -131,15 +147,74 @@ def pytest_configure(config: pytest.Config) -> None:
     for m in sorted({m for r in index.refs for m in case_markers(r)}):
         config.addinivalue_line("markers", f"{m}: qconform case marker")
     # With no explicit paths (or only the configured testpaths), collect the corpus itself.
-    if not config.args or [Path(a).resolve() for a in config.args] == [
-        (config.rootpath / p).resolve() for p in (config.getini("testpaths") or ["."])
-    ] or Path(config.args[0]).resolve() == config.rootpath:
+    if not config.args or getattr(config, "args_source", None) in (
+            pytest.Config.ArgsSource.INVOCATION_DIR, pytest.Config.ArgsSource.TESTPATHS) \
+            or Path(config.args[0]).resolve() == config.rootpath:
         config.args[:] = [str(golden)]
+
+
+def case_pattern(text: str) -> str:
+    """A case id as the user pasted it: the id itself, a glob, or pytest's node id
+    (``path/to/MANIFEST::ID``, from any checkout or site-packages)."""
+    return text.strip().rsplit("::", 1)[-1].strip("'\"")
+
+
+def _chosen_cases(config: pytest.Config):
+    """The ``--case``/``--from-report`` selection as a predicate over case ids (None: no selection)."""
+    from fnmatch import fnmatchcase
+
+    patterns = [case_pattern(c) for c in config.getoption("case") if c.strip()]
+    exact: set[str] = {p for p in patterns if not any(ch in p for ch in "*?[")}
+    globs = [p for p in patterns if p not in exact]
+    source = config.getoption("from_report")
+    if source:
+        path = Path(source)
+        path = path / "report.json" if path.is_dir() else path
+        try:
+            cases = json.loads(path.read_text(encoding="utf-8"))["cases"]
+            wanted = {v.strip() for v in config.getoption("verdict").split(",") if v.strip()}
+            exact |= {c["id"] for c in cases if c["verdict"] in wanted}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise pytest.UsageError(f"--from-report {source}: not a qconform report.json ({exc})") from None
+    elif not patterns:
+        return None
+    return lambda cid: cid in exact or any(fnmatchcase(cid, g) for g in globs)
+
+
+def _identity(name: str, runner: Runner) -> dict:
+    """The runner's ``describe()``, once, before any case runs: a runner whose identity cannot be
+    read would produce a report nobody can attribute, so the run stops here with one line."""
+    try:
+        return json.loads(json.dumps(describe(runner), default=str))
+    except Exception as exc:  # noqa: BLE001 - the runner's own mistake, reported as such
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise pytest.UsageError(f"runner {name!r}: describe() raised {type(exc).__name__}: {first} "
+                                f"(no case was run)") from None
+
+
+def identity(config: pytest.Config) -> dict:
+    return config.stash[IDENTITY_KEY]
+
+
+#: pytest options that read or write pytest's cache directory: asked for, it stays.
+CACHE_OPTIONS = ("lf", "failedfirst", "newfirst", "stepwise", "stepwise_skip", "cacheclear", "cacheshow")
+
+
+def _no_cache_dir(config: pytest.Config) -> None:
+    """A certification run in a vendor's directory leaves no ``.pytest_cache`` behind unless a cache
+    option asks for it: the plugins that would write it (last-failed, new-first) are taken out."""
+    if any(getattr(config.option, o, None) for o in CACHE_OPTIONS):
+        return
+    for name in ("lfplugin", "nfplugin"):
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     if RUNNER_KEY in config.stash:
+        _no_cache_dir(config)
         _fast_teardown_lookup(config)  # the terminal reporter exists by now
         choice = config.getoption("case_protocol")
         config.stash[FAST_KEY] = choice == "fast" or (choice == "auto" and not _phase_hooks(config))
@@ -183,7 +258,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     from qconform import platform as machine
 
     c = config.stash[CORPUS_KEY]
-    info = {k: v for k, v in describe(config.stash[RUNNER_KEY]).items() if k != "platform"}
+    info = {k: v for k, v in identity(config).items() if k != "platform"}
     return [f"qconform: runner {json.dumps(info, sort_keys=True, default=str)}",
             f"qconform: platform {machine.label()} ({machine.cpu_model()})",
             f"qconform: corpus {c.root} digest {c.digest[:16]} ({len(c)} cases), "
@@ -212,7 +287,10 @@ class CorpusFile(pytest.File):
     def collect(self):
         marks: dict[str, pytest.MarkDecorator] = {}
         keep = self._keyword_filter()
+        chosen = self.config.stash.get(CHOSEN_KEY, None)
         for ref in self.config.stash[CORPUS_KEY].refs:
+            if chosen is not None and not chosen(ref.id):
+                continue
             if keep is not None and not keep(ref):
                 continue
             item = CaseItem.from_parent(self, name=ref.id, ref=ref)
@@ -317,7 +395,7 @@ class CaseItem(pytest.Item):
             outcome = "skipped"
             longrepr = (self.path.name, 1, f"Skipped: unsupported: {_short(res.record.get('problem', ''))}")
         else:
-            outcome, longrepr = "failed", res.message
+            outcome, longrepr = "failed", _failure_text(self.config, res)
         return pytest.TestReport(self.nodeid, self.location, self._kw, outcome, longrepr, call.when, (),
                                  call.duration, call.start, call.stop, user_properties=self.user_properties)
 
@@ -349,7 +427,7 @@ class CaseItem(pytest.Item):
             return
         if res.verdict == "unsupported":
             pytest.skip(f"unsupported: {_short(res.record.get('problem', ''))}")
-        raise CaseFailure(res.message)
+        raise CaseFailure(_failure_text(self.config, res))
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, CaseFailure):
@@ -358,6 +436,15 @@ class CaseItem(pytest.Item):
 
     def reportinfo(self):
         return self.path, None, self.case_id
+
+
+def _failure_text(config: pytest.Config, res: CaseResult) -> str:
+    """A failure's text: the verdict line (and mismatches, diagnosis); with ``-v`` or
+    ``--runner-traceback`` also the runner's own traceback when it raised (always in report.json)."""
+    tb = res.record.get("traceback")
+    if tb and (config.getoption("verbose") > 0 or config.getoption("runner_traceback")):
+        return f"{res.message}\n\nthe runner's traceback:\n{tb.rstrip()}"
+    return res.message
 
 
 def _short(reason: str, limit: int = 48) -> str:
@@ -488,12 +575,38 @@ def _fast_teardown_lookup(config: pytest.Config) -> None:
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config):
     result = yield
+    if RUNNER_KEY not in config.stash and not terminalreporter._session.testscollected \
+            and not _is_xdist_worker(config):
+        from qconform.runner import BUNDLED
+
+        terminalreporter.write_line(f"qconform: no --runner given, so no corpus case was collected; e.g. pytest "
+                                    f"--runner=onnxruntime (bundled: {', '.join(sorted(BUNDLED))})")
     if RECORDS_KEY in config.stash and config.stash[RECORDS_KEY].by_id and not _is_xdist_worker(config):
         _summary(terminalreporter, config.stash[RECORDS_KEY].by_id.values())
+        _rerun_hint(terminalreporter, config, config.stash[RECORDS_KEY].by_id.values())
         from qconform.report import plugin as report_plugin
 
         report_plugin.terminal_lines(terminalreporter, config)
     return result
+
+
+DEVIATING = ("fail", "error", "crashed", "timeout")
+
+
+def _rerun_hint(tr, config: pytest.Config, records) -> None:
+    """How to run a deviating case again, in a form that works from any directory and install."""
+    bad = sorted(r["id"] for r in records if r["verdict"] in DEVIATING)
+    if not bad:
+        return
+    import shlex
+
+    cmd = ["pytest", f"--runner={config.getoption('runner')}",
+           *[f"--runner-opt={o}" for o in config.getoption("runner_opt") or []]]
+    tr.write_line(f"{'rerun one case:':18}{shlex.join([*cmd, '--case', bad[0]])}")
+    report_dir = config.getoption("report", None)
+    if report_dir:
+        label = f"rerun all {len(bad)}:"
+        tr.write_line(f"{label:18}{shlex.join([*cmd, '--from-report', str(Path(report_dir) / 'report.json')])}")
 
 
 def _summary(tr, records) -> None:

@@ -28,6 +28,9 @@ from qconform.report.model import BAD
 
 FORMAT_KEY = "qconform_baseline"
 FORMAT_VERSION = 1
+#: What ``qconform baseline create`` writes when no ``--reason`` is given. The gate refuses a file
+#: that still holds it: accepting a deviation takes a sentence saying why.
+PLACEHOLDER = "TODO: why is this deviation accepted?"
 
 
 class BaselineError(Exception):
@@ -73,6 +76,9 @@ def _entry(raw: Any, n: int, where: str) -> Entry:
         raise BaselineError(f"{where}: entry {n} needs \"id\": a case id or glob pattern")
     if not isinstance(reason, str) or not reason.strip():
         raise BaselineError(f"{where}: entry {n} ({pattern}) needs a non-empty \"reason\"")
+    if reason.strip() == PLACEHOLDER:
+        raise BaselineError(f"{where}: entry {n} ({pattern}) still has the placeholder reason: write why "
+                            f"this deviation is accepted (or remove the entry)")
     expires = raw.get("expires")
     if expires is not None:
         try:
@@ -163,3 +169,130 @@ def gate(report: dict, baseline: Baseline | None, today: _dt.date, *, min_cases:
         "floor_ok": floor_ok,
         "messages": messages,
     }
+
+
+# ----------------------------------------------------------------------------------------------
+# Lifecycle: create a baseline from a report, refresh it from a later one
+# ----------------------------------------------------------------------------------------------
+def read_report(path: str | Path) -> dict:
+    """A report.json (or the report directory holding it)."""
+    p = Path(path)
+    p = p / "report.json" if p.is_dir() else p
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+        if not isinstance(data.get("cases"), list):
+            raise ValueError("no \"cases\" list")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise BaselineError(f"{p}: not a qconform report.json ({exc})") from None
+    return data
+
+
+def deviations(report: dict) -> list[str]:
+    return sorted(c["id"] for c in report["cases"] if c.get("verdict") in BAD)
+
+
+def create(report: dict, reason: str | None = None, expires: str | None = None) -> dict:
+    """One entry per deviating case of the report (never unsupported ones)."""
+    if expires is not None:
+        _dt.date.fromisoformat(expires)  # refuse a bad date now, not at the next run
+    entries = [{"id": cid, "reason": reason or PLACEHOLDER, **({"expires": expires} if expires else {})}
+               for cid in deviations(report)]
+    return {FORMAT_KEY: FORMAT_VERSION, "entries": entries}
+
+
+def refresh(data: dict, report: dict, *, add_new: bool = False, reason: str | None = None) -> tuple[dict, list, list]:
+    """(refreshed file, dropped entries, new deviations). An entry is dropped when every case it
+    matches in the report no longer deviates (fixed, or now unsupported); an entry matching no case
+    of the report (a filtered run, a case gone from the corpus) is kept, since nothing shows it fixed.
+    Kept entries keep their reason and expiry. New deviations are listed; with ``add_new`` they get
+    entries (with ``reason`` or the placeholder the gate refuses)."""
+    raw = data.get("entries", []) if isinstance(data, dict) else data
+    parsed = [_entry_lenient(r, n) for n, r in enumerate(raw, 1)]
+    verdicts = {c["id"]: c.get("verdict") for c in report["cases"]}
+    kept, dropped = [], []
+    for entry, raw_entry in zip(parsed, raw):
+        matched = [cid for cid in verdicts if entry.matches(cid)]
+        if matched and not any(verdicts[cid] in BAD for cid in matched):
+            dropped.append({**raw_entry, "now": "/".join(sorted({verdicts[c] for c in matched}))})
+        else:
+            kept.append(raw_entry)
+    covered = [e for e in parsed if e.pattern in {k["id"] for k in kept}]
+    new = [cid for cid in deviations(report) if not any(e.matches(cid) for e in covered)]
+    if add_new:
+        kept += [{"id": cid, "reason": reason or PLACEHOLDER} for cid in new]
+    return {FORMAT_KEY: FORMAT_VERSION, "entries": kept}, dropped, new
+
+
+def _entry_lenient(raw: Any, n: int) -> Entry:
+    """An entry for matching only: a placeholder reason is fine while refreshing."""
+    if isinstance(raw, dict) and str(raw.get("reason", "")).strip() == PLACEHOLDER:
+        raw = {**raw, "reason": "placeholder"}
+    return _entry(raw, n, "<baseline>")
+
+
+def dumps(data: dict) -> str:
+    """One entry per line: a baseline reviews well in a diff."""
+    lines = [json.dumps(e, ensure_ascii=False) for e in data["entries"]]
+    body = ",\n    ".join(lines)
+    return f'{{"{FORMAT_KEY}": {FORMAT_VERSION},\n "entries": [\n    {body}\n ]}}\n' if lines else \
+        f'{{"{FORMAT_KEY}": {FORMAT_VERSION}, "entries": []}}\n'
+
+
+def main(args) -> int:
+    """``qconform baseline create|refresh``."""
+    import sys
+
+    try:
+        report = read_report(args.report)
+        if args.baseline_cmd == "create":
+            try:
+                data = create(report, args.reason, args.expires)
+            except ValueError:
+                raise BaselineError(f"--expires {args.expires!r}: expected an ISO date like 2027-01-31") from None
+            out = Path(args.output)
+            out.write_text(dumps(data), encoding="utf-8")
+            n = len(data["entries"])
+            print(f"wrote {out}: {n} entr{'y' if n == 1 else 'ies'} from {args.report}")
+            if n and not args.reason:
+                print(f"each entry has the placeholder reason {PLACEHOLDER!r}; the gate refuses the file until "
+                      f"every reason says why the deviation is accepted")
+            return 0
+        path = Path(args.baseline)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise BaselineError(f"baseline file {path}: {exc}") from None
+        parse(data if not isinstance(data, dict) else {**data, "entries": [
+            {**e, "reason": "placeholder"} if isinstance(e, dict) and e.get("reason") == PLACEHOLDER else e
+            for e in data.get("entries", [])]}, str(path))  # malformed entries: one clear line
+        refreshed, dropped, new = refresh(data, report, add_new=args.add_new, reason=args.reason)
+        out = Path(args.output or path)
+        out.write_text(dumps(refreshed), encoding="utf-8")
+        print(f"wrote {out}: kept {len(refreshed['entries']) - (len(new) if args.add_new else 0)}, "
+              f"dropped {len(dropped)}, {len(new)} new deviation(s)" + (" added" if args.add_new and new else ""))
+        for d in dropped:
+            print(f"  dropped  {d['id']}  (now {d['now']}; reason was: {d.get('reason')})")
+        for cid in new:
+            print(f"  new      {cid}")
+        if new and not args.add_new:
+            print("new deviations are not in the baseline: fix them, or add them with --add-new")
+        return 0
+    except BaselineError as exc:
+        print(f"qconform: {exc}", file=sys.stderr)
+        return 2
+
+
+def add_arguments(parser) -> None:
+    sub = parser.add_subparsers(dest="baseline_cmd", required=True)
+    c = sub.add_parser("create", help="a baseline accepting every deviation of a report")
+    c.add_argument("report", help="report.json, or the report directory")
+    c.add_argument("-o", "--output", default="baseline.json", help="file to write (default baseline.json)")
+    c.add_argument("--reason", default=None, help="the reason for every entry (default: a placeholder the gate "
+                                                  "refuses until you replace it)")
+    c.add_argument("--expires", default=None, metavar="YYYY-MM-DD", help="expiry date for every entry")
+    r = sub.add_parser("refresh", help="drop the entries a later report shows fixed; list new deviations")
+    r.add_argument("baseline", help="the baseline file")
+    r.add_argument("report", help="report.json of a later run, or its directory")
+    r.add_argument("-o", "--output", default=None, help="file to write (default: the baseline file itself)")
+    r.add_argument("--add-new", action="store_true", help="also add entries for new deviations")
+    r.add_argument("--reason", default=None, help="with --add-new: the reason for the added entries")

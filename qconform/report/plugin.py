@@ -22,7 +22,6 @@ to every run (0 disables it). Items dropped without ``pytest_deselected`` are wh
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import platform
 import time
 from dataclasses import dataclass, field
@@ -32,11 +31,10 @@ from pathlib import Path
 import pytest
 
 import qconform
-from qconform.plugin import CORPUS_KEY, RECORDS_KEY, RUNNER_KEY
+from qconform.plugin import CORPUS_KEY, RECORDS_KEY, RUNNER_KEY, identity
 from qconform.report import baseline as baseline_mod
 from qconform.report import model
 from qconform import platform as machine
-from qconform.runner import describe
 
 
 @dataclass
@@ -224,6 +222,10 @@ def _filters(config: pytest.Config, deselected: int = 0) -> list[str]:
         found.append("--deselect")
     if any("::" in a for a in config.args):
         found.append("node ids")
+    if config.getoption("case", None):
+        found.append("--case")
+    if config.getoption("from_report", None):
+        found.append("--from-report")
     found += [flag for flag, opt in (("--lf", "lf"), ("--sw", "stepwise")) if getattr(config.option, opt, None)]
     if deselected:
         found.append(f"{deselected} deselected")
@@ -253,7 +255,7 @@ def _meta(session: pytest.Session, state: _State, exitstatus: int) -> dict:
         "qconform_version": qconform.__version__,
         "interrupted": state.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED,
         "exit_status": int(exitstatus),
-        "runner": json.loads(json.dumps(describe(config.stash[RUNNER_KEY]), default=str)),
+        "runner": identity(config),
         "corpus": {"digest": corpus.digest, "cases": len(corpus), "root": str(corpus.root)},
         "platform": {"python": platform.python_version(), "implementation": platform.python_implementation(),
                      "system": platform.system(), "release": platform.release(), "machine": platform.machine(),

@@ -17,15 +17,16 @@ count). So every type whose registry dtype comes from ml_dtypes (``_ADAPTED``) t
 path instead, through IOBinding and ``OrtValue``s that carry the true ONNX element type:
 
 * **Input**: ``OrtValue.ortvalue_from_shape_and_type(shape, onnx_type)`` allocates a CPU tensor of
-  the declared ONNX type; its bytes are filled with ``ctypes.memmove`` from ``_pack(codes)``,
-  where ``codes = ElemType.to_bits(array)`` is each element's raw encoding.
+  the declared ONNX type; its bytes are filled with ``ctypes.memmove`` from
+  ``qconform.adapt.pack(dtype, adapt.to_codes(array))``, each element's raw encoding in the
+  ONNX layout.
 * **Output**: every output is bound to CPU memory; the result ``OrtValue`` reports its ONNX
-  element type and shape; ``ctypes.string_at(data_ptr, tensor_size_in_bytes)`` copies its bytes,
-  ``_unpack`` recovers one code per element and ``ElemType.from_bits`` builds the ml_dtypes array
-  (for sub-byte integers an equivalent integer sign extension, measured faster).
+  element type and shape; ``ctypes.string_at(data_ptr, tensor_size_in_bytes)`` copies its bytes
+  and ``qconform.adapt.from_bytes`` builds the ml_dtypes array.
 
-``_pack``/``_unpack`` are pure integer bit moves: for 8/16-bit types the codes are the bytes
-(``uint8``/``uint16`` in native byte order, which is the order ORT keeps its own tensors in); for
+The adapter's conversions (``qconform.adapt``, public, for any binding that speaks bytes) are pure
+integer bit moves: for 8/16-bit types the codes are the bytes
+(little-endian, the order ORT keeps its own tensors in on the platforms it ships for); for
 2- and 4-bit types ``k = 8 // bits`` codes share a byte, element ``i`` in bits
 ``bits*(i % k)`` .. ``bits*(i % k) + bits - 1`` of byte ``i // k`` (LSB first, the TensorProto
 packing ORT uses in memory), and the unused high slots of a final partial byte are written as
@@ -77,62 +78,28 @@ import onnx
 import onnxruntime as ort
 from onnxruntime.capi import onnxruntime_pybind11_state as _ort_state
 
-from qconform import dtypes, platform
+from qconform import adapt, dtypes, platform
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
 
-#: Registry types whose arrays are ml_dtypes arrays: these travel through the raw-byte adapter.
+#: Element types ORT's numpy binding cannot carry: these travel as bytes through ``qconform.adapt``.
 _ADAPTED: dict[int, dtypes.ElemType] = {
-    t.onnx: t for t in dtypes.TYPES.values() if t.dtype.type.__module__.split(".")[0] == "ml_dtypes"
+    t.onnx: t for t in dtypes.TYPES.values() if t.onnx not in adapt.NUMPY_NATIVE
 }
 
 _OPTIONS = ("providers", "optimize", "threads", "log")
 
 
 # ----------------------------------------------------------------------------------------------
-# Raw codes <-> ORT tensor bytes
+# qconform arrays <-> ORT tensor bytes (the layout and its checks live in qconform.adapt)
 # ----------------------------------------------------------------------------------------------
-def _storage_bits(t: dtypes.ElemType) -> int:
-    """Bits one element occupies in ORT memory (sub-byte types are packed)."""
-    if t.packed:
-        if 8 % t.bits:
-            raise Unsupported(f"no packing for {t.bits}-bit {t.name}")
-        return t.bits
-    return 8 * t.dtype.itemsize
-
-
-def _pack(t: dtypes.ElemType, codes: np.ndarray) -> np.ndarray:
-    """Raw codes (any shape) -> the bytes ORT stores, as a flat uint8 array."""
-    codes = np.ascontiguousarray(codes).reshape(-1)
-    if not t.packed:
-        return codes.view(np.uint8)
-    per = 8 // t.bits
-    n = codes.size
-    padded = np.zeros(-(-n // per) * per, dtype=np.uint8)
-    padded[:n] = codes.astype(np.uint8) & np.uint8((1 << t.bits) - 1)
-    slots = padded.reshape(-1, per)
-    out = np.zeros(slots.shape[0], dtype=np.uint8)
-    for i in range(per):
-        out |= slots[:, i] << np.uint8(t.bits * i)
-    return out
-
-
-def _unpack(t: dtypes.ElemType, raw: np.ndarray, count: int) -> np.ndarray:
-    """Bytes ORT stores -> ``count`` raw codes (flat, in ``t.bits_dtype``)."""
-    if not t.packed:
-        return raw[: count * t.dtype.itemsize].view(t.bits_dtype)
-    per = 8 // t.bits
-    mask = np.uint8((1 << t.bits) - 1)
-    slots = np.empty((raw.size, per), dtype=np.uint8)
-    for i in range(per):
-        slots[:, i] = (raw >> np.uint8(t.bits * i)) & mask
-    return slots.reshape(-1)[:count].astype(t.bits_dtype)
-
-
 def _to_ortvalue(t: dtypes.ElemType, arr: np.ndarray) -> ort.OrtValue:
     value = ort.OrtValue.ortvalue_from_shape_and_type(list(arr.shape), t.onnx)
-    data = _pack(t, t.to_bits(arr))
+    try:
+        data = adapt.pack(t.dtype, adapt.to_codes(arr))
+    except ValueError as exc:  # a type with no ONNX byte layout (6-bit floats)
+        raise Unsupported(str(exc)) from None
     size = value.tensor_size_in_bytes()
-    if size != data.size:  # ORT's layout is not the one documented above: refuse to guess
+    if size != data.size:  # ORT's layout is not the ONNX one: refuse to guess
         raise RuntimeError(f"onnxruntime holds {size} bytes for {t.name}{list(arr.shape)}, adapter packed {data.size}")
     if size:
         ctypes.memmove(value.data_ptr(), data.ctypes.data, size)
@@ -143,25 +110,12 @@ def _from_ortvalue(value: ort.OrtValue) -> np.ndarray:
     t = _ADAPTED.get(value.element_type())
     if t is None:
         return value.numpy()
-    shape = tuple(value.shape())
-    count = int(np.prod(shape, dtype=np.int64))
     size = value.tensor_size_in_bytes()
-    expected = -(-count * _storage_bits(t) // 8)
-    if size != expected:
-        raise RuntimeError(f"onnxruntime returned {size} bytes for {t.name}{list(shape)}, expected {expected}")
-    raw = np.frombuffer(ctypes.string_at(value.data_ptr(), size), dtype=np.uint8) if size else np.zeros(0, np.uint8)
-    return _codes_to_array(t, _unpack(t, raw, count)).reshape(shape)
-
-
-def _codes_to_array(t: dtypes.ElemType, codes: np.ndarray) -> np.ndarray:
-    """``ElemType.from_bits``, with a faster exact route for sub-byte integers (sweeps are large)."""
-    if t.is_integer and t.packed:
-        c = codes.astype(np.uint8)
-        if t.signed:  # two's-complement sign extension of the low ``bits`` bits, in integers
-            shift = 8 - t.bits
-            c = (c << np.uint8(shift)).view(np.int8) >> np.int8(shift)
-        return c.astype(t.dtype)
-    return t.from_bits(codes)
+    raw = ctypes.string_at(value.data_ptr(), size) if size else b""
+    try:
+        return adapt.from_bytes(raw, t.onnx, value.shape())
+    except ValueError as exc:
+        raise RuntimeError(f"onnxruntime returned an output the adapter cannot read: {exc}") from None
 
 
 @functools.cache

@@ -189,7 +189,7 @@ def describe_mismatches(sweep: Sweep, case, x: np.ndarray, y: np.ndarray, outcom
                      f"0x{int(eb[i]):0{wy}x} ({format_value(out_t, int(eb[i]))}) "
                      f"[x=0x{int(xb[i]):0{wx}x} ({format_value(x_t, int(xb[i]))})]")
     if idx.size > limit:
-        lines.append(f"  ... and {idx.size - limit} more; x codes of all: qconform sweep --dump")
+        lines.append(f"  ... and {idx.size - limit} more")
     return "\n".join(lines)
 
 
