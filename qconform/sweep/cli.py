@@ -32,6 +32,24 @@ def add_arguments(p) -> None:
                    help="compute missing golden digests with the oracle (--force: all of them)")
     p.add_argument("--force", action="store_true", help="with --regen: recompute digests that exist")
     p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="run the units on an existing Dask cluster, e.g. tcp://HOST:8786 (needs qconform[dask])")
+    where.add_argument("--cluster", metavar="local[:N]",
+                       help="run the units on a Dask LocalCluster of N worker processes started for the run "
+                            "(default N: all cores)")
+
+
+def _executor(args):
+    """The executor the options ask for: None (the local pool of -j processes) or a Dask one."""
+    if not (args.scheduler or args.cluster):
+        return None
+    from qconform.sweep.dask_executor import DaskExecutor, _distributed, parse_cluster
+
+    _distributed()  # refuse now, in one line, when the extra is missing
+    if args.scheduler:
+        return DaskExecutor(scheduler=args.scheduler)
+    return DaskExecutor(local_workers=parse_cluster(args.cluster))
 
 
 def main(args) -> int:
@@ -42,6 +60,11 @@ def main(args) -> int:
         print(f"qconform sweep: {exc}", file=sys.stderr)
         return 2
     domains = DOMAIN_SETS[args.domain]
+    try:
+        executor = _executor(args)
+    except (ValueError, RuntimeError) as exc:
+        print(f"qconform sweep: {exc}", file=sys.stderr)
+        return 2
     if args.list:
         for s in sweeps:
             cov = []
@@ -53,7 +76,8 @@ def main(args) -> int:
         return 0
     if args.regen:
         t0 = time.perf_counter()
-        done = regenerate(sweeps, domains, chunks, args.jobs, args.golden_dir, not args.no_progress, args.force)
+        done = regenerate(sweeps, domains, chunks, args.jobs, args.golden_dir, not args.no_progress, args.force,
+                          executor=executor)
         print(f"computed {done['chunks']} chunk digest(s) with the oracle in {time.perf_counter() - t0:.0f} s "
               f"into {golden_dir(args.golden_dir)}")
         return 0
@@ -78,7 +102,7 @@ def main(args) -> int:
     t0 = time.perf_counter()
     work = units(sweeps, domains, chunks)
     summary = Summary(list(execute(work, args.runner, options, args.jobs, args.state, args.golden_dir,
-                                   not args.no_progress)))
+                                   not args.no_progress, executor=executor)))
     for line in summary.lines():
         print(line)
     n_in = sum(r.elements for r in summary.results)

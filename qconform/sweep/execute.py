@@ -1,4 +1,4 @@
-"""Running units: executors (a local process pool today; a second one slots in beside it), the
+"""Running units: executors (a local process pool here; a Dask cluster in dask_executor.py), the
 resumable state file, the progress line, golden regeneration and the summary.
 
 An executor maps units to ``UnitResult``s, yielding each as it finishes; it resolves the runner once
@@ -158,7 +158,8 @@ def execute(work: list[Unit], runner_name: str | None, options: dict[str, str] |
 
 
 def regenerate(sweeps: list[Sweep], domains: Iterable[str], chunks: range | None = None, jobs: int = 1,
-               root: Path | None = None, progress: bool = True, force: bool = False) -> dict[str, int]:
+               root: Path | None = None, progress: bool = True, force: bool = False,
+               executor: Executor | None = None) -> dict[str, int]:
     """Compute golden digests with the oracle (only missing chunks unless ``force``); saves as it goes."""
     work = units(sweeps, domains, chunks)
     current: dict[tuple[str, str], list] = {}
@@ -171,7 +172,7 @@ def regenerate(sweeps: list[Sweep], domains: Iterable[str], chunks: range | None
     pending_save: dict[tuple[str, str], float] = {}
     last_save = time.perf_counter()
     n = 0
-    for r in execute(work, None, jobs=jobs, golden_root=root, progress=progress, label="oracle"):
+    for r in execute(work, None, jobs=jobs, golden_root=root, progress=progress, label="oracle", executor=executor):
         if r.status != "golden":
             raise RuntimeError(f"oracle failed on {r.sweep} {r.domain} chunk {r.chunk}: {r.detail}")
         current[(r.sweep, r.domain)][r.chunk] = r.digest
@@ -232,9 +233,10 @@ class Summary:
 
 def check(sweeps: list[Sweep], domains: Iterable[str], runner_name: str, options: dict[str, str] | None = None,
           chunks: range | None = None, jobs: int = 1, state: Path | None = None, golden_root: Path | None = None,
-          progress: bool = False) -> Summary:
+          progress: bool = False, executor: Executor | None = None) -> Summary:
     """Run a runner over sweeps and return the per-unit results (the API the tests use)."""
     work = units(sweeps, domains, chunks)
-    return Summary(list(execute(work, runner_name, options, jobs, state, golden_root, progress)))
+    return Summary(list(execute(work, runner_name, options, jobs, state, golden_root, progress,
+                                executor=executor)))
 
 
