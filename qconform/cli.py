@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     rdiff.add_argument("old", type=Path, help="the earlier report.json")
     rdiff.add_argument("new", type=Path, help="the later report.json")
     rdiff.add_argument("--json", action="store_true", help="print the differences as JSON")
+    rver = rsub.add_parser("verify", help="check a report directory was not edited since it was written "
+                                          "(exit 1 when it was)")
+    rver.add_argument("dir", type=Path, help="the report directory (or its report.json)")
     from qconform.sweep import cli as sweep
 
     sweep.add_arguments(sub.add_parser("sweep", help="exhaustive sweeps of a runner against digest goldens"))
@@ -123,6 +126,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"qconform: {exc}", file=sys.stderr)
             return 2
         return 0
+    if args.cmd == "report" and args.report_cmd == "verify":
+        from qconform.report import certificate
+
+        problems = certificate.verify(args.dir)
+        for p in problems:
+            print(f"qconform: {p}", file=sys.stderr)
+        if not problems:
+            print(f"{args.dir}: intact (report.json content and every file in {certificate.SUMS} match)")
+        return 1 if problems else 0
     if args.cmd == "report":
         from qconform.report import diff
 

@@ -130,3 +130,84 @@ def test_render_handles_an_empty_and_an_interrupted_report():
               "gate": {}, "matrix": [], "readings_followed": [], "failures": [], "cases": []}
     text = html.render(report)
     assert "Incomplete run (interrupted)" in text and "No failures." in text
+
+
+WRAPPER = """<!DOCTYPE html><html><body style="margin:0">
+<iframe id="f" src="report.html" width="{w}" height="{h}" style="border:0"></iframe>
+<pre id="out"></pre>
+<script>
+document.getElementById('f').onload = () => {{
+  const d = document.getElementById('f').contentDocument;
+  if ({print}) d.documentElement.classList.add('print');
+  d.querySelectorAll('details').forEach(e => e.open = true);
+  const r = id => d.getElementById(id).getBoundingClientRect();
+  const wide = [...d.querySelectorAll('table')].filter(t => t.getBoundingClientRect().right > {w} + 1).length;
+  document.getElementById('out').textContent = JSON.stringify({{
+    scrollWidth: d.documentElement.scrollWidth, identityBottom: r('identity').bottom,
+    overallBottom: r('overall').bottom, wideTables: wide}});
+}};
+</script></body></html>"""
+
+
+def _measure(tmp_path: Path, out: Path, width: int, height: int, print_rules: bool) -> dict:
+    page = out / f"measure-{width}-{int(print_rules)}.html"
+    page.write_text(WRAPPER.format(w=width, h=height, print=str(print_rules).lower()))
+    dom = chromium(tmp_path, "--allow-file-access-from-files", "--virtual-time-budget=5000", "--dump-dom",
+                   f"--window-size={width + 20},{height + 200}", page.as_uri()).stdout
+    m = re.search(r'<pre id="out">(\{.*?\})</pre>', dom)
+    assert m, dom[-2000:]
+    return json.loads(m.group(1).replace("&quot;", '"'))
+
+
+@needs_chromium
+def test_the_certificate_fits_a_laptop_screen_and_prints(pytester: pytest.Pytester, golden: Path, tmp_path: Path):
+    """At 1280x800: no horizontal scrolling, the identity block and the overall verdict on the first
+    screen; clause links resolve in the shipped semantics page; printed, no table is cut off."""
+    baseline = pytester.path / "baseline.json"
+    baseline.write_text(json.dumps({"qconform_baseline": 1, "entries": [
+        {"id": "QuantizeLinear-21/float32-int8/*", "reason": "vendor bug 42: int8 codes flipped"}]}))
+    out = pytester.path / "report"
+    pytester.runpytest(f"--runner={SUPPORT}:FlipInt8NoUint8Runner", f"--golden={golden}", f"--report={out}",
+                       "-m", "family_specials", "--isolate=off", "-p", "no:randomly", f"--baseline={baseline}")
+    report = json.loads((out / "report.json").read_text())
+    from qconform.report.certificate import scopes
+
+    verdicts = {t["verdict"] for s in scopes(report) for t in [s, *s["types"]]}
+    assert {"deviates", "conformant with accepted deviations", "conformant"} <= verdicts, verdicts
+    assert report["counts"]["unsupported"] > 0
+
+    screen = _measure(tmp_path, out, 1280, 800, print_rules=False)
+    assert screen["scrollWidth"] <= 1280, screen
+    assert screen["identityBottom"] <= 800 and screen["overallBottom"] <= 800, screen
+    assert screen["wideTables"] == 0, screen
+
+    text = (out / "report.html").read_text()
+    links = set(re.findall(r'href="semantics\.html#([^"]+)"', text))
+    anchors = set(re.findall(r'<a id="([^"]+)"></a>', (out / "semantics.html").read_text()))
+    assert links and links <= anchors, links - anchors
+    assert "Gate" not in text and "gate" not in re.sub(r"<[^>]+>", "", text).lower()
+
+    printed = _measure(tmp_path, out, 720, 1000, print_rules=True)  # A4 minus margins at 96 dpi
+    assert printed["scrollWidth"] <= 720 and printed["wideTables"] == 0, printed
+    pdf = out / "report.pdf"  # kept beside the report for a human to look at
+    chromium(tmp_path, f"--print-to-pdf={pdf}", "--no-pdf-header-footer", (out / "report.html").as_uri())
+    assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.read_bytes().count(b"/Type /Page") > 1
+    shot = out / "report-1280.png"
+    chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,800", (out / "report.html").as_uri())
+    assert shot.exists()
+
+
+def test_report_verify_catches_a_one_byte_edit(pytester: pytest.Pytester, golden: Path):
+    from qconform.cli import main
+
+    out = ort_report(pytester, golden)
+    assert main(["report", "verify", str(out)]) == 0
+    for name in ("report.json", "report.html", "summary.md"):
+        data = bytearray((out / name).read_bytes())
+        i = len(data) // 2
+        data[i] = (data[i] + 1) % 256 if data[i] not in b"\n\r" else data[i]
+        original = (out / name).read_bytes()
+        (out / name).write_bytes(bytes(data))
+        assert main(["report", "verify", str(out)]) == 1, name
+        (out / name).write_bytes(original)
+    assert main(["report", "verify", str(out)]) == 0

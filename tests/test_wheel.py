@@ -24,11 +24,17 @@ def _run(cmd, cwd: Path, timeout: int = 600, **env) -> subprocess.CompletedProce
 
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory) -> Path:
+    import shutil
+
     out = tmp_path_factory.mktemp("dist")
-    r = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", out, REPO],
+    # A copy of the source: setuptools builds in the tree's build/, and each xdist worker builds its own wheel.
+    src = tmp_path_factory.mktemp("src") / "qconform"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info",
+                                                            "__pycache__", ".pytest_cache", "qconform-report"))
+    r = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", out, src],
              cwd=out)
     if r.returncode:  # setuptools not importable here: build in isolation (pip fetches it)
-        r = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", out, REPO], cwd=out)
+        r = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", out, src], cwd=out)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     (whl,) = out.glob("qconform-*.whl")
     return whl

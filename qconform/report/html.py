@@ -5,7 +5,7 @@ inline JS only filter what is shown. No external resource of any kind (no fonts,
 """
 from __future__ import annotations
 
-from collections import defaultdict
+
 from html import escape
 
 from qconform.report.model import VERDICTS
@@ -13,9 +13,6 @@ from qconform.report.model import VERDICTS
 #: Heat-map colour per cell status (model.cell_status) and per verdict.
 COLOURS = {"pass": "#2e7d32", "partial": "#9ccc65", "fail": "#c62828", "error": "#ef6c00",
            "crashed": "#ef6c00", "timeout": "#ef6c00", "unsupported": "#9e9e9e", "not-run": "#eceff1"}
-LEGEND = (("pass", "all pass"), ("partial", "pass + unsupported"), ("fail", "any fail"),
-          ("error", "any error / crash / timeout"), ("unsupported", "only unsupported"), ("not-run", "not run"))
-
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:20px;color:#212121}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:24px 0 8px} h3{font-size:15px;margin:14px 0 6px}
@@ -41,7 +38,23 @@ details.f{border:1px solid #e0e0e0;border-radius:4px;margin:4px 0;padding:4px 8p
 details.f summary{cursor:pointer} .v{display:inline-block;padding:0 6px;border-radius:3px;color:#fff;font-size:12px}
 .mm td,.mm th,.cases td,.cases th{border:1px solid #e0e0e0;font-size:12px;text-align:left}
 .mm code,.cases code{font-size:12px} .hidden{display:none}
+body{max-width:1240px} pre{white-space:pre-wrap;overflow-wrap:anywhere} td,th{overflow-wrap:anywhere}
+.ident{font-size:13px;border-collapse:collapse;width:100%} .ident th{text-align:left;white-space:nowrap;
+ vertical-align:top;color:#555;font-weight:600;width:150px} .ident td{vertical-align:top}
+.overall{font-size:16px;font-weight:600;padding:10px 12px;border-radius:4px;margin:10px 0}
+.scopes{border-collapse:collapse;width:100%;font-size:13px} .scopes th{position:sticky;top:0;background:#fff;
+ text-align:left;border-bottom:2px solid #bbb;z-index:1} .scopes td{border-bottom:1px solid #eee;vertical-align:top}
+.scopes td.sv{color:#fff;white-space:nowrap;font-weight:600;width:1%} .scopes td.sv.light{color:#212121}
+.scopes details summary{cursor:pointer} .scopes table{width:100%;font-size:12px;margin:4px 0}
+@media print{body{margin:0;max-width:none;font-size:11px} .filters,button{display:none}
+ details.f,details.ty{break-inside:avoid} tr{break-inside:avoid} .scopes th{position:static}
+ a{color:inherit;text-decoration:none}}
+html.print body{margin:0;max-width:none;font-size:11px} html.print .filters{display:none}
 """
+
+#: Colour of each scope verdict (certificate.ORDER).
+SCOPE_COLOURS = {"deviates": "#c62828", "conformant with accepted deviations": "#9ccc65",
+                 "conformant": "#2e7d32", "not supported": "#9e9e9e", "not run": "#eceff1"}
 
 JS = """
 function qcFilter(){
@@ -87,39 +100,64 @@ def _badge(verdict: str) -> str:
     return f'<span class="v" style="background:{colour};color:{fg}">{_e(verdict)}</span>'
 
 
-def _cell_text(status: str, counts: dict[str, int]) -> str:
-    total = sum(counts.values())
-    shown = {"pass": counts.get("pass", 0), "partial": counts.get("pass", 0), "fail": counts.get("fail", 0),
-             "error": sum(counts.get(v, 0) for v in ("error", "crashed", "timeout"))}.get(status)
-    return str(total) if shown is None or shown == total else f"{shown}/{total}"
+def _identity(report: dict) -> str:
+    """What was tested, on what, with which suite: the block a customer reads first."""
+    r, p, corpus, inv = report["runner"], report["platform"], report["corpus"], report["invocation"]
+    opts = ", ".join(f"{k}={v}" for k, v in sorted((r.get("options") or {}).items())) or "none"
+    extra = {k: v for k, v in r.items() if k not in ("name", "version", "device", "options", "platform")}
+    pk = p.get("packages") or {}
+    packages = ", ".join(f"{k} {v}" for k, v in sorted(pk.items()))
+    base = inv.get("baseline")
+    rows = [
+        ("runner", f"<b>{_e(r.get('name', '?'))}</b> {_e(r.get('version', ''))} on {_e(r.get('device', '?'))}"),
+        ("runner options", _e(opts) + ("".join(f" · {_e(k)}: {_e(v)}" for k, v in sorted(extra.items())))),
+        ("platform", f"{_e(p.get('cpu', '?'))} · {_e(p.get('label', ''))} · {_e(p.get('platform', ''))} · "
+                     f"Python {_e(p.get('python', ''))}"),
+        ("ISA features", _e(" ".join(p.get("features") or []) or "?")),
+        ("packages", _e(packages or "?")),
+        ("suite", f"qconform {_e(report['qconform_version'])} · corpus <code>{_e(corpus.get('digest', ''))}</code> "
+                  f"({_e(corpus.get('cases', '?'))} cases: the SHA-256 over the corpus MANIFEST, which lists every "
+                  f"case file's SHA-256) · profile {_e(inv.get('profile', ''))}"),
+        ("command", f"<code>{_e(inv.get('command_line') or ' '.join(inv.get('args', [])))}</code>"),
+        ("date", f"{_e(report['timing'].get('started', ''))} · {_e(report['timing'].get('duration_s', ''))} s"),
+        ("accepted deviations", (f"baseline <code>{_e(base['path'])}</code> SHA-256 <code>{_e(base.get('sha256'))}</code>"
+                                 if base else "none (no baseline)")),
+        ("report digest", f"<code>{_e((report.get('integrity') or {}).get('content_sha256', ''))}</code> "
+                          "(check with <code>qconform report verify DIR</code>)"),
+    ]
+    return ('<table class="ident" id="identity">'
+            + "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in rows) + "</table>")
 
 
-def _heatmaps(report: dict) -> str:
-    by_op: dict[str, list[dict]] = defaultdict(list)
-    for cell in report["matrix"]:
-        by_op[(f"{cell['domain']}." if cell["domain"] else "") + cell["op"]].append(cell)
-    out = []
-    for op, cells in by_op.items():
-        versions = sorted({c["opset"] for c in cells})
-        pairs = sorted({c["type_pair"] for c in cells}, key=lambda p: (p.split("→")[-1], p))
-        grid = {(c["opset"], c["type_pair"]): c for c in cells}
-        head = "".join(f'<th class="tp"><div>{_e(p)}</div></th>' for p in pairs)
-        rows = []
-        for v in versions:
-            tds = []
-            for p in pairs:
-                c = grid.get((v, p))
-                if c is None:
-                    tds.append('<td class="empty"></td>')
-                    continue
-                title = f"{c['op_version']} {p}: " + ", ".join(f"{k} {n}" for k, n in c["counts"].items())
-                tds.append(f'<td class="{c["status"]}" style="background:{COLOURS[c["status"]]}" '
-                           f'data-ov="{_e(c["op_version"])}" data-tp="{_e(p)}" title="{_e(title)}" '
-                           f'onclick="qcCell(this.dataset.ov,this.dataset.tp)">'
-                           f'{_cell_text(c["status"], c["counts"])}</td>')
-            rows.append(f'<tr><th class="ov">{_e(op)}-{v}</th>{"".join(tds)}</tr>')
-        out.append(f'<div class="heat"><h3>{_e(op)}</h3><table><tr><th></th>{head}</tr>{"".join(rows)}</table></div>')
-    return "\n".join(out)
+def _scope_cell(sc: dict) -> str:
+    word = sc["verdict"]
+    light = " light" if word in ("not run", "conformant with accepted deviations") else ""
+    label = word
+    if sc["new"]:
+        label += f" ({sc['new']} new)"
+    elif sc["accepted"]:
+        label = f"{word} ({sc['accepted']})"
+    return f'<td class="sv{light}" style="background:{SCOPE_COLOURS[word]}">{_e(label)}</td>'
+
+
+def _scopes(scoped: list[dict]) -> str:
+    """Op versions, each with its type combinations folded under it: fits a laptop screen."""
+    rows = []
+    for sc in scoped:
+        detail = "".join(
+            f"<tr><td><code>{_e(t['types'])}</code></td>{_scope_cell(t)}<td>{t['pass']} pass · {t['new']} new · "
+            f"{t['accepted']} accepted · {t['unsupported']} not supported</td><td>"
+            + "<br>".join(_e(x) for x in t["reasons"]) + "</td></tr>" for t in sc["types"])
+        rows.append(
+            f'<tr data-ov="{_e(sc["op_version"])}"><td><b>{_e(sc["op_version"])}</b></td>{_scope_cell(sc)}'
+            f"<td>{sc['cases']} cases: {sc['pass']} pass, {sc['new']} deviating (new), {sc['accepted']} accepted, "
+            f"{sc['unsupported']} not supported"
+            + (f"<br>accepted because: {'; '.join(_e(x) for x in sc['reasons'])}" if sc["reasons"] else "")
+            + f'<details class="ty"><summary>{len(sc["types"])} type combinations</summary>'
+            f'<table><tr><th>types</th><th>verdict</th><th>cases</th><th>accepted because</th></tr>{detail}'
+            f"</table></details></td></tr>")
+    return ('<table class="scopes"><thead><tr><th>op version</th><th>verdict</th><th>cases and type combinations'
+            f'</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
 
 
 def _failure(f: dict) -> str:
@@ -130,7 +168,7 @@ def _failure(f: dict) -> str:
         bits.append(f"{f['mismatches']} element(s) differ")
     if f.get("baseline"):
         bits.append(f"<i>baseline: {_e(f['baseline'])}</i>")
-    body = [f"<div>clause: <code>qconform/docs/semantics.md#{_e(f['clause'])}</code>"
+    body = [f'<div>clause: <a href="semantics.html#{_e(f["clause"])}"><code>{_e(f["clause"])}</code></a>'
             + (f" · compared with reading <code>{_e(f['reading'])}</code>" if f.get("reading") else "")
             + (f" · {f['masked']} don't-care element(s) skipped" if f.get("masked") else "") + "</div>"]
     if "diagnosis" in f:
@@ -153,23 +191,19 @@ def _failure(f: dict) -> str:
     return f'<details class="f" {attrs}><summary>{" · ".join(bits)}</summary>{"".join(body)}</details>'
 
 
-def _gate(report: dict) -> str:
+def _fixed(report: dict) -> str:
+    """An incomplete run, and accepted deviations this run no longer shows (fixed, or not run)."""
     g, out = report.get("gate") or {}, []
     if not report["complete"]:
         c = report["counts"]
         out.append(f'<div class="banner bad">Incomplete run{" (interrupted)" if report["interrupted"] else ""}: '
                    f'{c["not-run"]} of {c["collected"]} collected case(s) did not run.</div>')
-    if g:
-        cls, word = ("ok", "passed") if g.get("passed") else ("bad", "failed")
-        msgs = "".join(f"<li>{_e(m)}</li>" for m in g.get("messages", []))
-        base = f" against baseline <code>{_e(g['baseline'])}</code>" if g.get("baseline") else ""
-        out.append(f'<div class="banner {cls}">Gate {word}{base}'
-                   + (f"; {g['baselined']} known deviation(s) covered" if g.get("baselined") else "")
-                   + (f"<ul>{msgs}</ul>" if msgs else "") + "</div>")
-        if g.get("stale"):
-            items = "".join(f"<li><code>{_e(s['id'])}</code> (entry {s['entry']}): {_e(s['why'])}</li>"
-                            for s in g["stale"])
-            out.append(f'<div class="banner warn">Stale baseline entries<ul>{items}</ul></div>')
+    for e in g.get("expired") or []:
+        out.append(f'<div class="banner bad">The acceptance of <code>{_e(e["id"])}</code> expired on '
+                   f'{_e(e["expires"])}: its deviations count as new.</div>')
+    if g.get("stale"):
+        items = "".join(f"<li><code>{_e(s['id'])}</code>: {_e(s['why'])}</li>" for s in g["stale"])
+        out.append(f'<div class="banner warn">Accepted deviations this run no longer shows<ul>{items}</ul></div>')
     return "".join(out)
 
 
@@ -215,7 +249,6 @@ def render(report: dict) -> str:
     runner = " ".join(str(x) for x in (r.get("name"), r.get("version"), r.get("device")) if x)
     totals = "".join(f'<div class="total{" light" if v == "not-run" else ""}" style="background:{COLOURS[v]}">'
                      f"<b>{c[v]}</b>{v}</div>" for v in VERDICTS if c.get(v) or v in ("pass", "fail"))
-    legend = "".join(f'<span><i style="background:{COLOURS[k]}"></i>{_e(t)}</span>' for k, t in LEGEND)
     present = [v for v in VERDICTS if c.get(v)]
     boxes = "".join(f'<label><input type="checkbox" class="fv" value="{v}" checked onchange="qcFilter()">{v}</label>'
                     for v in present)
@@ -223,26 +256,25 @@ def render(report: dict) -> str:
                   for o in dict.fromkeys(m["op_version"] for m in report["matrix"]))
     tps = "".join(f'<option value="{_e(t)}">{_e(t)}</option>'
                   for t in sorted({m["type_pair"] for m in report["matrix"]}))
-    p, t, corpus = report["platform"], report["timing"], report["corpus"]
     failures = "\n".join(_failure(f) for f in report["failures"]) or "<p>No failures.</p>"
+    from qconform.report.certificate import CONFORMANT, DEVIATES, overall, scopes
+
+    scoped = scopes(report)
+    statement = overall(report, scoped)
+    tone = "bad" if any(x["verdict"] == DEVIATES for x in scoped) or not report["complete"] else \
+        ("ok" if any(x["verdict"] == CONFORMANT for x in scoped) else "warn")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
-<title>qconform report — {_e(runner)}</title><style>{CSS}</style><script>{JS}</script></head><body>
-<h1>qconform conformance report: {_e(runner)}</h1>
-<div class="meta">qconform {_e(report['qconform_version'])}
- · corpus <code>{_e(str(corpus.get('digest', ''))[:16])}</code>
- ({_e(corpus.get('cases', '?'))} cases) · {_e(p.get('label', ''))} ({_e(p.get('cpu', ''))})
- · {_e(p.get('platform', ''))} · Python {_e(p.get('python', ''))}
- · started {_e(t.get('started', ''))} · {_e(t.get('duration_s', ''))} s
- · profile {_e(report['invocation'].get('profile', ''))}</div>
-{_gate(report)}
+<title>qconform certificate — {_e(runner)}</title><style>{CSS}</style><script>{JS}</script></head><body>
+<h1>ONNX quantization operators: bit-exact conformance of {_e(runner)}</h1>
+<div class="overall {tone}" id="overall">{_e(statement)}</div>
+{_identity(report)}
+{_fixed(report)}
 <div class="totals">{totals}</div>
-<div class="meta">collected {c['collected']} · reported {c['reported']} · ran {c['ran']}</div>
-<h2>Verdicts by op version and type pair</h2>
-<div class="legend">{legend}</div>
-<p class="meta">Each cell counts the cases of one op version (row) and data type → output type (column);
-the number is the cases in the cell's colour over all its cases. Click a cell to list its failures.</p>
-{_heatmaps(report)}
+<div class="meta">collected {c['collected']} · reported {c['reported']} · ran {c['ran']} · verdicts and
+clauses: <a href="semantics.html">the semantics</a> (every decision with the spec sentence it rests on)</div>
+<h2>Verdict per op version</h2>
+{_scopes(scoped)}
 <div class="filters">{boxes}
 <select id="fov" onchange="qcFilter()"><option value="">all op versions</option>{ovs}</select>
 <select id="ftp" onchange="qcFilter()"><option value="">all type pairs</option>{tps}</select>

@@ -1,7 +1,8 @@
 """summary.md: a few lines of Markdown for a CI job summary or a pull-request comment.
 
-Short on purpose: the verdict counts, the gate, the op versions that deviate and the first few
-failing cases; report.html holds the rest.
+Short on purpose: the verdict counts, the gate, then three lists kept apart -- new deviations (the
+ones to act on), accepted ones (in the baseline, with their reasons) and fixed ones (baseline
+entries this run no longer shows); report.html holds the rest.
 """
 from __future__ import annotations
 
@@ -28,17 +29,27 @@ def render(report: dict) -> str:
     if g.get("baselined"):
         lines.append(f"- {g['baselined']} known deviation(s) covered by `{g['baseline']}`")
     for s in g.get("stale", []):
-        lines.append(f"- ⚠️ stale baseline entry `{s['id']}`: {s['why']}")
+        if not ("now" in s.get("why", "") and "pass" in s.get("why", "")):
+            lines.append(f"- ⚠️ stale baseline entry `{s['id']}`: {s['why']}")
 
-    bad: dict[str, Counter] = defaultdict(Counter)
-    for m in report["matrix"]:
-        for v in BAD:
-            if m["counts"].get(v):
-                bad[m["op_version"]][v] += m["counts"][v]
-    if bad:
-        lines += ["", "| op version | deviations |", "|---|---|"]
-        for ov, cnt in sorted(bad.items()):
-            lines.append(f"| {ov} | " + ", ".join(f"{n} {v}" for v, n in sorted(cnt.items())) + " |")
+    new: dict[str, Counter] = defaultdict(Counter)
+    accepted: dict[str, Counter] = defaultdict(Counter)
+    for case in report["cases"]:
+        if case["verdict"] in BAD:
+            (accepted if case.get("baseline") else new)[case["id"].split("/")[0]][case["verdict"]] += 1
+    if new or accepted:
+        lines += ["", "| op version | new deviations | accepted (baseline) |", "|---|---|---|"]
+        for ov in sorted(set(new) | set(accepted)):
+            cells = [", ".join(f"{n} {v}" for v, n in sorted(d[ov].items())) or "–" for d in (new, accepted)]
+            lines.append(f"| {ov} | {cells[0]} | {cells[1]} |")
+    reasons = Counter(c["baseline"] for c in report["cases"] if c["verdict"] in BAD and c.get("baseline"))
+    if reasons:
+        lines += ["", "Accepted deviations (baseline reasons):", ""]
+        lines += [f"- {n} case(s): {why}" for why, n in reasons.most_common(MAX_ROWS)]
+    fixed = [s for s in g.get("stale", []) if "now" in s.get("why", "") and "pass" in s.get("why", "")]
+    if fixed:
+        lines += ["", "Fixed (accepted deviations this run no longer shows):", ""]
+        lines += [f"- `{s['id']}` ({s['why']}; was accepted because: {s['reason']})" for s in fixed[:MAX_ROWS]]
     failures = [f for f in report["failures"] if not f.get("baseline")]
     if failures:
         # One example per op version and type pair first: ten rows that show ten different problems.

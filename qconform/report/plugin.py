@@ -264,10 +264,30 @@ def _meta(session: pytest.Session, state: _State, exitstatus: int) -> dict:
                      **{k: v for k, v in machine.info().items() if k in ("label", "arch", "cpu", "features")}},
         "invocation": {"args": [str(a) for a in config.invocation_params.args],
                        "profile": config.getoption("profile"), "strict_nan": bool(config.getoption("strict_nan")),
-                       "filters": _filters(config, state.deselected), "workers": _workers(config)},
+                       "filters": _filters(config, state.deselected), "workers": _workers(config),
+                       "command_line": _command_line(config), "baseline": _baseline_identity(config)},
         "timing": {"started": state.started_iso, "finished": _now(),
                    "duration_s": round(time.perf_counter() - state.started, 3)},
     }
+
+
+def _command_line(config: pytest.Config) -> str:
+    import shlex
+
+    return shlex.join(["pytest", *[str(a) for a in config.invocation_params.args]])
+
+
+def _baseline_identity(config: pytest.Config) -> dict | None:
+    """The baseline file a certificate's accepted deviations come from, and its SHA-256."""
+    path = config.getoption("baseline", None)
+    if not path:
+        return None
+    from qconform.report.certificate import sha256_file
+
+    try:
+        return {"path": str(path), "sha256": sha256_file(Path(path))}
+    except OSError:
+        return {"path": str(path), "sha256": None}
 
 
 def _finish(session: pytest.Session, state: _State, stubs: dict[str, dict]) -> None:
@@ -296,13 +316,18 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, dict]) -> N
     if out:
         from qconform.report import html, markdown
 
+        from qconform.report import certificate, semantics_html
+
         root = Path(out)
         root.mkdir(parents=True, exist_ok=True)
-        files = {"report.json": model.dumps(report),
-                 "report.html": html.render(report), "summary.md": markdown.render(report)}
+        report["integrity"] = {"content_sha256": certificate.content_digest(report),
+                               "corpus_digest": report["corpus"].get("digest")}
+        files = {"report.json": model.dumps(report), "report.html": html.render(report),
+                 "summary.md": markdown.render(report), "semantics.html": semantics_html.render()}
         for name, text in files.items():
             (root / name).write_text(text, encoding="utf-8")
             state.written.append(root / name)
+        (root / certificate.SUMS).write_text(certificate.sums_text(root, list(files)), encoding="utf-8")
     export_dir = config.getoption("export_failures")
     if export_dir:
         from qconform.report import export

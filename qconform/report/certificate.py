@@ -1,0 +1,139 @@
+"""What a certificate states: a verdict per scope a customer understands, one overall statement,
+and the integrity digests that let ``qconform report verify`` show the documents were not edited.
+
+Scopes are op versions and, inside each, type combinations. A scope is *conformant* when every
+case that ran passed; *conformant with accepted deviations* when its only deviations are covered
+by the baseline (each with its reason); *deviates* when a deviation is not covered; *not
+supported* when the runner ran none of its cases. CI's words (gate, passed/failed) stay in CI output.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from qconform.report.model import BAD
+
+CONFORMANT = "conformant"
+ACCEPTED = "conformant with accepted deviations"
+DEVIATES = "deviates"
+UNSUPPORTED = "not supported"
+NOT_RUN = "not run"
+ORDER = (DEVIATES, ACCEPTED, CONFORMANT, UNSUPPORTED, NOT_RUN)
+
+
+def verdict_of(cases: list[dict]) -> dict[str, Any]:
+    """The verdict of one scope from its compact case rows (id, verdict, baseline)."""
+    cnt = Counter(c["verdict"] for c in cases)
+    new = sum(1 for c in cases if c["verdict"] in BAD and not c.get("baseline"))
+    accepted = sum(1 for c in cases if c["verdict"] in BAD and c.get("baseline"))
+    reasons = sorted({c["baseline"] for c in cases if c["verdict"] in BAD and c.get("baseline")})
+    if new:
+        word = DEVIATES
+    elif accepted:
+        word = ACCEPTED
+    elif cnt["pass"]:
+        word = CONFORMANT
+    elif cnt["unsupported"]:
+        word = UNSUPPORTED
+    else:
+        word = NOT_RUN
+    return {"verdict": word, "cases": len(cases), "pass": cnt["pass"], "new": new, "accepted": accepted,
+            "unsupported": cnt["unsupported"], "reasons": reasons}
+
+
+def scopes(report: dict) -> list[dict]:
+    """Per op version, its verdict and its type combinations' verdicts (from case ids:
+    ``OpVersion/types/family/name``)."""
+    by_ov: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for c in report["cases"]:
+        ov, types = c["id"].split("/")[:2]
+        by_ov[ov][types].append(c)
+
+    def key(ov: str) -> tuple:
+        op, _, v = ov.rpartition("-")
+        return (op, int(v) if v.isdigit() else 0)
+
+    out = []
+    for ov in sorted(by_ov, key=key):
+        every = [c for cs in by_ov[ov].values() for c in cs]
+        out.append({"op_version": ov, **verdict_of(every),
+                    "types": [{"types": t, **verdict_of(cs)} for t, cs in sorted(by_ov[ov].items())]})
+    return out
+
+
+def overall(report: dict, scoped: list[dict] | None = None) -> str:
+    """One sentence for the top of the certificate."""
+    scoped = scoped if scoped is not None else scopes(report)
+    n = Counter(s["verdict"] for s in scoped)
+    runner = " ".join(str(x) for x in (report["runner"].get("name"), report["runner"].get("version")) if x)
+    parts = [f"{n[CONFORMANT]} of {len(scoped)} op versions conformant"]
+    if n[ACCEPTED]:
+        parts.append(f"{n[ACCEPTED]} conformant with accepted deviations")
+    if n[DEVIATES]:
+        new = sum(s["new"] for s in scoped)
+        parts.append(f"{n[DEVIATES]} deviate ({new} deviating case{'s' if new != 1 else ''} not accepted)")
+    if n[UNSUPPORTED]:
+        parts.append(f"{n[UNSUPPORTED]} not supported")
+    head = (f"{runner} conforms bit-exactly wherever it runs these operators" if not n[DEVIATES]
+            else f"{runner} deviates from the ONNX specification")
+    if not report.get("complete", True):
+        head += " (incomplete run: not every case ran)"
+    return f"{head}: {', '.join(parts)}."
+
+
+# ----------------------------------------------------------------------------------------------
+# Integrity
+# ----------------------------------------------------------------------------------------------
+def content_digest(report: dict) -> str:
+    """SHA-256 of the report's content: canonical JSON of everything but the integrity block."""
+    body = {k: v for k, v in report.items() if k != "integrity"}
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+#: The report directory's checksum file (the ``sha256sum -c`` format): every file, byte for byte.
+SUMS = "SHA256SUMS"
+
+
+def sums_text(root: Path, names: list[str]) -> str:
+    return "".join(f"{sha256_file(root / n)}  {n}\n" for n in names)
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def verify(root: Path) -> list[str]:
+    """What does not match in a report directory (empty: intact). A digest is not a signature:
+    it shows an edit, not who made the document."""
+    root = root if root.is_dir() else root.parent
+    try:
+        report = json.loads((root / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return [f"{root / 'report.json'}: cannot be read as JSON ({exc})"]
+    integ = report.get("integrity")
+    if not isinstance(integ, dict):
+        return [f"{root / 'report.json'}: has no integrity block (written by a qconform before 0.2?)"]
+    problems = []
+    if content_digest(report) != integ.get("content_sha256"):
+        problems.append("report.json: its content does not match its digest (edited after it was written)")
+    if integ.get("corpus_digest") != report.get("corpus", {}).get("digest"):
+        problems.append("report.json: the corpus digest was changed")
+    sums = root / SUMS
+    if not sums.is_file():
+        problems.append(f"{SUMS}: missing (it lists every file's SHA-256)")
+    else:
+        for line in sums.read_text(encoding="utf-8").splitlines():
+            digest, _, name = line.partition("  ")
+            path = root / name
+            if not path.is_file():
+                problems.append(f"{name}: missing")
+            elif sha256_file(path) != digest:
+                problems.append(f"{name}: edited after it was written (its SHA-256 is not the one in {SUMS})")
+    html = root / "report.html"
+    if html.is_file() and integ.get("content_sha256", "") not in html.read_text(encoding="utf-8", errors="replace"):
+        problems.append("report.html: does not show the report's digest")
+    return problems
