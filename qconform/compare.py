@@ -124,6 +124,37 @@ def _diff(case: Case, expected: tuple[np.ndarray, ...], actual, strict_nan: bool
     return (mism, count, masked), "", masked
 
 
+#: At most this many mismatching elements per case are kept as evidence (the count is always exact).
+EVIDENCE_MAX = 100_000
+EVIDENCE_HEADER = ("output", "index", "inputs", "expected", "expected_bits", "actual", "actual_bits")
+
+
+def evidence(case: Case, actual, reading: str | None, strict_nan: bool = False) -> list[list[str]]:
+    """Every mismatching element of a failing case against the reading it was compared with: one
+    row per element (EVIDENCE_HEADER), values as numbers and bits as hex -- the rows a customer
+    asking "which inputs exactly?" gets (``report/evidence/*.csv``)."""
+    chosen = next((r for r in case.readings if r.name == reading), case.readings[0])
+    rows: list[list[str]] = []
+    for name, e, a, mask in zip(case.output_names, chosen.outputs, actual, case.dont_care):
+        t = dtypes.get(e.dtype)
+        if a.dtype != e.dtype or a.shape != e.shape:
+            return rows
+        eb, ab = t.to_bits(e), t.to_bits(a)
+        differ = eb != ab
+        if not strict_nan:
+            differ &= ~(t.is_nan_bits(eb) & t.is_nan_bits(ab))
+        if mask is not None:
+            differ &= ~mask
+        w = max(1, (t.bits + 3) // 4)
+        for idx in np.argwhere(differ)[: max(0, EVIDENCE_MAX - len(rows))]:
+            idx = tuple(int(i) for i in idx)
+            ins = _input_context(case, e.shape, idx)
+            rows.append([name, ",".join(map(str, idx)), "; ".join(f"{k}={v}" for k, v in ins.items()),
+                         format_value(t, int(eb[idx])), f"0x{int(eb[idx]):0{w}x}",
+                         format_value(t, int(ab[idx])), f"0x{int(ab[idx]):0{w}x}"])
+    return rows
+
+
 def compare(case: Case, actual: object, *, strict_nan: bool = False, profile: str = "default") -> Outcome:
     problem = check_structure(case, actual)
     if problem:

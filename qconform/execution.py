@@ -115,6 +115,13 @@ class Pipeline:
         outcome = compare(case, call.outputs, strict_nan=o.strict_nan, profile=o.profile)
         diagnosis = self._diagnose(case, outcome, call.outputs)
         rec = record(case, outcome, diagnosis)
+        if outcome.verdict == "fail" and outcome.mismatch_count:
+            from qconform.compare import evidence
+
+            try:
+                rec["evidence"] = evidence(case, call.outputs, outcome.reading, o.strict_nan)
+            except Exception:  # noqa: BLE001 - evidence is for the report; it never changes a verdict
+                pass
         if outcome.verdict == "pass":
             return CaseResult(case.id, "pass", rec, "", seconds)
         lines = [outcome.message(case)]

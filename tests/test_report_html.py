@@ -182,6 +182,13 @@ def test_the_certificate_fits_a_laptop_screen_and_prints(pytester: pytest.Pytest
     assert screen["wideTables"] == 0, screen
 
     text = (out / "report.html").read_text()
+    # Evidence: every mismatching element of every failing case, downloadable, counted exactly.
+    failing = [f for f in report["failures"] if f["mismatches"]]
+    assert failing
+    for f in failing:
+        rows = (out / f["evidence_file"]).read_text().splitlines()
+        assert len(rows) - 1 == f["mismatches"] == f["evidence_rows"], f["id"]
+        assert f'href="{f["evidence_file"]}"' in text
     links = set(re.findall(r'href="semantics\.html#([^"]+)"', text))
     anchors = set(re.findall(r'<a id="([^"]+)"></a>', (out / "semantics.html").read_text()))
     assert links and links <= anchors, links - anchors

@@ -188,6 +188,9 @@ def _failure(f: dict) -> str:
         more = f["mismatches"] - len(f["first_mismatches"])
         body.append(f'<table class="mm">{"".join(rows)}</table>'
                     + (f"<div>… and {more} more</div>" if more > 0 else ""))
+    if f.get("evidence_file"):
+        body.append(f'<div><a href="{_e(f["evidence_file"])}" download>every mismatching element '
+                    f'({f["evidence_rows"]} rows, CSV: inputs, expected and actual as numbers and bits)</a></div>')
     return f'<details class="f" {attrs}><summary>{" · ".join(bits)}</summary>{"".join(body)}</details>'
 
 

@@ -271,6 +271,33 @@ def _meta(session: pytest.Session, state: _State, exitstatus: int) -> dict:
     }
 
 
+def _write_evidence(root: Path, report: dict) -> list[str]:
+    """Every mismatch of every failing case, one CSV per case in ``evidence/`` (a download beside
+    the report; report.json keeps the first few inline and names the file)."""
+    import csv
+    import io
+    import re
+
+    from qconform.compare import EVIDENCE_HEADER
+
+    written = []
+    for f in report["failures"]:
+        rows = f.pop("evidence", None)
+        if not rows:
+            continue
+        name = "evidence/" + re.sub(r"[^A-Za-z0-9._-]+", "_", f["id"]) + ".csv"
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(EVIDENCE_HEADER)
+        w.writerows(rows)
+        (root / "evidence").mkdir(exist_ok=True)
+        (root / name).write_text(buf.getvalue(), encoding="utf-8")
+        f["evidence_file"] = name
+        f["evidence_rows"] = len(rows)
+        written.append(name)
+    return written
+
+
 def _command_line(config: pytest.Config) -> str:
     import shlex
 
@@ -320,6 +347,7 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, dict]) -> N
 
         root = Path(out)
         root.mkdir(parents=True, exist_ok=True)
+        evidence = _write_evidence(root, report)
         report["integrity"] = {"content_sha256": certificate.content_digest(report),
                                "corpus_digest": report["corpus"].get("digest")}
         files = {"report.json": model.dumps(report), "report.html": html.render(report),
@@ -327,7 +355,7 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, dict]) -> N
         for name, text in files.items():
             (root / name).write_text(text, encoding="utf-8")
             state.written.append(root / name)
-        (root / certificate.SUMS).write_text(certificate.sums_text(root, list(files)), encoding="utf-8")
+        (root / certificate.SUMS).write_text(certificate.sums_text(root, [*files, *evidence]), encoding="utf-8")
     export_dir = config.getoption("export_failures")
     if export_dir:
         from qconform.report import export
