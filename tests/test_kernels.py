@@ -129,7 +129,7 @@ def test_sweeps_every_16bit_input(cpu_kernel, op):
     _assert_sweep(summary)
 
 
-@pytest.mark.parametrize("target", ["float8", "float4", "int8"])
+@pytest.mark.parametrize("target", ["float8", "float4", "int8", "int4", "int2", "int16"])
 def test_sweeps_sampled_float32(cpu_kernel, target):
     chosen = [s for s in SWEEPS if s.x_type == "float32" and f"-{target}" in s.id]
     assert chosen
@@ -155,7 +155,7 @@ DEFAULT_FULL_CHUNKS = (0x43, 0xBF)
 
 def test_full_float32_chunks_in_the_default_run(cpu_kernel):
     chosen = [s for s in SWEEPS if "full" in s.domains()]
-    assert len(chosen) == 16
+    assert len(chosen) == 28  # every QuantizeLinear-25 output type from float32 (sweep/table.py)
     for c in DEFAULT_FULL_CHUNKS:
         summary = S.check(chosen, ("full",), CPU, chunks=range(c, c + 1))
         assert len(summary.results) == len(chosen) and not summary.missing, "\n".join(summary.lines())
@@ -179,7 +179,7 @@ def pytest_generate_tests(metafunc):
 
 
 def test_full_float32_sweep(cpu_kernel, full_range):
-    """Every chunk of every full-domain sweep: 16 configurations x 2^32 inputs (~15 min on 2 cores)."""
+    """Every chunk of every full-domain sweep: 28 configurations x 2^32 inputs (~25 min on 2 cores)."""
     sweep, chunks = full_range
     summary = S.check([sweep], ("full",), CPU, chunks=chunks)
     assert len(summary.results) == len(chunks)

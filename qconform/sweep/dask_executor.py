@@ -71,6 +71,23 @@ def _run_unit(unit) -> UnitResult:
     return plugin.unit_worker.run(unit)
 
 
+def _quietly_close(client, cluster) -> None:
+    """Close what this run started. Workers still sending a heartbeat while the scheduler goes
+    away log tracebacks at ERROR; that is shutdown noise, not a result, so it is not printed."""
+    import logging
+
+    log = logging.getLogger("distributed")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+    finally:
+        log.setLevel(level)
+
+
 def parse_cluster(spec: str) -> int:
     """``local`` or ``local:N`` -> the number of workers (default: this machine's cores)."""
     import os
@@ -148,7 +165,4 @@ class DaskExecutor:
                     finally:
                         fut.release()
             finally:
-                if client is not None and client is not self.client:
-                    client.close()
-                if cluster is not None:
-                    cluster.close()
+                _quietly_close(client if client is not self.client else None, cluster)

@@ -88,6 +88,11 @@ class Sweep:
                       Arg(zname, self.zp_type, self.zp_array(), True)), attrs)
 
 
+#: The integer outputs beyond int8/uint8, each with a zero point inside its range (mid-range for the
+#: unsigned ones, so both saturation ends are reached).
+NARROW_AND_WIDE_INTEGERS = (("int4", 0), ("uint4", 8), ("int2", 0), ("uint2", 2), ("int16", 0), ("uint16", 32768))
+
+
 def all_sweeps() -> list[Sweep]:
     """Every sweep configuration (the golden files are one per sweep)."""
     out: list[Sweep] = []
@@ -100,6 +105,9 @@ def all_sweeps() -> list[Sweep]:
             out.append(Sweep(q, 21, xt, xt, 1.0, k, 0.0, 1))
         for k, zp in (("int8", 0), ("uint8", 128)):
             for sc in (1.0, 0.125, 0.1):  # one, a power of two, an inexact one
+                out.append(Sweep(q, SWEEP_OPSET, xt, xt, sc, k, zp))
+        for k, zp in NARROW_AND_WIDE_INTEGERS:  # every other integer output: a power of two and an inexact scale
+            for sc in (0.125, 0.1):
                 out.append(Sweep(q, SWEEP_OPSET, xt, xt, sc, k, zp))
     for qt in DQ_TYPES:
         zp = 1 if dtypes.get(qt).is_integer else 0.0
