@@ -129,6 +129,16 @@ EVIDENCE_MAX = 100_000
 EVIDENCE_HEADER = ("output", "index", "inputs", "expected", "expected_bits", "actual", "actual_bits")
 
 
+def format_values(t: dtypes.ElemType, bits: np.ndarray) -> list[str]:
+    """``format_value`` over an array of codes at once (evidence can hold 100,000 elements)."""
+    bits = np.asarray(bits).reshape(-1)
+    if t.is_integer:
+        return [str(v) for v in np.asarray(t.from_bits(bits)).astype(np.int64).tolist()]
+    from qconform.oracle.floats import decode
+
+    return [repr(float(v)) for v in decode(bits.astype(np.uint64), t)]
+
+
 def evidence(case: Case, actual, reading: str | None, strict_nan: bool = False) -> list[list[str]]:
     """Every mismatching element of a failing case against the reading it was compared with: one
     row per element (EVIDENCE_HEADER), values as numbers and bits as hex -- the rows a customer
@@ -145,13 +155,24 @@ def evidence(case: Case, actual, reading: str | None, strict_nan: bool = False) 
             differ &= ~(t.is_nan_bits(eb) & t.is_nan_bits(ab))
         if mask is not None:
             differ &= ~mask
+        where = np.argwhere(differ)[: max(0, EVIDENCE_MAX - len(rows))]
+        if not len(where):
+            continue
+        sel = tuple(where.T)
         w = max(1, (t.bits + 3) // 4)
-        for idx in np.argwhere(differ)[: max(0, EVIDENCE_MAX - len(rows))]:
-            idx = tuple(int(i) for i in idx)
-            ins = _input_context(case, e.shape, idx)
-            rows.append([name, ",".join(map(str, idx)), "; ".join(f"{k}={v}" for k, v in ins.items()),
-                         format_value(t, int(eb[idx])), f"0x{int(eb[idx]):0{w}x}",
-                         format_value(t, int(ab[idx])), f"0x{int(ab[idx]):0{w}x}"])
+        columns = []  # (name, values) of the inputs shaped like this output, or scalar
+        for arg in case.inputs:
+            if arg is None:
+                continue
+            at = dtypes.get(arg.type)
+            if arg.value.shape == e.shape:
+                columns.append((arg.name, format_values(at, at.to_bits(arg.value)[sel])))
+            elif arg.value.size == 1:
+                columns.append((arg.name, format_values(at, at.to_bits(arg.value).reshape(-1)) * len(where)))
+        ev, av = format_values(t, eb[sel]), format_values(t, ab[sel])
+        for i, idx in enumerate(where.tolist()):
+            rows.append([name, ",".join(map(str, idx)), "; ".join(f"{n}={vals[i]}" for n, vals in columns),
+                         ev[i], f"0x{int(eb[sel][i]):0{w}x}", av[i], f"0x{int(ab[sel][i]):0{w}x}"])
     return rows
 
 
