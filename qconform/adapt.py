@@ -65,15 +65,7 @@ def to_codes(array: np.ndarray) -> np.ndarray:
 
 def from_codes(codes: np.ndarray, onnx_type: int) -> np.ndarray:
     """Inverse of ``to_codes``: the qconform array holding these encodings (same shape)."""
-    t = dtypes.get(int(onnx_type))
-    codes = np.asarray(codes)
-    if t.is_integer and t.packed:  # sign extension of the low ``bits`` bits, in integers
-        c = codes.astype(np.uint8) & np.uint8((1 << t.bits) - 1)
-        if t.signed:
-            shift = 8 - t.bits
-            c = (c << np.uint8(shift)).view(np.int8) >> np.int8(shift)
-        return c.astype(t.dtype)
-    return t.from_bits(codes)
+    return dtypes.get(int(onnx_type)).from_bits(np.asarray(codes))
 
 
 def to_bytes(array: np.ndarray) -> bytes:

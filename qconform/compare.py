@@ -64,27 +64,37 @@ def _attrs(case: Case) -> str:
 
 
 def format_value(t: dtypes.ElemType, bits: int) -> str:
+    return format_values(t, np.array([bits]))[0]
+
+
+def format_values(t: dtypes.ElemType, bits: np.ndarray) -> list[str]:
+    """Each code's value as text, for a whole array at once (evidence can hold 100,000 elements)."""
+    bits = np.asarray(bits).reshape(-1)
     if t.is_integer:
-        return str(int(np.asarray(t.from_bits(np.array([bits]))).astype(np.int64)[0]))
+        return [str(v) for v in np.asarray(t.from_bits(bits)).astype(np.int64).tolist()]
     from qconform.oracle.floats import decode
 
-    return repr(float(decode(np.array([bits], dtype=np.uint64), t)[0]))
+    return [repr(float(v)) for v in decode(bits.astype(np.uint64), t)]
 
 
-def _input_context(case: Case, shape: tuple[int, ...], index: tuple[int, ...]) -> dict[str, str]:
-    out = {}
+def _input_columns(case: Case, shape: tuple[int, ...], sel: tuple[np.ndarray, ...]) -> list[tuple[str, list[str]]]:
+    """The inputs beside output elements ``sel`` (index arrays): those shaped like the output, read
+    at the same elements, and one-element ones (a scalar scale), repeated."""
+    n = len(sel[0]) if sel else 1
+    out = []
     for arg in case.inputs:
         if arg is None:
             continue
         t = dtypes.get(arg.type)
         if arg.value.shape == shape:
-            bits = int(t.to_bits(arg.value)[index])
+            out.append((arg.name, format_values(t, t.to_bits(arg.value)[sel])))
         elif arg.value.size == 1:
-            bits = int(t.to_bits(arg.value).reshape(-1)[0])
-        else:
-            continue
-        out[arg.name] = format_value(t, bits)
+            out.append((arg.name, format_values(t, t.to_bits(arg.value).reshape(-1)) * n))
     return out
+
+
+def _input_context(case: Case, shape: tuple[int, ...], index: tuple[int, ...]) -> dict[str, str]:
+    return {name: vals[0] for name, vals in _input_columns(case, shape, tuple(np.array([i]) for i in index))}
 
 
 def check_structure(case: Case, actual: object) -> str:
@@ -129,16 +139,6 @@ EVIDENCE_MAX = 100_000
 EVIDENCE_HEADER = ("output", "index", "inputs", "expected", "expected_bits", "actual", "actual_bits")
 
 
-def format_values(t: dtypes.ElemType, bits: np.ndarray) -> list[str]:
-    """``format_value`` over an array of codes at once (evidence can hold 100,000 elements)."""
-    bits = np.asarray(bits).reshape(-1)
-    if t.is_integer:
-        return [str(v) for v in np.asarray(t.from_bits(bits)).astype(np.int64).tolist()]
-    from qconform.oracle.floats import decode
-
-    return [repr(float(v)) for v in decode(bits.astype(np.uint64), t)]
-
-
 def evidence(case: Case, actual, reading: str | None, strict_nan: bool = False) -> list[list[str]]:
     """Every mismatching element of a failing case against the reading it was compared with: one
     row per element (EVIDENCE_HEADER), values as numbers and bits as hex -- the rows a customer
@@ -160,19 +160,12 @@ def evidence(case: Case, actual, reading: str | None, strict_nan: bool = False) 
             continue
         sel = tuple(where.T)
         w = max(1, (t.bits + 3) // 4)
-        columns = []  # (name, values) of the inputs shaped like this output, or scalar
-        for arg in case.inputs:
-            if arg is None:
-                continue
-            at = dtypes.get(arg.type)
-            if arg.value.shape == e.shape:
-                columns.append((arg.name, format_values(at, at.to_bits(arg.value)[sel])))
-            elif arg.value.size == 1:
-                columns.append((arg.name, format_values(at, at.to_bits(arg.value).reshape(-1)) * len(where)))
-        ev, av = format_values(t, eb[sel]), format_values(t, ab[sel])
+        columns = _input_columns(case, e.shape, sel)
+        ebs, abs_ = eb[sel].reshape(-1), ab[sel].reshape(-1)  # rank 0: one element, selected by ()
+        ev, av = format_values(t, ebs), format_values(t, abs_)
         for i, idx in enumerate(where.tolist()):
             rows.append([name, ",".join(map(str, idx)), "; ".join(f"{n}={vals[i]}" for n, vals in columns),
-                         ev[i], f"0x{int(eb[sel][i]):0{w}x}", av[i], f"0x{int(ab[sel][i]):0{w}x}"])
+                         ev[i], f"0x{int(ebs[i]):0{w}x}", av[i], f"0x{int(abs_[i]):0{w}x}"])
     return rows
 
 

@@ -130,11 +130,12 @@ class ElemType:
     def from_bits(self, raw: np.ndarray) -> np.ndarray:
         """Inverse of ``to_bits`` (sign-extends sub-byte signed integers as ml_dtypes stores them)."""
         raw = np.asarray(raw).astype(self.bits_dtype)
-        if self.is_integer and self.packed:
-            values = raw.astype(np.int64)
+        if self.is_integer and self.packed:  # two's-complement sign extension of the low bits, in uint8
+            c = raw.astype(np.uint8) & np.uint8((1 << self.bits) - 1)
             if self.signed:
-                values = np.where(values >= (1 << (self.bits - 1)), values - (1 << self.bits), values)
-            return values.astype(self.dtype)
+                shift = 8 - self.bits
+                c = (c << np.uint8(shift)).view(np.int8) >> np.int8(shift)
+            return c.astype(self.dtype)
         return raw.view(self.dtype).copy()
 
     def is_nan_bits(self, raw: np.ndarray) -> np.ndarray:

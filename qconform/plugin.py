@@ -168,14 +168,14 @@ def _chosen_cases(config: pytest.Config):
     globs = [p for p in patterns if p not in exact]
     source = config.getoption("from_report")
     if source:
-        path = Path(source)
-        path = path / "report.json" if path.is_dir() else path
+        from qconform.report.baseline import BaselineError, read_report
+
         try:
-            cases = json.loads(path.read_text(encoding="utf-8"))["cases"]
-            wanted = {v.strip() for v in config.getoption("verdict").split(",") if v.strip()}
-            exact |= {c["id"] for c in cases if c["verdict"] in wanted}
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise pytest.UsageError(f"--from-report {source}: not a qconform report.json ({exc})") from None
+            cases = read_report(source)["cases"]
+        except BaselineError as exc:
+            raise pytest.UsageError(f"--from-report: {exc}") from None
+        wanted = {v.strip() for v in config.getoption("verdict").split(",") if v.strip()}
+        exact |= {c["id"] for c in cases if c.get("verdict") in wanted}
     elif not patterns:
         return None
     return lambda cid: cid in exact or any(fnmatchcase(cid, g) for g in globs)
@@ -590,12 +590,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     return result
 
 
-DEVIATING = ("fail", "error", "crashed", "timeout")
-
-
 def _rerun_hint(tr, config: pytest.Config, records) -> None:
     """How to run a deviating case again, in a form that works from any directory and install."""
-    bad = sorted(r["id"] for r in records if r["verdict"] in DEVIATING)
+    from qconform.report.model import BAD
+
+    bad = sorted(r["id"] for r in records if r["verdict"] in BAD)
     if not bad:
         return
     import shlex

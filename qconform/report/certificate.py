@@ -21,7 +21,6 @@ ACCEPTED = "conformant with accepted deviations"
 DEVIATES = "deviates"
 UNSUPPORTED = "not supported"
 NOT_RUN = "not run"
-ORDER = (DEVIATES, ACCEPTED, CONFORMANT, UNSUPPORTED, NOT_RUN)
 
 
 def verdict_of(cases: list[dict]) -> dict[str, Any]:

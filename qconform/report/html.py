@@ -1,4 +1,5 @@
-"""report.html: one static file a manager can open offline — heat map, totals, filters, failures.
+"""report.html: one static certificate a customer can open offline — identity, verdict per scope,
+totals, filters, failures with their evidence.
 
 Rendered on the server side from the report dict, so it reads without JavaScript; a few lines of
 inline JS only filter what is shown. No external resource of any kind (no fonts, CDNs, images).
@@ -10,9 +11,10 @@ from html import escape
 
 from qconform.report.model import VERDICTS
 
-#: Heat-map colour per cell status (model.cell_status) and per verdict.
+#: Colour per verdict (the totals and the failure badges).
 COLOURS = {"pass": "#2e7d32", "partial": "#9ccc65", "fail": "#c62828", "error": "#ef6c00",
            "crashed": "#ef6c00", "timeout": "#ef6c00", "unsupported": "#9e9e9e", "not-run": "#eceff1"}
+
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:20px;color:#212121}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:24px 0 8px} h3{font-size:15px;margin:14px 0 6px}
@@ -23,15 +25,6 @@ h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:24px 0 8px} h3{font-s
 .total{border-radius:6px;padding:6px 12px;color:#fff;min-width:80px}
 .total b{display:block;font-size:20px} .total.light{color:#212121}
 table{border-collapse:collapse} td,th{padding:2px 6px}
-.heat{margin-bottom:14px;overflow-x:auto} .heat table{font-size:11px}
-.heat th.tp{height:118px;white-space:nowrap;vertical-align:bottom;padding:0 1px}
-.heat th.tp div{writing-mode:vertical-rl;transform:rotate(180deg);font-weight:normal}
-.heat th.ov{text-align:right;white-space:nowrap;padding-right:8px}
-.heat td{min-width:26px;height:22px;text-align:center;border:1px solid #fff;cursor:pointer;color:#fff}
-.heat td.empty{background:#fafafa;cursor:default} .heat td.sel{outline:3px solid #1565c0}
-.heat td.partial,.heat td.not-run{color:#212121}
-.legend span{display:inline-block;margin-right:14px} .legend i{display:inline-block;width:14px;height:14px;
- vertical-align:middle;margin-right:4px;border-radius:2px}
 .filters{position:sticky;top:0;background:#fff;padding:8px 0;border-bottom:1px solid #ddd;z-index:2}
 .filters label{margin-right:10px} .filters input[type=search]{width:320px}
 details.f{border:1px solid #e0e0e0;border-radius:4px;margin:4px 0;padding:4px 8px}
@@ -52,7 +45,7 @@ body{max-width:1240px} pre{white-space:pre-wrap;overflow-wrap:anywhere} td,th{ov
 html.print body{margin:0;max-width:none;font-size:11px} html.print .filters{display:none}
 """
 
-#: Colour of each scope verdict (certificate.ORDER).
+#: Colour of each scope verdict (qconform/report/certificate.py).
 SCOPE_COLOURS = {"deviates": "#c62828", "conformant with accepted deviations": "#9ccc65",
                  "conformant": "#2e7d32", "not supported": "#9e9e9e", "not run": "#eceff1"}
 
@@ -67,11 +60,7 @@ function qcFilter(){
       &&(!q||e.dataset.id.toLowerCase().includes(q));
     e.classList.toggle('hidden',!show); if(show&&e.tagName==='DETAILS')n++;});
   document.getElementById('nshown').textContent=n;
-  document.querySelectorAll('.heat td[data-ov]').forEach(td=>td.classList.toggle('sel',
-    !!ov&&td.dataset.ov===ov&&(!tp||td.dataset.tp===tp)));
 }
-function qcCell(ov,tp){document.getElementById('fov').value=ov;document.getElementById('ftp').value=tp;
-  qcFilter();document.getElementById('failures').scrollIntoView();}
 function qcReset(){document.getElementById('fov').value='';document.getElementById('ftp').value='';
   document.getElementById('fq').value='';document.querySelectorAll('.fv').forEach(e=>e.checked=true);qcFilter();}
 function qcHash(){
