@@ -135,7 +135,7 @@ class ElemType:
             if self.signed:
                 shift = 8 - self.bits
                 c = (c << np.uint8(shift)).view(np.int8) >> np.int8(shift)
-            return c.astype(self.dtype)
+            return np.asarray(c).astype(self.dtype)  # numpy ops on rank 0 give scalars: keep an array
         return raw.view(self.dtype).copy()
 
     def is_nan_bits(self, raw: np.ndarray) -> np.ndarray:

@@ -42,7 +42,9 @@ def test_the_layout_is_onnx_raw_data(name, shape):
     assert proto.data_type == t.onnx
     assert adapt.to_bytes(arr) == proto.raw_data
     assert np.array_equal(adapt.to_codes(numpy_helper.to_array(proto)), codes)
-    assert adapt.from_bytes(proto.raw_data, t.onnx, shape).shape == shape
+    back = adapt.from_bytes(proto.raw_data, t.onnx, shape)
+    assert isinstance(back, np.ndarray) and back.shape == shape  # rank 0 too: an array, never a numpy scalar
+    assert isinstance(t.from_bits(codes), np.ndarray)
 
 
 def test_sub_byte_packing_is_lsb_first_and_pads_with_zero():
