@@ -141,10 +141,22 @@ class Pipeline:
             self._budget = Budget(self.options.diagnose_per_group or None)
         if not self._budget.allow(case):
             return None
+        errors: list[str] = []
         try:
-            return diagnose_case(case, outputs, strict_nan=self.options.strict_nan)
-        except Exception:  # diagnosis is advice: it must never turn a verdict into a crash
-            return None
+            found = diagnose_case(case, outputs, strict_nan=self.options.strict_nan, profile=self.options.profile,
+                                  errors=errors)
+        except Exception as exc:  # noqa: BLE001 - advice never turns a verdict into a crash, but it shows
+            found = []
+            errors.append(f"diagnose: {type(exc).__name__}: {exc}")
+        return Diagnosed(found, errors)
+
+
+class Diagnosed(list):
+    """A failure's diagnoses, plus the models that broke on it (shown in the summary and report)."""
+
+    def __init__(self, found, errors: list[str]) -> None:
+        super().__init__(found)
+        self.errors = errors
 
 
 def record(case, outcome, diagnosis: list | None = None) -> dict[str, Any]:
@@ -158,7 +170,9 @@ def record(case, outcome, diagnosis: list | None = None) -> dict[str, Any]:
            "first_mismatches": [dataclasses.asdict(m) for m in outcome.mismatches],
            "output_types": list(case.output_types)}
     if diagnosis is not None:
-        rec["diagnosis"] = [d.model for d in diagnosis]
+        from qconform.diagnosis.diagnose import record_fields
+
+        rec.update(record_fields(diagnosis, getattr(diagnosis, "errors", ())))
     return rec
 
 

@@ -338,3 +338,62 @@ def test_malformed_outputs_get_no_diagnosis(corpus):
     case = corpus.cases[0]
     assert dg.diagnose_case(case, [np.zeros((1, 2, 3), np.float64)] * len(case.output_names)) == []
     assert dg.diagnose_case(case, "not a list") == []
+
+
+# ---- issue 21, findings 13 and 14: a broken model shows; the strict profile is honoured ----------
+
+
+def test_no_model_raises_on_any_op_version_and_type_combination(corpus):
+    """Finding 13: four models raised KeyError('float64') on every QuantizeLinear case whose division
+    reading is float64 (int32 x; int32 or float8e8m0 scales). One case per (op version, types)."""
+    from qconform.oracle.granularity import InvalidModel
+
+    first: dict[tuple, Case] = {}
+    for c in corpus.cases:
+        first.setdefault((c.group, c.types), c)
+    broken = []
+    for case in first.values():
+        for m in dg.applicable(case):
+            try:
+                m.evaluate(case.draft)
+            except InvalidModel:
+                pass
+            except Exception as exc:  # noqa: BLE001 - collected: the assertion lists them all
+                broken.append(f"{m.name} on {case.id}: {type(exc).__name__}: {exc}")
+    assert not broken, f"{len(broken)} model error(s), e.g. {broken[:3]}"
+
+
+class _Broken:
+    def quotient(self, x, s, prec):
+        raise RuntimeError("broken on purpose")
+
+
+def test_a_model_that_raises_is_counted_and_reported_not_swallowed(corpus):
+    from qconform.execution import Diagnosed, record
+    from qconform.compare import compare as cmp
+
+    broken = Deviation("broken-on-purpose", frozenset({"QuantizeLinear"}), "", "", "", _Broken)
+    case = next(c for c in corpus.cases if c.op == "QuantizeLinear" and c.types == "float32-int8")
+    actual = [np.zeros_like(case.expected[0])]
+    with pytest.raises(RuntimeError, match="broken on purpose"):  # the tests' own calls: it raises
+        dg.diagnose_case(case, actual, models=[broken])
+    errors: list[str] = []
+    assert dg.diagnose_case(case, actual, models=[broken], errors=errors) == []
+    assert errors == ["broken-on-purpose: RuntimeError: broken on purpose"]
+    rec = record(case, cmp(case, actual), Diagnosed([], errors))
+    assert rec["diagnosis"] == [] and rec["diagnosis_errors"] == errors
+    assert dg.error_summary([rec, {**rec, "id": "other"}]) == [
+        {"error": errors[0], "cases": 2, "example": case.id}]
+
+
+def test_strict_profile_explains_a_failure_through_the_first_reading_only(corpus):
+    """Finding 14: under --profile=strict a runtime following the second reading fails; models whose
+    second reading happens to equal its outputs no longer tie with the one that names it."""
+    case = next(c for c in corpus.cases if c.id == "QuantizeLinear-19/bfloat16-int8/precision/near-ties")
+    assert [r.name for r in case.readings] == ["quotient-in-bfloat16", "quotient-in-float32"]
+    actual = list(case.readings[1].outputs)
+    assert compare(case, actual, profile="strict").verdict == "fail"
+    default = {d.model for d in dg.diagnose_case(case, actual, pairs=False)}
+    strict = {d.model for d in dg.diagnose_case(case, actual, profile="strict", pairs=False)}
+    assert "round-half-away" not in strict and "bfloat16-truncation" in default - strict
+    assert strict == {"divide-in-float64", "quotient-in-float32"}

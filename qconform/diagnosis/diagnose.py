@@ -32,6 +32,7 @@ from qconform import dtypes
 from qconform.case import Case
 from qconform.compare import check_structure, compare
 from qconform.diagnosis.models import MODELS, Deviation, combine, get
+from qconform.oracle.granularity import InvalidModel
 
 NO_EXPLANATION = "no known deviation explains this"
 
@@ -98,32 +99,46 @@ def same_outputs(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray], m
     return _differing(expected, actual, masks, strict_nan) == 0
 
 
-def _evaluate(model: Deviation, case: Case):
+def _evaluate(model: Deviation, case: Case, errors: list[str] | None = None):
+    """The model's evaluation of the case; None where such a kernel would reject the model.
+
+    Any other exception is a bug of the model, never silent: it is appended to ``errors`` (the run
+    counts and reports it) or, without that list, raised -- the project's tests call it so."""
     try:
-        ev = model.evaluate(case.draft)
-    except Exception:  # such a kernel would reject this model: it cannot have produced outputs
+        return model.evaluate(case.draft)
+    except InvalidModel:
         return None
-    return ev
+    except Exception as exc:
+        if errors is None:
+            raise
+        errors.append(f"{model.name}: {type(exc).__name__}: {exc}")
+        return None
 
 
-def _closest(ev, case: Case, actual, strict_nan: bool) -> tuple[int, str]:
+def _usable(readings: Sequence, profile: str) -> Sequence:
+    """The readings a failure may be explained through: under ``--profile=strict`` only the first
+    (the latest text's, as ``compare`` judges), else every permitted one."""
+    return readings[:1] if profile == "strict" else readings
+
+
+def _closest(ev, case: Case, actual, strict_nan: bool, profile: str = "default") -> tuple[int, str]:
     """(fewest differing elements over the model's readings, that reading); -1 never wins."""
     masks = _masks(case, ev.dont_care)
     best = (2**62, "")
-    for name, outs in ev.readings:
+    for name, outs in _usable(ev.readings, profile):
         n = _differing(outs, actual, masks, strict_nan)
         if 0 <= n < best[0]:
             best = (n, name)
     return best
 
 
-def reproduces(model: Deviation, case: Case, actual: Sequence[np.ndarray], *,
-               strict_nan: bool = False) -> str | None:
+def reproduces(model: Deviation, case: Case, actual: Sequence[np.ndarray], *, strict_nan: bool = False,
+               profile: str = "default", errors: list[str] | None = None) -> str | None:
     """The name of the model's reading that equals ``actual`` (compare rules), or None."""
-    ev = _evaluate(model, case)
+    ev = _evaluate(model, case, errors)
     if ev is None:
         return None
-    n, name = _closest(ev, case, actual, strict_nan)
+    n, name = _closest(ev, case, actual, strict_nan, profile)
     return name if n == 0 else None
 
 
@@ -131,8 +146,9 @@ def reproduces(model: Deviation, case: Case, actual: Sequence[np.ndarray], *,
 PAIR_POOL = 8
 
 
-def diagnose_case(case: Case, actual: Sequence[np.ndarray], *, strict_nan: bool = False,
-                  models: Iterable[Deviation] | None = None, pairs: bool = True) -> list[Diagnosis]:
+def diagnose_case(case: Case, actual: Sequence[np.ndarray], *, strict_nan: bool = False, profile: str = "default",
+                  models: Iterable[Deviation] | None = None, pairs: bool = True,
+                  errors: list[str] | None = None) -> list[Diagnosis]:
     """Every applicable model that reproduces the runner's ``actual`` outputs of ``case`` exactly.
 
     Meant for failing cases (for a passing case a model matching it is not a diagnosis). Malformed
@@ -141,15 +157,18 @@ def diagnose_case(case: Case, actual: Sequence[np.ndarray], *, strict_nan: bool 
     come closest (fewest differing elements) are tried two at a time (``Diagnosis.model`` is then
     ``a+b``). Closeness is only a heuristic for which pairs to try: a model can change nothing alone
     or even move further away and still be half of an exact pair (onnxruntime's float32 quotient
-    only shows through its int32 cast)."""
+    only shows through its int32 cast).
+
+    ``profile="strict"``: a model explains the failure only through its first reading, the one the
+    strict comparison judged by. ``errors``: see ``_evaluate``."""
     if check_structure(case, actual):
         return []
     found, near = [], []
     for m in applicable(case, models):
-        ev = _evaluate(m, case)
+        ev = _evaluate(m, case, errors)
         if ev is None:
             continue
-        n, reading = _closest(ev, case, actual, strict_nan)
+        n, reading = _closest(ev, case, actual, strict_nan, profile)
         if n == 0:
             found.append(Diagnosis(m.name, reading, m.explanation))
         elif n < 2**62:
@@ -162,7 +181,7 @@ def diagnose_case(case: Case, actual: Sequence[np.ndarray], *, strict_nan: bool 
             pair = combine(*sorted((a, b)))
             if pair is None or not pair.applies(case.draft):
                 continue
-            reading = reproduces(pair, case, actual, strict_nan=strict_nan)
+            reading = reproduces(pair, case, actual, strict_nan=strict_nan, profile=profile, errors=errors)
             if reading is not None:
                 found.append(Diagnosis(pair.name, reading, pair.explanation))
     return found
@@ -186,9 +205,23 @@ class Budget:
         return True
 
 
-def record_fields(diagnoses: Sequence[Diagnosis]) -> dict[str, Any]:
-    """The field a per-case record carries (model names, best kept short: records cross xdist)."""
-    return {"diagnosis": [d.model for d in diagnoses]}
+def record_fields(diagnoses: Sequence[Diagnosis], errors: Sequence[str] = ()) -> dict[str, Any]:
+    """The fields a per-case record carries (model names, best kept short: records cross xdist;
+    ``diagnosis_errors``: models that broke on the case, only when some did)."""
+    out: dict[str, Any] = {"diagnosis": [d.model for d in diagnoses]}
+    if errors:
+        out["diagnosis_errors"] = list(errors)
+    return out
+
+
+def error_summary(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every distinct model error of a run, with how many failing cases hit it and one of them."""
+    seen: dict[str, dict[str, Any]] = {}
+    for r in records:
+        for e in r.get("diagnosis_errors") or ():
+            entry = seen.setdefault(e, {"error": e, "cases": 0, "example": r["id"]})
+            entry["cases"] += 1
+    return sorted(seen.values(), key=lambda e: (-e["cases"], e["error"]))
 
 
 def message_lines(diagnoses: Sequence[Diagnosis]) -> list[str]:
@@ -319,20 +352,21 @@ def _lookup(name: str) -> Deviation | None:
         return None
 
 
-def _would_fail(model: Deviation, case: Case, strict_nan: bool) -> bool:
+def _would_fail(model: Deviation, case: Case, strict_nan: bool, profile: str = "default",
+                errors: list[str] | None = None) -> bool:
     """Whether a runtime with this deviation fails a case (no reading of the model passes it)."""
     if not model.applies(case.draft):
         return False
-    try:
-        ev = model.evaluate(case.draft)
-    except Exception:
+    ev = _evaluate(model, case, errors)
+    if ev is None:  # the kernel rejects the model (or the model broke, and says so in errors)
         return True
     return not any(same_outputs(r.outputs, outs, case.dont_care, strict_nan=strict_nan)
-                   for _, outs in ev.readings for r in case.readings)
+                   for _, outs in _usable(ev.readings, profile) for r in _usable(case.readings, profile))
 
 
 def rank(records: Iterable[Mapping[str, Any]], cases: Mapping[str, Case] | None = None, *,
-         strict_nan: bool = False, check: str = "ties", max_passing: int | None = 32) -> list[GroupDiagnosis]:
+         strict_nan: bool = False, check: str = "ties", max_passing: int | None = 32, profile: str = "default",
+         errors: list[str] | None = None) -> list[GroupDiagnosis]:
     """Group per-case records by (domain, op, opset, types) and rank the models in each group
     that has failing cases.
 
@@ -375,7 +409,7 @@ def rank(records: Iterable[Mapping[str, Any]], cases: Mapping[str, Case] | None 
                 for case in passing:
                     if m.applies(case.draft):
                         c.checked += 1
-                        if _would_fail(m, case, strict_nan):
+                        if _would_fail(m, case, strict_nan, profile, errors):
                             c.contradicted.append(case.id)
         cands.sort(key=lambda c: (c.key(), c.model))
         for i, c in enumerate(cands):
@@ -483,14 +517,15 @@ def run_cases(run: Callable[[Case], Sequence[np.ndarray]], cases: Iterable[Case]
         rec.update(verdict=outcome.verdict, reading=outcome.reading, mismatches=outcome.mismatch_count)
         if diagnose and outcome.verdict == "fail" and budget.allow(case):
             t0 = time.perf_counter()
-            rec.update(record_fields(diagnose_case(case, actual, strict_nan=strict_nan, models=models)))
+            rec.update(record_fields(diagnose_case(case, actual, strict_nan=strict_nan, profile=profile,
+                                                   models=models)))
             t_diag += time.perf_counter() - t0
         records.append(rec)
     groups: list[GroupDiagnosis] = []
     t_rank = 0.0
     if diagnose:
         t0 = time.perf_counter()
-        groups = rank(records, {c.id: c for c in cases}, strict_nan=strict_nan)
+        groups = rank(records, {c.id: c for c in cases}, strict_nan=strict_nan, profile=profile)
         t_rank = time.perf_counter() - t0
     return Run(records, groups, t_run, t_diag + t_rank, t_rank)
 
@@ -522,5 +557,5 @@ def render_markdown(groups: Sequence[GroupDiagnosis], *, max_ids: int = 4) -> st
 
 
 __all__ = ["Budget", "Candidate", "Diagnosis", "GroupDiagnosis", "NO_EXPLANATION", "Overall", "Run", "applicable",
-           "diagnose_case", "message_lines", "overall", "rank", "record_fields", "render_markdown", "render_text",
+           "diagnose_case", "error_summary", "message_lines", "overall", "rank", "record_fields", "render_markdown", "render_text",
            "reproduces", "run_cases", "same_outputs"]

@@ -34,7 +34,7 @@ from qconform import dtypes
 from qconform.case import Draft
 from qconform.oracle import floats, granularity
 from qconform.oracle import qlinear_matmul as qm
-from qconform.oracle.arith import as_float64, pack_output, round_fraction, round_with
+from qconform.oracle.arith import FLOAT64, as_float64, pack_output, round_fraction, round_with
 from qconform.oracle.arith import fl as _fl
 from qconform.oracle.base import Evaluation, OpOracle, oracle_for
 from qconform.oracle.quantize import HALF_KINDS
@@ -297,7 +297,7 @@ class Bfloat16Truncation:
             return self.fl(t, np.asarray(a, np.float64) * np.asarray(b, np.float64))
 
     def fl(self, t, v):
-        if dtypes.get(t).name != "bfloat16":
+        if t == FLOAT64 or dtypes.get(t).name != "bfloat16":
             return super().fl(t, v)
         f32 = dtypes.get("float32")
         v32 = _fl(f32, v)
@@ -312,9 +312,9 @@ class FlushDenormals:
 
     @staticmethod
     def _flush(v, t):
-        t = dtypes.get(t)
-        if t.name not in IEEE_KINDS:
+        if t == FLOAT64 or dtypes.get(t).name not in IEEE_KINDS:
             return v
+        t = dtypes.get(t)
         tiny = 2.0 ** t.float_format.emin
         v = np.asarray(v, dtype=np.float64)
         with np.errstate(invalid="ignore"):

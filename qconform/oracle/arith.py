@@ -48,10 +48,17 @@ def as_int64(arr: np.ndarray, t: ElemType | str) -> np.ndarray:
     return np.asarray(arr).astype(np.int64)
 
 
+#: The precision name of float64 intermediates (no ElemType: no tensor of it crosses a model).
+FLOAT64 = "float64"
+
+
 def fl(t: ElemType | str, v: np.ndarray) -> np.ndarray:
-    """Round float64 values to float type t (IEEE: RNE, overflow to ±Inf), back as float64."""
-    t = dtypes.get(t)
+    """Round float64 values to float type t (IEEE: RNE, overflow to ±Inf), back as float64.
+    ``"float64"`` is the identity: the readings that keep a quotient in double name it as a precision."""
     v = np.asarray(v, dtype=np.float64)
+    if t == FLOAT64:
+        return v
+    t = dtypes.get(t)
     if t.name in _HARDWARE and _hardware_ok():  # the codec's answer, ~20x faster (tests/test_floats.py)
         with np.errstate(over="ignore"):
             return v.astype(_HARDWARE[t.name]).astype(np.float64)

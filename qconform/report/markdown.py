@@ -69,6 +69,9 @@ def render(report: dict) -> str:
         lines += ["", "Diagnosis (known deviations that reproduce the failures exactly):", ""]
         lines += [f"- `{o['model']}` explains {o['explained']} failing case(s)"
                   for o in diag["overall"] if o.get("explained")][:MAX_ROWS]
+    if diag.get("errors"):
+        lines += ["", "Diagnosis errors (a qconform bug: a deviation model raised instead of computing a case):", ""]
+        lines += [f"- {e['error']} ({e['cases']} case(s))" for e in diag["errors"]][:MAX_ROWS]
     corpus = report["corpus"]
     lines += ["", f"<sub>qconform {report['qconform_version']} · corpus {str(corpus.get('digest', ''))[:16]} · "
                   f"{report['timing'].get('duration_s', '?')} s · {report['platform'].get('label', '')} · {report['platform'].get('platform', '')}</sub>", ""]

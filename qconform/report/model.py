@@ -149,6 +149,7 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
                              "problem": _clip(c.get("problem") or "", FAILURE_PROBLEM_CHARS), "baseline": None,
                              "first_mismatches": _mismatches(c)}
                             | ({"diagnosis": c["diagnosis"]} if "diagnosis" in c else {})
+                            | ({"diagnosis_errors": c["diagnosis_errors"]} if c.get("diagnosis_errors") else {})
                             | ({"traceback": c["traceback"]} if c.get("traceback") else {})
                             | ({"evidence": c["evidence"]} if c.get("evidence") else {}))
 

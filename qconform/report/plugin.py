@@ -370,18 +370,24 @@ def _diagnosis(records: list[dict], config: pytest.Config) -> dict:
     """Rank the deviation models per op-version/type group over the diagnosed failures."""
     import dataclasses
 
-    from qconform.diagnosis.diagnose import overall, rank
+    from qconform.diagnosis.diagnose import error_summary, overall, rank
 
+    errors = error_summary(records)
     if not any(r.get("verdict") == "fail" and "diagnosis" in r for r in records):
-        return {"groups": [], "overall": []}
+        return {"groups": [], "overall": [], "errors": errors}
     key = lambda r: (r.get("domain"), r.get("op"), r.get("opset"), r.get("types"))  # noqa: E731
     failing = {key(r) for r in records if r.get("verdict") == "fail"}
     cases = config.stash[CORPUS_KEY].cases_of(r["id"] for r in records if key(r) in failing)
+    ranking: list[str] = []
     try:
-        groups = rank(records, cases, strict_nan=bool(config.getoption("strict_nan")))
-    except Exception as exc:  # advice only: a report is never lost to it
-        return {"groups": [], "overall": [], "error": f"{type(exc).__name__}: {exc}"}
-    return {"groups": [g.to_json() for g in groups], "overall": [dataclasses.asdict(o) for o in overall(groups)]}
+        groups = rank(records, cases, strict_nan=bool(config.getoption("strict_nan")),
+                      profile=config.getoption("profile"), errors=ranking)
+    except Exception as exc:  # noqa: BLE001 - advice only: a report is never lost to it, but it shows
+        ranking.append(f"rank: {type(exc).__name__}: {exc}")
+        groups = []
+    errors += [{"error": e, "cases": 1, "example": ""} for e in sorted(set(ranking))]
+    return {"groups": [g.to_json() for g in groups], "overall": [dataclasses.asdict(o) for o in overall(groups)],
+            "errors": errors}
 
 
 def _summary(tr, config: pytest.Config, state: _State) -> None:
@@ -396,6 +402,9 @@ def _summary(tr, config: pytest.Config, state: _State) -> None:
         tr.write_line(f"{gate['baselined']} deviation(s) covered by baseline {gate['baseline']}")
     for msg in gate["messages"]:
         tr.write_line(f"gate: {msg}", red=True, bold=True)
+    for e in (report.get("diagnosis") or {}).get("errors", [])[:5]:  # a broken model is a qconform bug
+        tr.write_line(f"diagnosis error in {e['cases']} case(s) (qconform bug, please report): {e['error']}"
+                      + (f" (e.g. {e['example']})" if e["example"] else ""), red=True)
     for p in state.written:
         tr.write_line(f"wrote {p}")
     if config.getoption("export_failures"):
