@@ -21,7 +21,7 @@ import traceback
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from qconform.isolation import CallResult, Child, _raised, call, describe_exit
 
@@ -113,8 +113,8 @@ class Pipeline:
             message = "" if call.kind == "unsupported" else f"{case.id}: {call.kind}: {call.message}"
             return CaseResult(case.id, call.kind, rec, message, seconds)
         outcome = compare(case, call.outputs, strict_nan=o.strict_nan, profile=o.profile)
-        diagnosis = self._diagnose(case, outcome, call.outputs)
-        rec = record(case, outcome, diagnosis)
+        diagnosis, diagnosis_errors = self._diagnose(case, outcome, call.outputs)
+        rec = record(case, outcome, diagnosis, diagnosis_errors)
         if outcome.verdict == "fail" and outcome.mismatch_count:
             from qconform.compare import evidence
 
@@ -131,16 +131,17 @@ class Pipeline:
             lines += message_lines(diagnosis)
         return CaseResult(case.id, outcome.verdict, rec, "\n".join(lines), seconds)
 
-    def _diagnose(self, case, outcome, outputs) -> list | None:
-        """Which known deviations reproduce a failure (None: not diagnosed, by option or budget)."""
+    def _diagnose(self, case, outcome, outputs) -> tuple[list | None, list[str]]:
+        """Which known deviations reproduce a failure (None: not diagnosed, by option or budget), and
+        the models that broke on it (shown in the summary and report)."""
         if outcome.verdict != "fail" or not self.options.diagnose:
-            return None
+            return None, []
         from qconform.diagnosis.diagnose import Budget, diagnose_case
 
         if self._budget is None:
             self._budget = Budget(self.options.diagnose_per_group or None)
         if not self._budget.allow(case):
-            return None
+            return None, []
         errors: list[str] = []
         try:
             found = diagnose_case(case, outputs, strict_nan=self.options.strict_nan, profile=self.options.profile,
@@ -148,18 +149,10 @@ class Pipeline:
         except Exception as exc:  # noqa: BLE001 - advice never turns a verdict into a crash, but it shows
             found = []
             errors.append(f"diagnose: {type(exc).__name__}: {exc}")
-        return Diagnosed(found, errors)
+        return found, errors
 
 
-class Diagnosed(list):
-    """A failure's diagnoses, plus the models that broke on it (shown in the summary and report)."""
-
-    def __init__(self, found, errors: list[str]) -> None:
-        super().__init__(found)
-        self.errors = errors
-
-
-def record(case, outcome, diagnosis: list | None = None) -> dict[str, Any]:
+def record(case, outcome, diagnosis: list | None = None, diagnosis_errors: Sequence[str] = ()) -> dict[str, Any]:
     """The report's per-case record (qconform/report/model.py reads it)."""
     import dataclasses
 
@@ -172,7 +165,7 @@ def record(case, outcome, diagnosis: list | None = None) -> dict[str, Any]:
     if diagnosis is not None:
         from qconform.diagnosis.diagnose import record_fields
 
-        rec.update(record_fields(diagnosis, getattr(diagnosis, "errors", ())))
+        rec.update(record_fields(diagnosis, diagnosis_errors))
     return rec
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as _dt
 import platform
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -385,7 +386,7 @@ def _diagnosis(records: list[dict], config: pytest.Config) -> dict:
     except Exception as exc:  # noqa: BLE001 - advice only: a report is never lost to it, but it shows
         ranking.append(f"rank: {type(exc).__name__}: {exc}")
         groups = []
-    errors += [{"error": e, "cases": 1, "example": ""} for e in sorted(set(ranking))]
+    errors += [{"error": e, "cases": n, "example": ""} for e, n in sorted(Counter(ranking).items())]
     return {"groups": [g.to_json() for g in groups], "overall": [dataclasses.asdict(o) for o in overall(groups)],
             "errors": errors}
 
