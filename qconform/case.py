@@ -71,6 +71,8 @@ class Case:
     readings: tuple[Reading, ...]
     dont_care: tuple[np.ndarray | None, ...]
     clause: str
+    #: Non-empty: the model is invalid by the text (why); the case is information, never pass or fail.
+    information: str = ""
 
     def __post_init__(self) -> None:
         if not self.readings:

@@ -73,6 +73,8 @@ def _index_line(case: Case) -> dict:
         line["provenance"] = d.provenance
     if d.note:
         line["note"] = d.note
+    if case.information:
+        line["information"] = case.information
     return line
 
 
@@ -193,7 +195,7 @@ def _case_from(line: dict, tensors: dict[str, np.ndarray], where: str) -> Case:
     draft = Draft(op=m["op"], opset=int(m["opset"]), types=m["types"], family=m["family"], name=m["name"],
                   inputs=inputs, attrs=line["attrs"], domain=m["domain"] or "", clause=line["clause"],
                   provenance=line.get("provenance", f"{m['family']}:{group}"), note=line.get("note", ""))
-    case = Case(draft, names, readings, masks, line["clause"])
+    case = Case(draft, names, readings, masks, line["clause"], line.get("information", ""))
     if case.output_types != tuple(o["type"] for o in outs):
         raise CorpusError(f"{where}: case {cid}: output types differ from the index line")
     return case

@@ -47,7 +47,7 @@ class CaseResult:
     """One case's outcome: small enough to stream per case from a worker."""
 
     id: str
-    verdict: str  # pass | fail | error | crashed | timeout | unsupported
+    verdict: str  # pass | fail | error | crashed | timeout | unsupported | info
     record: dict[str, Any]  # the report's per-case record
     message: str = ""  # the failure text for the terminal ('' for a pass)
     runner_seconds: float = 0.0
@@ -105,6 +105,8 @@ class Pipeline:
         from qconform.compare import Outcome, compare
 
         o = self.options
+        if case.information and call.kind not in ("crashed", "timeout"):
+            return self._inform(case, call, seconds)
         if call.kind != "ok":
             outcome = Outcome(call.kind, problem=call.message)
             rec = record(case, outcome)
@@ -113,8 +115,8 @@ class Pipeline:
             message = "" if call.kind == "unsupported" else f"{case.id}: {call.kind}: {call.message}"
             return CaseResult(case.id, call.kind, rec, message, seconds)
         outcome = compare(case, call.outputs, strict_nan=o.strict_nan, profile=o.profile)
-        diagnosis, diagnosis_errors = self._diagnose(case, outcome, call.outputs)
-        rec = record(case, outcome, diagnosis, diagnosis_errors)
+        diagnosis, diagnosis_errors, step = self._diagnose(case, outcome, call.outputs)
+        rec = record(case, outcome, diagnosis, diagnosis_errors, step)
         if outcome.verdict == "fail" and outcome.mismatch_count:
             from qconform.compare import evidence
 
@@ -128,20 +130,40 @@ class Pipeline:
         if diagnosis is not None:
             from qconform.diagnosis.diagnose import message_lines
 
-            lines += message_lines(diagnosis)
+            lines += message_lines(diagnosis, step)
         return CaseResult(case.id, outcome.verdict, rec, "\n".join(lines), seconds)
 
-    def _diagnose(self, case, outcome, outputs) -> tuple[list | None, list[str]]:
-        """Which known deviations reproduce a failure (None: not diagnosed, by option or budget), and
-        the models that broke on it (shown in the summary and report)."""
+    def _inform(self, case, call: CallResult, seconds: float) -> CaseResult:
+        """A model the text makes invalid: what the runner did with it, as information (never a pass
+        or a failure; qconform/docs/semantics.md#principles). Rejecting it is right; running it is
+        compared with the reading runtimes commonly follow, and said."""
+        from qconform.compare import Outcome, compare
+
+        reading = None
+        if call.kind == "ok":
+            o = compare(case, call.outputs, strict_nan=self.options.strict_nan, profile=self.options.profile)
+            if o.verdict == "pass":
+                reading, did = o.reading, f"ran it; the outputs match reading '{o.reading}'"
+            else:
+                did = "ran it; " + (o.problem or f"{o.mismatch_count} element(s) differ from reading '{o.reading}'")
+        else:
+            first = (call.message.strip().splitlines() or [""])[0]
+            did = f"rejected it ({call.kind}: {first})"
+        outcome = Outcome("info", reading=reading, problem=f"information: {case.information}. The runner {did}.")
+        return CaseResult(case.id, "info", record(case, outcome), "", seconds)
+
+    def _diagnose(self, case, outcome, outputs) -> tuple[list | None, list[str], str]:
+        """Which known deviations reproduce a failure (None: not diagnosed, by option or budget); the
+        models that broke on it (shown in the summary and report); and, when none explains it, the
+        step the difference sits in."""
         if outcome.verdict != "fail" or not self.options.diagnose:
-            return None, []
+            return None, [], ""
         from qconform.diagnosis.diagnose import Budget, diagnose_case
 
         if self._budget is None:
             self._budget = Budget(self.options.diagnose_per_group or None)
         if not self._budget.allow(case):
-            return None, []
+            return None, [], ""
         errors: list[str] = []
         try:
             found = diagnose_case(case, outputs, strict_nan=self.options.strict_nan, profile=self.options.profile,
@@ -149,10 +171,19 @@ class Pipeline:
         except Exception as exc:  # noqa: BLE001 - advice never turns a verdict into a crash, but it shows
             found = []
             errors.append(f"diagnose: {type(exc).__name__}: {exc}")
-        return found, errors
+        step = ""
+        if not found:
+            from qconform.diagnosis.diagnose import localise
+
+            try:
+                step = localise(case, outputs, outcome.reading)
+            except Exception as exc:  # noqa: BLE001
+                errors.append(f"localise: {type(exc).__name__}: {exc}")
+        return found, errors, step
 
 
-def record(case, outcome, diagnosis: list | None = None, diagnosis_errors: Sequence[str] = ()) -> dict[str, Any]:
+def record(case, outcome, diagnosis: list | None = None, diagnosis_errors: Sequence[str] = (),
+           diagnosis_step: str = "") -> dict[str, Any]:
     """The report's per-case record (qconform/report/model.py reads it)."""
     import dataclasses
 
@@ -166,6 +197,8 @@ def record(case, outcome, diagnosis: list | None = None, diagnosis_errors: Seque
         from qconform.diagnosis.diagnose import record_fields
 
         rec.update(record_fields(diagnosis, diagnosis_errors))
+        if diagnosis_step:
+            rec["diagnosis_step"] = diagnosis_step
     return rec
 
 

@@ -391,9 +391,9 @@ class CaseItem(pytest.Item):
         res = self._result
         if call.when != "call" or res.verdict == "pass":
             outcome, longrepr = "passed", None
-        elif res.verdict == "unsupported":
+        elif res.verdict in SKIPPED:
             outcome = "skipped"
-            longrepr = (self.path.name, 1, f"Skipped: unsupported: {_short(res.record.get('problem', ''))}")
+            longrepr = (self.path.name, 1, f"Skipped: {_skip_reason(res)}")
         else:
             outcome, longrepr = "failed", _failure_text(self.config, res)
         return pytest.TestReport(self.nodeid, self.location, self._kw, outcome, longrepr, call.when, (),
@@ -425,8 +425,8 @@ class CaseItem(pytest.Item):
         self._result = None  # the report comes from the exception, as for any pytest item
         if res.verdict == "pass":
             return
-        if res.verdict == "unsupported":
-            pytest.skip(f"unsupported: {_short(res.record.get('problem', ''))}")
+        if res.verdict in SKIPPED:
+            pytest.skip(_skip_reason(res))
         raise CaseFailure(_failure_text(self.config, res))
 
     def repr_failure(self, excinfo, style=None):
@@ -608,6 +608,18 @@ def _rerun_hint(tr, config: pytest.Config, records) -> None:
         tr.write_line(f"{label:18}{shlex.join([*cmd, '--from-report', str(Path(report_dir) / 'report.json')])}")
 
 
+#: Verdicts pytest shows as skipped: neither is a pass or a failure of the runner.
+SKIPPED = ("unsupported", "info")
+
+
+def _skip_reason(res) -> str:
+    problem = res.record.get("problem", "")
+    if res.verdict == "info":  # "information: <why>. The runner ...": the runner's part first, at a glance
+        why, _, did = problem.partition(". The runner ")
+        return _short(f"information: the runner {did} ({why.removeprefix('information: ')})", 160)
+    return f"unsupported: {_short(problem)}"
+
+
 def _summary(tr, records) -> None:
     per_op: dict[str, Counter] = defaultdict(Counter)
     unsupported: Counter = Counter()
@@ -617,12 +629,12 @@ def _summary(tr, records) -> None:
         if r["verdict"] == "unsupported":
             unsupported[(key, _short(r.get("problem", ""), 120))] += 1
     tr.section("qconform summary")
-    verdicts = ("pass", "fail", "error", "unsupported")
+    verdicts = ("pass", "fail", "error", "unsupported", "info")
     tr.write_line(f"{'op-version':32} {'cases':>6} " + " ".join(f"{v:>11}" for v in verdicts))
     for key in sorted(per_op, key=lambda k: (k.rsplit('-', 1)[0], int(k.rsplit('-', 1)[1]))):
         cnt = per_op[key]
         other = sum(n for v, n in cnt.items() if v not in verdicts)  # crashed, timeout: counted as errors
-        cells = [cnt["pass"], cnt["fail"], cnt["error"] + other, cnt["unsupported"]]
+        cells = [cnt["pass"], cnt["fail"], cnt["error"] + other, cnt["unsupported"], cnt["info"]]
         tr.write_line(f"{key:32} {sum(cnt.values()):>6} " + " ".join(f"{v:>11}" for v in cells))
     if unsupported:
         tr.write_line("not supported by the runner (cases, op-version, reason):")

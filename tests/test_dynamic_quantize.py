@@ -68,7 +68,7 @@ def test_scale_is_computed_in_float32():
 def test_zero_range_has_three_scale_readings_and_agreeing_y():
     for x in ([0.0, 0.0], [-0.0, -0.0], np.zeros((0,)), np.zeros((2, 0))):
         c = case(x)
-        assert [r.name for r in c.readings] == ["scale-zero", "scale-one", "scale-1/255"]
+        assert [r.name for r in c.readings] == ["scale-zero-limit", "scale-one", "scale-1/255"]
         scales = [float(r.outputs[1]) for r in c.readings]
         assert scales == [0.0, 1.0, float(F32(1) / F32(255))]
         assert not np.signbit(scales[0])

@@ -115,7 +115,7 @@ def test_numpy_matmul_shapes():
 
 
 @pytest.mark.parametrize("bad", [
-    {"a_scale": [1.0, 1.0], "a_zero_point": [0, 0]},  # the text's 2-D "M element vector": outside the corpus
+    {"a_scale": [1.0, 1.0, 1.0], "a_zero_point": [0, 0, 0]},  # a vector, but not M (= 2) long
     {"b_scale": [[1.0, 1.0]], "b_zero_point": [0, 0]},  # scale and zero point of different shapes
     {"y_scale": [1.0, 2.0], "y_zero_point": [0, 0]},  # y is per-tensor only
 ])
@@ -295,6 +295,8 @@ class NumpyQLinearMatMul(BaseRunner):
         inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
         a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (inits[n] if n in inits else np.asarray(inputs[n])
                                                  for n in model.graph.node[0].input)
+        if a.ndim == 2 and a_s.ndim == 1 and a_s.size > 1:  # the text's "M element vector" per row
+            a_s, a_zp = a_s.reshape(-1, 1), a_zp.reshape(-1, 1)
         acc = np.matmul(a.astype(np.int64) - a_zp.astype(np.int64), b.astype(np.int64) - b_zp.astype(np.int64))
         v = self.accumulate(acc).astype(F32) * self.multiplier(a_s, b_s, y_s)
         info = np.iinfo(y_zp.dtype)
@@ -313,6 +315,8 @@ class HalfPrecisionMultiplier(NumpyQLinearMatMul):
 
 class PerColumnScaleAppliedPerRow(NumpyQLinearMatMul):
     def multiplier(self, a_s, b_s, y_s):
+        if b_s.ndim == 1 and b_s.size > 1:  # a per-column vector read as one scale per row of the output
+            return super().multiplier(a_s, b_s[: a_s.shape[0] if a_s.ndim else b_s.size].reshape(-1, 1), y_s)
         return super().multiplier(a_s, np.swapaxes(b_s, -1, -2) if b_s.ndim >= 2 else b_s, y_s)
 
 

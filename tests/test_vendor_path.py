@@ -72,7 +72,17 @@ def test_the_bytes_example_carries_the_types_numpy_lacks(tmp_path):
     rep = _report(tmp_path)
     passed = {c["id"].split("/")[1] for c in rep["cases"] if c["verdict"] == "pass"}
     assert {"float32-int4", "int4-float32", "float32-float8e4m3fn", "float8e5m2-float32"} <= passed, r.stdout[-2000:]
-    assert rep["counts"]["error"] == 0
+    # The example calls onnxruntime bare, without the bundled runner's facts: its errors are exactly
+    # the models onnxruntime refuses at run time, each an erratum in the facts (E35, E48).
+    import onnxruntime
+
+    from qconform import facts
+
+    refusals = [f for f in facts.load("onnxruntime").facts
+                if f.kind == "erratum" and f.does.startswith(("run-time failure", "refuses the model at run time"))
+                and f.holds_for(onnxruntime.__version__)]
+    errors = [c["id"] for c in rep["cases"] if c["verdict"] == "error"]
+    assert all(any(f.covers(cid) for f in refusals) for cid in errors), errors
 
 
 @pytest.mark.parametrize("isolate", ["on", "off"])

@@ -224,11 +224,60 @@ def error_summary(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return sorted(seen.values(), key=lambda e: (-e["cases"], e["error"]))
 
 
-def message_lines(diagnoses: Sequence[Diagnosis]) -> list[str]:
+def message_lines(diagnoses: Sequence[Diagnosis], step: str = "") -> list[str]:
     """Lines for the pytest failure message of one failing case."""
     if not diagnoses:
-        return [f"  diagnosis: {NO_EXPLANATION}"]
+        return [f"  diagnosis: {NO_EXPLANATION}" + (f"; {step}" if step else "")]
     return [f"  diagnosis: {d.line()}" for d in diagnoses]
+
+
+def localise(case: Case, actual: Sequence[np.ndarray], reading: str | None = None) -> str:
+    """Which step a failure no model explains sits in, read off its differing elements (the first
+    output that differs, against ``reading`` or the first): packing, saturation, zero point,
+    rounding, special values, float precision or encoding. '' when no rule fits."""
+    chosen = next((r for r in case.readings if r.name == reading), case.readings[0])
+    for i, (e, a) in enumerate(zip(chosen.outputs, actual)):
+        if not isinstance(a, np.ndarray) or a.dtype != e.dtype or a.shape != e.shape:
+            return "the difference is structural (element type or shape): the reading of the model's outputs"
+        t = dtypes.BY_DTYPE[e.dtype]
+        eb, ab = t.to_bits(e), t.to_bits(a)
+        differ = (eb != ab) & ~(t.is_nan_bits(eb) & t.is_nan_bits(ab))
+        if case.dont_care[i] is not None:
+            differ &= ~case.dont_care[i]
+        if not differ.any():
+            continue
+        data = case.inputs[0]
+        xv = np.asarray(data.value, np.float64) if data.value.shape == e.shape and data.type not in ("int4", "uint4", "int2", "uint2") else None
+        if xv is not None and not np.all(np.isfinite(xv[differ])):
+            return "the difference sits in special inputs (±Inf/NaN): their reading or saturation"
+        if t.packed:
+            k = 8 // t.bits
+            ec, ac = eb.reshape(-1), ab.reshape(-1)
+            n = len(ec) - len(ec) % k
+            if n and np.array_equal(np.sort(ec[:n].reshape(-1, k), 1), np.sort(ac[:n].reshape(-1, k), 1)):
+                return "the difference sits in the packing step: the right codes, in another order within bytes"
+        ev, av = np.asarray(e, np.float64)[differ], np.asarray(a, np.float64)[differ]
+        if t.is_integer:
+            lo, hi = t.qrange
+            d = av - ev
+            if np.all((ev == lo) | (ev == hi) | (av == lo) | (av == hi)) and np.any(np.abs(d) > 1):
+                return "the difference sits in the saturation step: results at the range's ends"
+            if np.all(np.abs(d) == 1):
+                return "the difference sits in the rounding step (or the division's precision): off by one"
+            zp = case.inputs[2] if len(case.inputs) > 2 and case.inputs[2] is not None else None
+            if zp is not None and zp.value.size == 1 and np.all(np.abs(d) == abs(float(np.asarray(zp.value, np.float64)))):
+                return "the difference sits in the zero-point step: off by the zero point"
+            return "the difference sits in the division or zero-point step: off by more than one"
+        with np.errstate(all="ignore"):
+            if np.any(np.isinf(ev) != np.isinf(av)) or np.any(np.isnan(ev) != np.isnan(av)):
+                return "the difference sits in the conversion to the output type: overflow, Inf or NaN handled otherwise"
+            rel = np.abs(av - ev) / np.maximum(np.abs(ev), np.finfo(np.float64).tiny)
+        if t.float_format is not None and t.float_format.width <= 8:
+            return "the difference sits in the encoding step: float8/float4/float6 codes"
+        if np.all(rel <= 2.0 ** (-t.float_format.mbits + 1)):
+            return "the difference sits in the precision of the division or multiplication: within two ulps"
+        return "the difference sits in the arithmetic: values differ beyond rounding"
+    return ""
 
 
 # --------------------------------------------------------------------------------------------
@@ -557,5 +606,5 @@ def render_markdown(groups: Sequence[GroupDiagnosis], *, max_ids: int = 4) -> st
 
 
 __all__ = ["Budget", "Candidate", "Diagnosis", "GroupDiagnosis", "NO_EXPLANATION", "Overall", "Run", "applicable",
-           "diagnose_case", "error_summary", "message_lines", "overall", "rank", "record_fields", "render_markdown", "render_text",
+           "diagnose_case", "error_summary", "localise", "message_lines", "overall", "rank", "record_fields", "render_markdown", "render_text",
            "reproduces", "run_cases", "same_outputs"]

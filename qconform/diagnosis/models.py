@@ -37,7 +37,7 @@ from qconform.oracle import qlinear_matmul as qm
 from qconform.oracle.arith import FLOAT64, as_float64, pack_output, round_fraction, round_with
 from qconform.oracle.arith import fl as _fl
 from qconform.oracle.base import Evaluation, OpOracle, oracle_for
-from qconform.oracle.quantize import HALF_KINDS
+from qconform.oracle.quantize import HALF_KINDS, ONCE
 
 IEEE_KINDS = ("float16", "bfloat16", "float32")
 Q, DQ, DQL, QLMM = "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearMatMul"
@@ -136,6 +136,9 @@ class ReciprocalMultiply:
             inv = self.fl(prec, 1.0 / self.fl(prec, s))
             return self.fl(prec, self.fl(prec, x) * inv)
 
+    def quotient_once(self, x, s, prec):  # the deviating division under the exact-quotient reading too
+        return self.quotient(x, s, prec)
+
 
 class ZeroPointBeforeRounding:
     def to_int(self, q, zero, t, prec):
@@ -147,6 +150,10 @@ class DivideInFloat64:
     def quotient(self, x, s, prec):
         with np.errstate(all="ignore"):
             return self.fl(prec, x) / self.fl(prec, s)  # float64 division, never rounded to prec
+
+    def quotient_once(self, x, s, prec):
+        with np.errstate(all="ignore"):
+            return np.asarray(x, np.float64) / s
 
     def add_zero_float(self, q, zero, prec):
         return q + zero
@@ -175,7 +182,7 @@ class QuotientInFloat32:
     def division_readings(self, x_t, s_t, attrs):
         out = []
         for name, prec in super().division_readings(x_t, s_t, attrs):
-            if prec in HALF_KINDS:
+            if prec.removeprefix(ONCE) in HALF_KINDS:
                 name, prec = "quotient-in-float32", "float32"
             if all(p != prec for _, p in out):
                 out.append((name, prec))
@@ -362,6 +369,10 @@ class ScaleInverted:
         with np.errstate(all="ignore"):
             return self.fl(prec, self.fl(prec, x) * self.fl(prec, s))
 
+    def quotient_once(self, x, s, prec):
+        with np.errstate(all="ignore"):
+            return self.exact_product(prec, x, s)
+
     def dq_value(self, xv, zero, scale, x_t, prec, out_t):
         prec = prec or out_t
         diff = self.subtract(xv, zero, x_t, prec)
@@ -480,6 +491,121 @@ class QlmmColumnScaleByRow:
         if out_shape[-1] != out_shape[-2] or bsc.ndim == 0 or bsc.shape[-1] == 1:
             return full
         return np.swapaxes(full, -1, -2)
+
+
+class ZeroPointAddedInScaleType:
+    """round(q) + zp computed in the division's precision P (float16 loses integers above 2048)."""
+
+    def to_int(self, q, zero, t, prec):
+        with np.errstate(all="ignore"):
+            return self.saturate(self.fl(prec, self.round(q) + zero), t)
+
+
+class DqSaturatingFloatCast:
+    """The product converted to a float16/bfloat16 output with a saturating cast: overflow and ±Inf
+    give ±max instead of ±Inf."""
+
+    def _out(self, values, t):
+        tt = dtypes.get(t)
+        if tt.name in ("float16", "bfloat16"):
+            big = tt.float_format.max_finite
+            with np.errstate(invalid="ignore"):
+                values = np.where(np.isnan(values), values, np.clip(self.fl(t, values), -big, big))
+        return super()._out(values, t)
+
+
+class DqMultiplyInScaleType:
+    """DequantizeLinear-23+ with output_dtype: the product computed in the scale's type, then converted
+    to the output type (the output type sets the precision)."""
+
+    def product_type(self, out_t, scale_t):
+        return scale_t if scale_t in IEEE_KINDS else out_t
+
+
+def _minifloat_codes(arg):
+    t = dtypes.get(arg.type)
+    fmt = t.float_format
+    if fmt is None or fmt.width > 8 or fmt.nan_style == "e8m0":
+        return None, t
+    return t.to_bits(arg.value).astype(np.int64), t
+
+
+class MinifloatInputSubnormalsFlushed:
+    def data(self, arg):
+        v = super().data(arg)
+        codes, t = _minifloat_codes(arg)
+        if codes is None:
+            return v
+        tiny = 2.0 ** t.float_format.emin
+        with np.errstate(invalid="ignore"):
+            return np.where(np.abs(v) < tiny, np.copysign(0.0, v), v)
+
+
+class MinifloatInputNanAsFinite:
+    """float8/float4/float6 NaN and Inf codes decoded by the bit formula, as if they were finite."""
+
+    def data(self, arg):
+        v = super().data(arg)
+        codes, t = _minifloat_codes(arg)
+        if codes is None:
+            return v
+        fmt = t.float_format
+        sign = (codes >> (fmt.ebits + fmt.mbits)) & 1 if fmt.sign_bit else np.zeros_like(codes)
+        e = (codes >> fmt.mbits) & ((1 << fmt.ebits) - 1)
+        m = codes & ((1 << fmt.mbits) - 1)
+        bias = 1 - fmt.emin
+        mag = np.where(e == 0, m * 2.0 ** (fmt.emin - fmt.mbits), (1 + m / 2.0**fmt.mbits) * 2.0 ** (e - bias))
+        formula = np.where(sign == 1, -mag, mag)
+        return np.where(np.isfinite(v), v, formula)
+
+
+class FnuzNanCodeAsNegativeZero:
+    def data(self, arg):
+        v = super().data(arg)
+        codes, t = _minifloat_codes(arg)
+        if codes is None or t.float_format.nan_style != "fnuz":
+            return v
+        return np.where(codes == 0x80, -0.0, v)
+
+
+class SubByteZeroExtended:
+    """int4/int2 data read without sign extension (as uint4/uint2)."""
+
+    def data(self, arg):
+        v = super().data(arg)
+        t = dtypes.get(arg.type)
+        if not (t.is_integer and t.packed and t.signed):
+            return v
+        return np.where(v < 0, v + (1 << t.bits), v)
+
+
+class NegativeInfinityToMax:
+    """-Inf quantized to the type's maximum (an unsigned |x| path or a NaN-like branch)."""
+
+    def to_int(self, q, zero, t, prec):
+        with np.errstate(all="ignore"):
+            return super().to_int(np.where(np.isneginf(q), np.inf, q), zero, t, prec)
+
+
+class PerAxisWrongAxis:
+    """A per-axis scale applied along another axis of the same length (the first one found)."""
+
+    def expand(self, p, shape, axis, block):
+        if block or p.ndim != 1 or p.size <= 1 or axis is None:
+            return super().expand(p, shape, axis, block)
+        a = axis % len(shape)
+        other = [i for i, n in enumerate(shape) if n == p.size and i != a]
+        return super().expand(p, shape, other[0] if other else axis, block)
+
+
+class MinifloatDoubleRounding:
+    """float8/float4/float6 outputs rounded through float16 first (two roundings)."""
+
+    def encode(self, v, t, **kw):
+        if _minifloat(t):
+            with np.errstate(all="ignore"):
+                v = _fl(dtypes.get("float16"), v)
+        return super().encode(v, t, **kw)
 
 
 # --------------------------------------------------------------------------------------------
@@ -902,6 +1028,80 @@ _MODELS = [
          "path; with M == N no shape check catches it.",
          "QLinearMatMul 2x2 @ 2x2 with b_scale=[[1, 2]] (per column) and distinct rows",
          QlmmColumnScaleByRow, _qlmm_per_column, ("per-row-column",)),
+]
+
+_MODELS += [
+    _dev("zero-point-added-in-scale-type", Q,
+         "Your kernel adds the zero point to round(x / scale) in the division's float16/bfloat16 precision: "
+         "16-bit results above 2048 (float16) or 256 (bfloat16) are rounded before saturation.",
+         "Plausible, and the reading issue 21 finding 5 argues the text does not permit "
+         "(qconform/docs/semantics.md#q-zero-point): a half-precision kernel that keeps the sum in its compute "
+         "type.",
+         "QuantizeLinear-23 float16->uint16, x=2047, y_scale=1, y_zero_point=3: 2050 expected, 2048 given",
+         ZeroPointAddedInScaleType, lambda d: _half_scale(d) and _q_out(d).is_integer and _q_out(d).bits == 16,
+         ("basic", "saturation")),
+    _dev("dq-saturating-float-cast", DQ,
+         "Your DequantizeLinear converts the product to its float16/bfloat16 output with a saturating cast: "
+         "a product beyond the range (and ±Inf) gives ±65504 where IEEE conversion gives ±Inf.",
+         "Seen in Apache TVM 0.27 (issue 20's probe: DequantizeLinear-19/int8-float16/specials/extremes gives "
+         "-65504 where the spec gives -inf); saturating conversions are the default of several accelerator "
+         "casts (jax-ml/ml_dtypes#400).",
+         "DequantizeLinear int8->float16, x=-128, x_scale=1024: -inf expected (-131072 overflows), -65504 given",
+         DqSaturatingFloatCast, _involves("float16", "bfloat16"), ("specials", "saturation")),
+    _dev("dq-multiply-in-scale-type", DQ,
+         "Your DequantizeLinear-23+ multiplies in the scale's type (float16/bfloat16) and converts to the "
+         "output type after, where \"the output type also determines the precision of the multiplication\".",
+         "Seen in IREE 3.13 (issue 20's probe: DequantizeLinear-23 int16 with a float16 scale gives -inf where "
+         "-65536 is right in float32).",
+         "DequantizeLinear-23 int16->float32, x_scale float16 = 2, x=-32768: -65536 expected, -inf given",
+         DqMultiplyInScaleType, lambda d: d.op == DQ and bool(d.attrs.get("output_dtype"))
+         and d.inputs[1].type in ("float16", "bfloat16"), ("basic", "specials")),
+    _dev("minifloat-input-subnormals-flushed", DQ,
+         "Your DequantizeLinear flushes subnormal float8/float4/float6 inputs to zero.",
+         "Reported in issue 20's probe of IREE 3.13 (float8 subnormals flushed to zero).",
+         "DequantizeLinear float8e4m3fn->float32, x=0x01 (2^-9), x_scale=1: 2^-9 expected, 0 given",
+         MinifloatInputSubnormalsFlushed, lambda d: d.op == DQ and _minifloat(d.inputs[0].type), ("floatkinds",)),
+    _dev("minifloat-input-nan-as-finite", DQ,
+         "Your DequantizeLinear decodes float8 NaN/Inf codes with the plain bit formula, as finite values "
+         "(e4m3fn 0x7F becomes 480).",
+         "Plausible (issue 21 finding 15): a float8 decoder written from the bit formula alone; the special "
+         "codes are where hand-written decoders go wrong (triton-lang/triton#10745 decoded fnuz NaN as -0).",
+         "DequantizeLinear float8e4m3fn->float32, x=0x7F, x_scale=1: NaN expected, 480 given",
+         MinifloatInputNanAsFinite, lambda d: d.op == DQ and _minifloat(d.inputs[0].type)
+         and not d.inputs[0].type.endswith("fnuz"), ("floatkinds", "specials")),  # fnuz: the -0 model
+    _dev("fnuz-nan-code-as-negative-zero", DQ,
+         "Your DequantizeLinear reads the fnuz NaN code 0x80 as -0 (a sign bit over zero), so NaN inputs "
+         "come out as -0.",
+         "triton-lang/triton#10745 and its fix #10778 (AMD: e4m3fnuz/e5m2fnuz 0x80 upcast to fp16/bf16 gave "
+         "-0.0 instead of NaN).",
+         "DequantizeLinear float8e4m3fnuz->float32, x=0x80, x_scale=1: NaN expected, -0 given",
+         FnuzNanCodeAsNegativeZero, lambda d: d.op == DQ and d.inputs[0].type.endswith("fnuz"),
+         ("floatkinds", "specials")),
+    _dev("sub-byte-zero-extended", DQ,
+         "Your DequantizeLinear reads int4/int2 without sign extension: -1 (0xF) becomes 15.",
+         "onnxruntime/onnxruntime-qnn#728 (folding a constant int4 DequantizeLinear zero-extended the nibbles); "
+         "jax-ml/jax#17672 (an int4 array cast to int8 zero-extends).",
+         "DequantizeLinear int4->float32, x=-1, x_scale=1: -1 expected, 15 given",
+         SubByteZeroExtended, lambda d: d.op == DQ and d.inputs[0].type in ("int4", "int2"), ("packing", "basic")),
+    _dev("negative-infinity-to-max", (Q, DQL),
+         "Your QuantizeLinear maps -Inf to the type's maximum instead of its minimum.",
+         "Reported in issue 21 (onnxruntime 1.30, float16 QuantizeLinear); pytorch/pytorch#155109 and #133557 "
+         "(inf and -inf quantized to the same bound).",
+         "QuantizeLinear float16->int8, x=-inf, y_scale=1: -128 expected, 127 given",
+         NegativeInfinityToMax, _q_int_or_dql, ("specials",)),
+    _dev("per-axis-wrong-axis", (Q, DQ),
+         "Your kernel applies the per-axis scale along another axis of the same length than the one "
+         "'axis' names.",
+         "NVIDIA/TensorRT#1694 (ConvTranspose INT8: the per-channel weight scale taken along the wrong axis).",
+         "DequantizeLinear int8->float32, x of shape [3, 3], x_scale=[1, 2, 4], axis=0",
+         PerAxisWrongAxis, _nonscalar_params, ("granularity", "specials")),
+    _dev("minifloat-double-rounding", (Q, QLMM),
+         "Your float8/float4/float6 conversion rounds to float16 first and then to the narrow type: two "
+         "roundings, which move values just past a midpoint.",
+         "triton-lang/triton#7382 and #10846 (AMD fp32 -> fp8 through an fp16 intermediate); "
+         "flashinfer-ai/flashinfer#5128 (TensorRT-LLM's float2 -> fp8x2 cast through bf16); FlashML-org/FreeToken#85.",
+         "QuantizeLinear float32->float8e4m3fn, x just above the midpoint 1.0625 by less than a float16 ulp",
+         MinifloatDoubleRounding, _minifloat_out, ("floatkinds", "ties")),
 ]
 
 MODELS: dict[str, Deviation] = {}

@@ -7,8 +7,9 @@ from typing import Callable, Iterable, Iterator
 
 from qconform.case import Draft
 from qconform.generators import basic, examples
-from qconform.generators import (explored, floatkinds, granularity, packing, precision, random, saturation,
-                                    shapes, specials, ties)
+from qconform.generators import (constant_operand, defaults, explored, floatkinds, fp8_zero_point, granularity,
+                                    granularity_edges, ignored_attributes, packing, precision, random, saturation,
+                                    shapes, signed_zero, special_scales, specials, ties)
 from qconform.generators import dynamic_quantize, ms_quant, qlinear_matmul
 
 FAMILIES: dict[str, Callable[[], Iterable[Draft]]] = {
@@ -24,6 +25,13 @@ FAMILIES: dict[str, Callable[[], Iterable[Draft]]] = {
     precision.FAMILY: precision.generate,
     random.FAMILY: random.generate,
     explored.FAMILY: explored.generate,
+    defaults.FAMILY: defaults.generate,
+    special_scales.FAMILY: special_scales.generate,
+    granularity_edges.FAMILY: granularity_edges.generate,
+    ignored_attributes.FAMILY: ignored_attributes.generate,
+    fp8_zero_point.FAMILY: fp8_zero_point.generate,
+    signed_zero.FAMILY: signed_zero.generate,
+    constant_operand.FAMILY: constant_operand.generate,
     **dynamic_quantize.entries(),
     **qlinear_matmul.entries(),
     **ms_quant.entries(),

@@ -63,7 +63,8 @@ def _pool(c: qdq.Combo) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return scales, zps, vals
 
 
-def _draft(c: qdq.Combo, name: str, shape, attrs, s_shape) -> Draft:
+def _draft(c: qdq.Combo, name: str, shape, attrs, s_shape, family: str = FAMILY, clause: str = "") -> Draft:
+    """x built from the pool so that element i decodes to the pool value with its own parameters."""
     scales, zps, vals = _pool(c)
     n_s = math.prod(s_shape)
     s = np.resize(scales, n_s).reshape(s_shape)
@@ -74,7 +75,7 @@ def _draft(c: qdq.Combo, name: str, shape, attrs, s_shape) -> Draft:
         axis = attrs.get("axis", 1)
 
         def spread(p):  # each element's own parameter, so x = (q - zp) * s puts q where it belongs
-            if p.ndim == 0 or p.size == 1:
+            if p.ndim == 0 or (p.size == 1 and not block):
                 return p.reshape(())
             if not block:
                 view = [1] * len(shape)
@@ -85,9 +86,9 @@ def _draft(c: qdq.Combo, name: str, shape, attrs, s_shape) -> Draft:
         x = (q - spread(zp)) * spread(s)
     else:
         x = q
-    return c.draft(FAMILY, name, x, s, zp, attrs=attrs,
-                   clause="granularity-blocked" if "block_size" in attrs else
-                   "granularity-per-axis" if s_shape and n_s > 1 else "granularity-per-tensor",
+    return c.draft(family, name, x, s, zp, attrs=attrs,
+                   clause=clause or ("granularity-blocked" if "block_size" in attrs else
+                                     "granularity-per-axis" if s_shape and n_s > 1 else "granularity-per-tensor"),
                    note=f"x {shape}, scale {s_shape}, attributes {attrs}")
 
 

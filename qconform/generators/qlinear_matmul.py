@@ -238,11 +238,12 @@ def _ordinary(c: Combo, a_shape: tuple, b_shape: tuple, *, zps: tuple[float, flo
         a_s, b_s = rnd(param(a_param, a_s0, 0.25)), rnd(param(b_param, b_s0, -0.125))
         a_zp = param(a_param, 0, 7, c.a.qrange if c.a.is_integer else None, a_zp0)
         b_zp = param(b_param, 0, -5, c.b.qrange if c.b.is_integer else None, b_zp0)
-        exact = np.matmul(a - a_zp, b - b_zp)
+        row = (lambda p: np.reshape(p, (-1, 1))) if a_param is not None and len(a_param) == 1 else np.asarray
+        exact = np.matmul(a - row(a_zp), b - b_zp)  # a 1-D per-row vector runs down a's rows
         if a.ndim == 1 or b.ndim == 1:
             big = float(np.max(np.abs(exact))) * float(np.max(a_s)) * float(np.max(b_s))
         else:
-            big = float(np.max(np.abs(exact * a_s * b_s))) if exact.size else 1.0
+            big = float(np.max(np.abs(exact * row(a_s) * b_s))) if exact.size else 1.0
         y_s = _round_to(c.s, max(big, 1e-3) / target)
         return {"a": a, "a_scale": a_s, "a_zero_point": a_zp, "b": b, "b_scale": b_s, "b_zero_point": b_zp,
                 "y_scale": y_s, "y_zero_point": y_zp}
@@ -397,7 +398,11 @@ def _zero_points(c: Combo) -> Iterator[Draft]:
 def _per_row_column(c: Combo) -> Iterator[Draft]:
     variants = (("per-row-a", (3, 4), (4, 3), (3, 1), None),
                 ("per-column-b", (3, 4), (4, 3), None, (1, 3)),
-                ("both-batched", (2, 3, 4), (2, 4, 3), (2, 3, 1), (2, 1, 3)))
+                ("both-batched", (2, 3, 4), (2, 4, 3), (2, 3, 1), (2, 1, 3)),
+                # the 2-D sentence's vector forms: "an M element vector ... for per row quantization",
+                # one element per column of b (issue 21, finding 2)
+                ("per-row-a-vector", (3, 4), (4, 3), (3,), None),
+                ("per-column-b-vector", (3, 4), (4, 3), None, (3,)))
     for name, a_shape, b_shape, a_param, b_param in variants:
         yield _ordinary_case(c, "per-row-column", name, a_shape, b_shape, "qlmm-shapes",
                              f"a {a_shape} params {a_param or 'scalar'}, b {b_shape} params {b_param or 'scalar'}; "

@@ -61,8 +61,11 @@ class ParamShapeError(ValueError):
 
 
 def param_index(x_shape: tuple[int, ...], p_shape: tuple[int, ...], axis: int | None, block_size: int) -> ParamIndex:
-    """Per-tensor, per-axis or blocked indexing, with the oracle's rules (oracle/granularity.py)."""
-    if not block_size and (len(p_shape) == 0 or (len(p_shape) == 1 and p_shape[0] == 1)):
+    """Per-tensor, per-axis or blocked indexing; which one is the oracle's decision
+    (oracle/granularity.py: a scalar is per-tensor whatever block_size says)."""
+    from qconform.oracle.granularity import granularity
+
+    if granularity(tuple(x_shape), tuple(p_shape), axis, block_size) == "per-tensor":
         return ParamIndex()
     rank = len(x_shape)
     if axis is None:

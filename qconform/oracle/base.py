@@ -27,6 +27,12 @@ class Evaluation:
     clause: str = ""
     #: Only the first (primary) reading is wanted: sweeps of 2^24 inputs a chunk and cpu-ref.
     primary_only: bool = False
+    #: Non-empty: the model is invalid by the text although the outputs can be computed (why, in a
+    #: sentence). The case is information, never pass or fail.
+    information: str = ""
+    #: The name a single remaining reading gets: "spec", unless the case's result rests on a reading
+    #: the text does not state (qconform/docs/semantics.md#dql-zero-input).
+    sole: str = "spec"
 
     def add(self, name: str, outputs: tuple[np.ndarray, ...]) -> None:
         if not self.complete:
@@ -100,8 +106,8 @@ def evaluate(draft: Draft, primary_only: bool = False) -> Case:
     if primary_only:
         unique = unique[:1]
     elif len(unique) == 1:
-        unique = [Reading("spec", unique[0].outputs)]
-    return Case(draft, oracle.output_names, tuple(unique), tuple(masks), draft.clause or ev.clause)
+        unique = [Reading(ev.sole, unique[0].outputs)]
+    return Case(draft, oracle.output_names, tuple(unique), tuple(masks), draft.clause or ev.clause, ev.information)
 
 
 __all__ = ["Evaluation", "InvalidModel", "OpOracle", "ORACLES", "evaluate", "oracle_for", "register"]

@@ -11,6 +11,7 @@ import numpy as np
 from qconform import dtypes
 from qconform.case import Draft
 from qconform.oracle.base import Evaluation, OpOracle, register
+from qconform.oracle import granularity
 from qconform.oracle.granularity import InvalidModel
 
 
@@ -33,6 +34,11 @@ class DequantizeLinear(OpOracle):
         """x - zero_point: exact (both sides have at most 33 significant bits here)."""
         return xv - zero
 
+    def product_type(self, out_t: str, scale_t: str) -> str:
+        """The literal reading's multiplication precision: "The output type also determines the
+        precision of the multiplication" (23+; before, the output type is the scale's)."""
+        return out_t
+
     def dq_value(self, xv, zero, scale, x_t: str, prec: str | None, out_t: str) -> np.ndarray:
         """(x - zero) * scale: operands and product rounded to ``prec``, or (prec None) the exact
         product rounded once to ``out_t``."""
@@ -54,9 +60,10 @@ class DequantizeLinear(OpOracle):
         if x.type == "int32" and np.any(zero != 0):
             raise InvalidModel("int32 input with a non-zero zero point (qconform/docs/semantics.md#dq-int32)")
         xv = self.data(x)
-        ev = Evaluation(clause="dq-formula", primary_only=primary_only)
+        ev = Evaluation(clause="dq-formula", primary_only=primary_only,
+                        information=granularity.invalid_by_text(shape, s.value.shape, axis, block))
         # Literal: "The output type also determines the precision of the multiplication" (23+).
-        literal = self.fl(out_t, self.dq_value(xv, zero, scale, x.type, out_t, out_t))
+        literal = self.fl(out_t, self.dq_value(xv, zero, scale, x.type, self.product_type(out_t, s.type), out_t))
         ev.add("multiply-in-output-type", (self._out(literal, out_t),))
         if out_t != "float32" and not ev.complete:
             via32 = self.fl(out_t, self.dq_value(xv, zero, scale, x.type, "float32", out_t))

@@ -6,7 +6,8 @@
 
 Every arithmetic step is one IEEE float32 operation (``fl``), as the function body in onnx.defs
 spells it (Sub, Div, Div, Sub, Clip, Round, QuantizeLinear). Readings:
-- a zero range (all +-0, or empty): ``scale-zero`` (the formula's literal 0/255, first),
+- a zero range (all +-0, or empty): ``scale-zero-limit`` (the formula's literal 0/255, first; y and
+  the zero point 0 as the limit of the 0/0 it leaves, a reading, not the text),
   ``scale-one`` (onnxruntime), ``scale-1/255`` (onnx.reference); y and zp are 0 in all of them
   (#dql-zero-input);
 - NaN anywhere in x: every output is don't-care (#dql-nan);
@@ -27,7 +28,7 @@ QMIN, QMAX = 0, 255  # "Right now only uint8 is supported."
 OUT_T = "uint8"
 
 #: The scale of a zero range under each reading (#dql-zero-input); the first is the literal formula.
-ZERO_RANGE_SCALES = (("scale-zero", 0.0), ("scale-one", 1.0), ("scale-1/255", 1.0 / 255.0))
+ZERO_RANGE_SCALES = (("scale-zero-limit", 0.0), ("scale-one", 1.0), ("scale-1/255", 1.0 / 255.0))
 
 
 def _f32(v) -> np.ndarray:

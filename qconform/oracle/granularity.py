@@ -14,7 +14,9 @@ class InvalidModel(ValueError):
 
 
 def granularity(x_shape: tuple[int, ...], p_shape: tuple[int, ...], axis: int | None, block_size: int) -> str:
-    if block_size:
+    """"There are three supported quantization granularities, determined by the shape of y_scale": a
+    scalar is per-tensor whatever ``block_size`` says ("Used only for blocked quantization")."""
+    if block_size and len(p_shape) != 0:
         return "blocked"
     if len(p_shape) == 0 or (len(p_shape) == 1 and p_shape[0] == 1 and (axis is None or len(x_shape) == 0)):
         return "per-tensor"
@@ -22,6 +24,23 @@ def granularity(x_shape: tuple[int, ...], p_shape: tuple[int, ...], axis: int | 
         # A 1-element 1-D scale: per-tensor; per-axis over a length-1 axis gives the same result.
         return "per-tensor"
     return "per-axis"
+
+
+def invalid_by_text(x_shape: tuple[int, ...], p_shape: tuple[int, ...], axis: int | None, block_size: int) -> str:
+    """Why a model the oracle can compute is still invalid by the text, or ''. Such a case is
+    information: reported, never pass or fail (qconform/docs/semantics.md#granularity-per-tensor).
+
+    A 1-element 1-D scale is "a 1-D tensor of length Di" for per-axis quantization, so on an axis
+    of another length the model is invalid; runtimes read it as per-tensor. A rank-1 x is exempt:
+    "When the rank of the input is 1, per-tensor quantization is applied"."""
+    rank = len(x_shape)
+    if block_size or tuple(p_shape) != (1,) or rank < 2 or axis is None or not -rank <= axis < rank:
+        return ""
+    if x_shape[axis % rank] == 1:
+        return ""
+    return (f"a scale of shape [1] is per-axis by the text (\"a 1-D tensor of length Di\"), and axis {axis} "
+            f"of x {list(x_shape)} has length {x_shape[axis % rank]}: the model is invalid; runtimes commonly "
+            "read it as per-tensor, which is the reading compared")
 
 
 def expand(param: np.ndarray, x_shape: tuple[int, ...], axis: int | None, block_size: int) -> np.ndarray:

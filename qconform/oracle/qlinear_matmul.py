@@ -61,12 +61,16 @@ def _to_grid(values: np.ndarray, k: int) -> np.ndarray:
 
 def param_view(name: str, value: np.ndarray, data_shape: tuple[int, ...], axis: int) -> np.ndarray:
     """A scale or zero point of a (axis=-1: per row, [..., M, 1]) or b (axis=-2: per column,
-    [..., 1, N]) broadcast to that shape; scalars and 1-element 1-D tensors stay 0-d.
-    Anything else is an invalid model (qconform/docs/semantics.md#qlmm-shapes)."""
+    [..., 1, N]) broadcast to that shape; scalars and 1-element 1-D tensors stay 0-d. For 2-D data
+    the text's vector forms too: "an M element vector ... for per row quantization" of a [M, K], and
+    one element per column of b [K, N]. Anything else is an invalid model
+    (qconform/docs/semantics.md#qlmm-shapes)."""
     if value.size == 1 and value.ndim <= 1:
         return value.reshape(())
     want = list(data_shape)
     want[axis] = 1
+    if value.ndim == 1 and len(data_shape) == 2 and value.shape[0] == data_shape[axis + 1 if axis == -2 else -2]:
+        return value.reshape(tuple(want))
     if value.ndim == len(data_shape) >= 2 and value.shape[axis] == 1:
         try:
             if np.broadcast_shapes(value.shape, tuple(want)) == tuple(want):

@@ -12,11 +12,13 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.case import Arg, Draft
-from qconform.oracle import floats
+from qconform.oracle import floats, granularity
 from qconform.oracle.base import Evaluation, OpOracle, register
 from qconform.oracle.granularity import InvalidModel
 
 HALF_KINDS = ("float16", "bfloat16")
+#: Precision prefix of the reading that rounds the exact quotient once (qconform/docs/semantics.md#q-division).
+ONCE = "once:"
 
 
 class QuantizeLinear(OpOracle):
@@ -40,7 +42,7 @@ class QuantizeLinear(OpOracle):
 
         qconform/docs/semantics.md#q-division, #q-division-half."""
         if attrs.get("precision", 0):
-            return [("spec", dtypes.get(attrs["precision"]).name)]
+            return self.precision_readings(dtypes.get(attrs["precision"]).name)
         if s_t in ("int32", "float8e8m0"):  # no meaningful division in these types
             readings = [("division-in-float32", "float32")]
             if x_t in HALF_KINDS:
@@ -51,7 +53,33 @@ class QuantizeLinear(OpOracle):
             return [(f"quotient-in-{s_t}", s_t), ("quotient-in-float32", "float32")]
         if x_t == "int32" and not self.scale_type_sets_precision:  # qconform/docs/semantics.md#q-int32-input
             return [("int32-via-float32", s_t), ("int32-via-float64", "float64")]
+        if self.scale_type_sets_precision:
+            return self.precision_readings(s_t)
         return [("spec", s_t)]
+
+    def precision_readings(self, p: str) -> list[tuple[str, str]]:
+        """"The type of y_scale determines the precision of the division" (23+; and ``precision``):
+        the operands rounded to P and divided in P (first, strict), or the exact quotient rounded once
+        to P, the IEEE-754 meaning of an operation's precision (qconform/docs/semantics.md#q-division)."""
+        return [(f"operands-rounded-to-{p}", p), (f"quotient-rounded-once-to-{p}", ONCE + p)]
+
+    def divisions(self, xv, scale, readings: list[tuple[str, str]], primary_only: bool = False):
+        """(reading name, precision, quotient) per division reading; the zero-point and fnuz readings
+        share them. The exact-quotient reading is dropped where it gives the very quotients of the
+        operands-rounded one (its name with it: the case then says "spec")."""
+        out: list[tuple[str, str, np.ndarray]] = []
+        for name, prec in readings[:1] if primary_only else readings:
+            p = prec.removeprefix(ONCE)
+            if prec.startswith(ONCE):
+                q = self.quotient_once(xv, scale, p)
+                first = next((o for o in out if o[1] == p), None)
+                if first is not None and _same(first[2], q):
+                    out[out.index(first)] = ("spec" if len(readings) == 2 else first[0], p, first[2])
+                    continue
+            else:
+                q = self.quotient(xv, scale, p)
+            out.append((name, p, q))
+        return out
 
     def fnuz_readings(self, out_t: dtypes.ElemType, saturate: bool) -> list[tuple[str, bool]]:
         """±Inf into a fnuz kind with saturate=1: each version's own Cast table first; the 24+ table
@@ -73,7 +101,8 @@ class QuantizeLinear(OpOracle):
         scale = self.expand(self.param(s), shape, axis, block)
         zero = self.expand(self.param(zp), shape, axis, block) if zp is not None else np.zeros(shape)
         xv = self.data(x)
-        ev = Evaluation(clause="q-formula", primary_only=primary_only)
+        ev = Evaluation(clause="q-formula", primary_only=primary_only,
+                        information=granularity.invalid_by_text(shape, s.value.shape, axis, block))
         undefined = np.zeros(shape, bool)
 
         zp_readings = [("", False)]
@@ -83,15 +112,12 @@ class QuantizeLinear(OpOracle):
                 zp_readings.append(("zero-point-skipped", True))
 
         saturate = bool(attrs.get("saturate", 1))
-        quotients: dict[str, np.ndarray] = {}  # the zero-point and fnuz readings share a quotient
-        for (div_name, prec), (zp_name, skip_zp), (inf_name, inf_max) in itertools.product(
-            self.division_readings(x.type, s.type, attrs), zp_readings, self.fnuz_readings(out_t, saturate)
+        divisions = self.divisions(xv, scale, self.division_readings(x.type, s.type, attrs), primary_only)
+        for (div_name, prec, q), (zp_name, skip_zp), (inf_name, inf_max) in itertools.product(
+            divisions, zp_readings, self.fnuz_readings(out_t, saturate)
         ):
             if ev.complete:
                 break
-            if prec not in quotients:
-                quotients[prec] = self.quotient(xv, scale, prec)
-            q = quotients[prec]
             if out_t.is_integer:
                 y, nan = self.to_int(q, zero, out_t, prec)
                 undefined |= nan
@@ -105,6 +131,11 @@ class QuantizeLinear(OpOracle):
             ev.add(name, (out,))
         ev.dont_care = [undefined]
         return ev
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Same values, NaN where NaN and the same sign of zero."""
+    return bool(np.array_equal(a, b, equal_nan=True) and np.array_equal(np.signbit(a), np.signbit(b)))
 
 
 def _version(since: int, **facts) -> QuantizeLinear:

@@ -64,6 +64,14 @@ class Steps:
                 return np.asarray(x, np.float64) / s
             return self.fl(prec, self.fl(prec, x) / self.fl(prec, s))
 
+    def quotient_once(self, x: np.ndarray, s: np.ndarray, prec: str) -> np.ndarray:
+        """The exact x / s rounded once to ``prec``: float64 division of the exact operands, then one
+        rounding. The double rounding is innocuous: operands have at most 32 significant bits and
+        ``prec`` at most 24, so a quotient that is not a midpoint of ``prec`` stays more than 2^-48
+        (relative) away from one, far beyond float64's 2^-53."""
+        with np.errstate(all="ignore"):
+            return self.fl(prec, np.asarray(x, np.float64) / s)
+
     def add_zero_float(self, q: np.ndarray, zero: np.ndarray, prec: str) -> np.ndarray:
         """q + zero for a float output, rounded to ``prec``."""
         with np.errstate(all="ignore"):

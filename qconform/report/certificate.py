@@ -21,6 +21,7 @@ ACCEPTED = "conformant with accepted deviations"
 DEVIATES = "deviates"
 UNSUPPORTED = "not supported"
 NOT_RUN = "not run"
+INFORMATION = "information only"  # every case a model the text makes invalid
 
 
 def verdict_of(cases: list[dict]) -> dict[str, Any]:
@@ -37,10 +38,12 @@ def verdict_of(cases: list[dict]) -> dict[str, Any]:
         word = CONFORMANT
     elif cnt["unsupported"]:
         word = UNSUPPORTED
+    elif cnt["info"]:
+        word = INFORMATION
     else:
         word = NOT_RUN
     return {"verdict": word, "cases": len(cases), "pass": cnt["pass"], "new": new, "accepted": accepted,
-            "unsupported": cnt["unsupported"], "reasons": reasons}
+            "unsupported": cnt["unsupported"], "info": cnt["info"], "reasons": reasons}
 
 
 def scopes(report: dict) -> list[dict]:

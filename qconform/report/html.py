@@ -13,7 +13,8 @@ from qconform.report.model import VERDICTS
 
 #: Colour per verdict (the totals and the failure badges).
 COLOURS = {"pass": "#2e7d32", "partial": "#9ccc65", "fail": "#c62828", "error": "#ef6c00",
-           "crashed": "#ef6c00", "timeout": "#ef6c00", "unsupported": "#9e9e9e", "not-run": "#eceff1"}
+           "crashed": "#ef6c00", "timeout": "#ef6c00", "unsupported": "#9e9e9e", "info": "#90caf9",
+           "not-run": "#eceff1"}
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:20px;color:#212121}
@@ -47,7 +48,8 @@ html.print body{margin:0;max-width:none;font-size:11px} html.print .filters{disp
 
 #: Colour of each scope verdict (qconform/report/certificate.py).
 SCOPE_COLOURS = {"deviates": "#c62828", "conformant with accepted deviations": "#9ccc65",
-                 "conformant": "#2e7d32", "not supported": "#9e9e9e", "not run": "#eceff1"}
+                 "conformant": "#2e7d32", "not supported": "#9e9e9e", "information only": "#90caf9",
+                 "not run": "#eceff1"}
 
 JS = """
 function qcFilter(){

@@ -17,8 +17,9 @@ from qconform import dtypes
 SCHEMA_VERSION = 2
 
 #: Every verdict a case can carry in a report. ``crashed``/``timeout`` come from runner isolation,
-#: ``not-run`` marks a collected case that produced no result (interrupted or stopped run).
-VERDICTS = ("pass", "fail", "error", "crashed", "timeout", "unsupported", "not-run")
+#: ``not-run`` marks a collected case that produced no result (interrupted or stopped run), ``info`` a
+#: model the text makes invalid (what the runner did is reported; it is never a pass or a failure).
+VERDICTS = ("pass", "fail", "error", "crashed", "timeout", "unsupported", "info", "not-run")
 #: Verdicts that are deviations: they fail a run unless a baseline entry covers them.
 BAD = frozenset({"fail", "error", "crashed", "timeout"})
 
@@ -62,7 +63,7 @@ def cell_status(counts: Mapping[str, int]) -> str:
         return "partial" if counts.get("unsupported") else "pass"
     if counts.get("unsupported"):
         return "unsupported"
-    return "not-run"
+    return "info" if counts.get("info") else "not-run"
 
 
 def _mismatches(rec: Mapping[str, Any]) -> list[dict]:
@@ -150,6 +151,7 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
                              "first_mismatches": _mismatches(c)}
                             | ({"diagnosis": c["diagnosis"]} if "diagnosis" in c else {})
                             | ({"diagnosis_errors": c["diagnosis_errors"]} if c.get("diagnosis_errors") else {})
+                            | ({"diagnosis_step": c["diagnosis_step"]} if c.get("diagnosis_step") else {})
                             | ({"traceback": c["traceback"]} if c.get("traceback") else {})
                             | ({"evidence": c["evidence"]} if c.get("evidence") else {}))
 
