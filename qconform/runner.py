@@ -29,7 +29,13 @@ BUNDLED: dict[str, str] = {
     "cpu-ref": "qconform.runners.cpu_ref:CpuRefRunner",
     "cpu-kernel": "qconform.runners.cpu_kernel:CpuKernelRunner",
     "gpu-kernel": "qconform.runners.gpu_kernel:GpuKernelRunner",
+    # Third-party runtimes, each an optional extra: pip install 'qconform[openvino]', ...
+    "openvino": "qconform.runners.openvino_runner:OpenVinoRunner",
+    "tract": "qconform.runners.tract_runner:TractRunner",
+    "tinygrad": "qconform.runners.tinygrad_runner:TinygradRunner",
 }
+#: Bundled runners whose runtime is an optional extra: runner name -> the module it imports.
+EXTRAS: dict[str, str] = {"openvino": "openvino", "tract": "tract", "tinygrad": "tinygrad"}
 
 
 class Unsupported(Exception):
@@ -137,6 +143,10 @@ def resolve(name: str, options: Mapping[str, str] | None = None) -> Runner:
             return _instantiate(_load_attr(name, "--runner"), options, name)
     except RunnerError:
         raise
+    except ModuleNotFoundError as exc:
+        if name in EXTRAS and exc.name == EXTRAS[name]:
+            raise RunnerError(f"runner {name!r} needs the {exc.name} package: pip install 'qconform[{name}]'") from None
+        raise RunnerError(f"runner {name!r} failed to load ({'; '.join(tried)}): {type(exc).__name__}: {exc}") from None
     except Exception as exc:  # a plugin that fails to import: one line, what and where
         raise RunnerError(
             f"runner {name!r} failed to load ({'; '.join(tried)}): {type(exc).__name__}: {exc}"

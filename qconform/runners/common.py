@@ -1,0 +1,31 @@
+"""What the third-party runners share: a runtime's message on one line, and a model on disk for
+the bindings that load from a path only (tract, tinygrad)."""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+
+import onnx
+
+
+def joined_lines(exc: BaseException, with_type: bool = False) -> str:
+    """Every non-empty line of the message, joined with ' | ': the harness shows one line, and a
+    runtime's real reason is often on its last."""
+    text = " | ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip())
+    if with_type:
+        return f"{type(exc).__name__}: {text}"
+    return text or type(exc).__name__
+
+
+@contextlib.contextmanager
+def model_file(model: onnx.ModelProto) -> Iterator[str]:
+    """The model written to a temporary .onnx file, removed afterwards whatever happens."""
+    fd, path = tempfile.mkstemp(suffix=".onnx", prefix="qconform-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(model.SerializeToString())
+        yield path
+    finally:
+        os.unlink(path)
