@@ -395,5 +395,6 @@ def test_strict_profile_explains_a_failure_through_the_first_reading_only(corpus
     assert compare(case, actual, profile="strict").verdict == "fail"
     default = {d.model for d in dg.diagnose_case(case, actual, pairs=False)}
     strict = {d.model for d in dg.diagnose_case(case, actual, profile="strict", pairs=False)}
-    assert "round-half-away" not in strict and "bfloat16-truncation" in default - strict
-    assert strict == {"divide-in-float64", "quotient-in-float32"}
+    assert "bfloat16-truncation" in default - strict
+    # fake-quantize computes in float32 too, and on this case its reciprocal happens to be exact
+    assert strict == {"divide-in-float64", "quotient-in-float32", "fake-quantize"}

@@ -522,6 +522,121 @@ class DqMultiplyInScaleType:
         return scale_t if scale_t in IEEE_KINDS else out_t
 
 
+_F32 = "float32"
+
+
+class FakeQuantize:
+    """OpenVINO's ONNX frontend: QuantizeLinear to an integer type becomes FakeQuantize(x, il, ih,
+    qmin, qmax) and a Convert; the CPU plugin computes, in float32, il = s(qmin - zp),
+    ih = s(qmax - zp), isc = (qmax - qmin) / (ih - il) and y = rint(clamp(x, il, ih) * isc - il * isc)
+    + qmin (with zp = 0 and 8 bits: rint(clamp(x, il, ih) * isc)). The offset zp - qmin is added
+    before rounding, the reciprocal is rounded, and NaN (in x or in the folded constants) gives qmin."""
+
+    def quantize_int(self, xv, scale, q, zero, out_t, prec):
+        lo, hi = dtypes.get(out_t).qrange
+        f = functools.partial(self.fl, _F32)
+        with np.errstate(all="ignore"):
+            x, sc, zp = np.broadcast_arrays(f(xv), f(scale), f(zero))
+            il, ih = f(sc * f(lo - zp)), f(sc * f(hi - zp))
+            isc = f((hi - lo) / f(ih - il))
+            c = np.where(x > il, x, il)  # x86 maxps/minps: a NaN x takes the bound
+            c = np.where(c < ih, c, ih)
+            if dtypes.get(out_t).bits == 8 and not np.any(zp != 0):
+                y = np.rint(f(c * isc))
+            else:
+                y = np.rint(f(f(c * isc) - f(il * isc))) + lo
+            y = np.where(np.isnan(y), lo, np.clip(y, lo, hi))
+        return y.astype(np.int64), np.isnan(np.asarray(q))
+
+
+def _fma(t: str, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """fl_t(a * b + c) with one rounding of the exact value (non-finite operands: float64)."""
+    from qconform.oracle.arith import _round_fraction
+
+    a, b, c = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (a, b, c)))
+    with np.errstate(all="ignore"):
+        out = _fl(t, a * b + c)
+    tt = dtypes.get(t)
+    for idx in map(tuple, np.argwhere(np.isfinite(a) & np.isfinite(b) & np.isfinite(c))):
+        out[idx] = _round_fraction(tt, Fraction(a[idx]) * Fraction(b[idx]) + Fraction(c[idx]))
+    return out
+
+
+class DqFusedBias:
+    """OpenVINO's CPU plugin: (x - zp) * s rewritten as fma(x, s, bias) with bias = fl_T(-zp * s)
+    folded in the output type T; for float16 the zero point is first converted to float16 and the
+    fma is rounded to float32 before float16."""
+
+    def dq_value(self, xv, zero, scale, x_t, prec, out_t):
+        if prec not in (_F32, "float16") or prec != out_t:
+            return super().dq_value(xv, zero, scale, x_t, prec, out_t)
+        with np.errstate(all="ignore"):
+            if prec == _F32:
+                return _fma(_F32, self.fl(_F32, xv), scale, self.exact_product(_F32, -zero, scale))
+            bias = self.exact_product("float16", -self.fl("float16", zero), scale)
+            return self.fl("float16", _fma(_F32, xv, scale, bias))
+
+
+class AddJustUnderHalfThenTruncate:
+    """tinygrad: y = clamp(int(x / s + zp + 0.4999999)) for uint8, in float32: the zero point added
+    before rounding, and 'rounding' by a constant just under one half and a truncating cast."""
+
+    def quantize_int(self, xv, scale, q, zero, out_t, prec):
+        lo, hi = dtypes.get(out_t).qrange
+        with np.errstate(all="ignore"):
+            v = self.fl(prec, self.fl(prec, q + zero) + float(np.float32(0.4999999)))
+            nan = np.isnan(v)
+            y = np.clip(_int32_cast(np.trunc(np.where(nan, 0.0, v))), lo, hi)
+        return y.astype(np.int64), np.isnan(np.asarray(q))
+
+
+class ClampAndCastInQuotientType:
+    """tinygrad: cast(clamp(round(x / s) + zp, qmin, qmax)) with the sum and the clamp bounds in the
+    quotient's float16/bfloat16 type, then a wrapping cast (int16 32767 rounds to 32768 in bfloat16
+    and wraps to -32768; Inf and NaN cast to INT_MIN's low bits)."""
+
+    def quantize_int(self, xv, scale, q, zero, out_t, prec):
+        t = dtypes.get(out_t)
+        lo, hi = t.qrange
+        with np.errstate(all="ignore"):
+            v = self.fl(prec, self.round(q) + zero)
+            v = np.clip(v, self.fl(prec, np.float64(lo)), self.fl(prec, np.float64(hi)))
+            i = _int32_cast(v).astype(np.int64) & ((1 << t.bits) - 1)
+            if lo < 0:
+                i = np.where(i >= 1 << (t.bits - 1), i - (1 << t.bits), i)
+        return i, np.isnan(np.asarray(q))
+
+
+class DqlScaleReciprocal:
+    """y_scale = range * fl32(1 / 255): a division by a constant rewritten as a multiplication."""
+
+    def dql_scale(self, rng):
+        with np.errstate(all="ignore"):
+            return float(self.fl(_F32, rng * self.fl(_F32, np.float64(1.0) / 255.0)))
+
+
+class DqOutputDtypeIgnored:
+    """DequantizeLinear-23+: output_dtype ignored, the output has the scale's type."""
+
+    def output_type(self, draft, scale_t):
+        if scale_t == "float8e8m0":
+            raise granularity.InvalidModel("a float8e8m0 scale needs output_dtype")
+        return scale_t
+
+
+class QlmmZeroPointBeforeRounding:
+    """QLinearMatMul requantised as rint(fl32(acc * M) + y_zp) in float32 (M = fl32(a_s b_s) / y_s)."""
+
+    def requantise(self, req, acc, e, scales, zp, out_t, scale_t):
+        if not out_t.is_integer or req == "exact-rational" or acc.dtype == object:
+            return super().requantise(req, acc, e, scales, zp, out_t, scale_t)
+        a_s, b_s, y_s = scales
+        f = functools.partial(self.fl, _F32)
+        with np.errstate(all="ignore"):
+            m = f(f(a_s * b_s) / y_s)
+            return {True: self.round(f(f(f(acc.astype(np.float64)) * m) + zp))}
+
+
 def _minifloat_codes(arg):
     t = dtypes.get(arg.type)
     fmt = t.float_format
@@ -611,6 +726,16 @@ class MinifloatDoubleRounding:
 # --------------------------------------------------------------------------------------------
 # the registry
 # --------------------------------------------------------------------------------------------
+
+
+def _dq_out(draft: Draft) -> str | None:
+    """DequantizeLinear's output type (None for other ops or a model it rejects)."""
+    if draft.op != DQ:
+        return None
+    try:
+        return oracle_for(draft.domain, draft.op, draft.opset).output_type(draft, draft.inputs[1].type)
+    except (LookupError, granularity.InvalidModel):
+        return None
 
 
 def _types(draft: Draft) -> list[str]:
@@ -1056,6 +1181,58 @@ _MODELS += [
          "DequantizeLinear-23 int16->float32, x_scale float16 = 2, x=-32768: -65536 expected, -inf given",
          DqMultiplyInScaleType, lambda d: d.op == DQ and bool(d.attrs.get("output_dtype"))
          and d.inputs[1].type in ("float16", "bfloat16"), ("basic", "specials")),
+    _dev("fake-quantize", Q,
+         "Your QuantizeLinear to an integer type is a FakeQuantize in float32: y = rint(clamp(x, il, ih) * isc "
+         "- il * isc) + qmin with il = s(qmin - zp), ih = s(qmax - zp), isc = (qmax - qmin) / (ih - il): the "
+         "offset zp - qmin is added before rounding and the reciprocal is rounded.",
+         "OpenVINO 2026.4.1's ONNX frontend and CPU plugin (issue 20's probe, 1,128 of 1,450 unexplained "
+         "integer QuantizeLinear failures reproduced); microsoft/onnxruntime#25045 (OpenVINO EP rounding).",
+         "QuantizeLinear float32->int8, y_scale=2, y_zero_point=127, x=-3: 125 expected, 126 given",
+         FakeQuantize, lambda d: _q_out(d) is not None and _q_out(d).is_integer, ("saturation", "ties", "random")),
+    _dev("dq-fused-bias", DQ,
+         "Your DequantizeLinear computes fma(x, scale, bias) with bias = -zero_point * scale rounded to the output "
+         "type first (float16: the zero point converted to float16 too), where (x - zero_point) is exact.",
+         "OpenVINO 2026.4.1's CPU plugin (issue 20's probe: 0 mismatches over every uint8/int8/uint16/int16 code "
+         "and five (zp, s) pairs); tenstorrent/tt-metal and XNNPACK fold the zero point into a bias the same way.",
+         "DequantizeLinear uint8->float32, x=255, x_scale=0.1, x_zero_point=129: 12.6000004 expected, 12.5999994 given",
+         DqFusedBias, lambda d: d.op == DQ and _dq_out(d) in (_F32, "float16"), ("precision", "random", "basic")),
+    _dev("add-just-under-half-then-truncate", Q,
+         "Your QuantizeLinear to uint8 computes int(x / scale + zero_point + 0.4999999) in float32: the zero point "
+         "is added before rounding, and the truncation of a sum with a constant just under one half rounds ties "
+         "down below 128 and up above it.",
+         "tinygrad/nn/onnx.py QuantizeLinear (\"this appears to work in practice, at least for uchar\"), tinygrad "
+         "0.14.0 in issue 20's probe.",
+         "QuantizeLinear float32->uint8, y_scale=2, y_zero_point=128, x=1: 128 expected, 129 given",
+         AddJustUnderHalfThenTruncate, lambda d: _q_out(d) is not None and _q_out(d).name == "uint8",
+         ("ties", "basic", "random")),
+    _dev("clamp-and-cast-in-quotient-type", Q,
+         "Your QuantizeLinear adds the zero point and clamps in the quotient's float16/bfloat16 type, then casts "
+         "with wrap-around: the clamp bounds round (int16 32767 becomes 32768 in bfloat16) and the cast wraps.",
+         "tinygrad/nn/onnx.py QuantizeLinear (_clamp_cast((x / y_scale).round() + y_zero_point) in x's dtype), "
+         "tinygrad 0.14.0 in issue 20's probe.",
+         "QuantizeLinear bfloat16->int16, x=65536, y_scale=2: 32767 expected, -32768 given",
+         ClampAndCastInQuotientType, lambda d: _q_out(d) is not None and _q_out(d).is_integer
+         and any(t in HALF_KINDS for t in _types(d)[:2]), ("saturation", "random", "basic")),
+    _dev("dql-scale-reciprocal", DQL,
+         "Your DynamicQuantizeLinear computes y_scale as range * fl32(1/255) instead of range / 255: one ulp high "
+         "for some ranges, and y follows.",
+         "OpenVINO 2026.4.1 and tinygrad 0.14.0 (issue 20's probe: the same y_scale bits, 0x3AAB5602 for "
+         "0x3AAB5601, in both); a division by a constant rewritten as a multiplication.",
+         "DynamicQuantizeLinear, x = -1/3 spread: y_scale 0x3AAB5601 expected, 0x3AAB5602 given",
+         DqlScaleReciprocal, lambda d: d.op == DQL, ("constant", "dynamic-range")),
+    _dev("dq-output-dtype-ignored", DQ,
+         "Your DequantizeLinear-23+ ignores output_dtype and returns the scale's type.",
+         "tract 0.23.9 (issue 20's probe: 114 cases, e.g. DequantizeLinear-23/int16-float32-float16/basic/per-axis "
+         "returns float32).",
+         "DequantizeLinear-23 int8->float16 with a float32 scale: a float16 output expected, float32 given",
+         DqOutputDtypeIgnored, lambda d: d.op == DQ and bool(d.attrs.get("output_dtype"))
+         and dtypes.get(d.attrs["output_dtype"]).name != d.inputs[1].type, ("basic",)),
+    _dev("qlinearmatmul-zero-point-before-rounding", QLMM,
+         "Your QLinearMatMul adds y_zero_point before rounding: rint(acc * M + y_zp) in float32.",
+         "OpenVINO 2026.4.1's int8 brgemm requantisation (issue 20's probe: 44 of 94 unexplained int8/uint8 "
+         "QLinearMatMul failures).",
+         "QLinearMatMul int8, a_scale=1, b_scale=0.5, y_scale=3, y_zero_point=3, a=-123, b=1: -17 expected, -18 given",
+         QlmmZeroPointBeforeRounding, lambda d: d.op == QLMM, ("readings", "ties", "zero-points")),
     _dev("minifloat-input-subnormals-flushed", DQ,
          "Your DequantizeLinear flushes subnormal float8/float4/float6 inputs to zero.",
          "Reported in issue 20's probe of IREE 3.13 (float8 subnormals flushed to zero).",

@@ -47,6 +47,11 @@ class DynamicQuantizeLinear(OpOracle):
         lo = min(0.0, float(xv.min())) if xv.size else 0.0
         return hi, lo
 
+    def dql_scale(self, rng: np.ndarray) -> float:
+        """y_scale = (max(x) - min(x)) / (qmax - qmin), one float32 division."""
+        with np.errstate(all="ignore"):
+            return float(self.fl("float32", rng / np.float64(QMAX - QMIN)))
+
     def dql_quantize(self, xv: np.ndarray, lo: float, scale: float) -> tuple[int | None, np.ndarray, np.ndarray]:
         """(zero point, or None where the arithmetic leaves it NaN; y as int64; y's undefined mask).
 
@@ -80,7 +85,7 @@ class DynamicQuantizeLinear(OpOracle):
         hi, lo = self.dql_range(xv)
         with np.errstate(all="ignore"):
             rng = self.fl("float32", np.float64(hi) - np.float64(lo))
-            scale = float(self.fl("float32", rng / np.float64(QMAX - QMIN)))
+            scale = self.dql_scale(rng)
         if rng == 0:  # all +-0 or empty: the adjusted range is [0, 0]
             ev.clause = "dql-zero-input"
             for name, sv in ZERO_RANGE_SCALES:

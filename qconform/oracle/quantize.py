@@ -89,6 +89,11 @@ class QuantizeLinear(OpOracle):
             return [("fnuz-inf-nan", False), ("fnuz-inf-max", True)]
         return [("", self.fnuz_inf_saturates)]
 
+    def quantize_int(self, xv, scale, q, zero, out_t, prec: str) -> tuple[np.ndarray, np.ndarray]:
+        """An integer y from the quotient q = x / scale; x and scale are here for kernels that fuse
+        the division into the rounding (OpenVINO's FakeQuantize), the spec needs only q."""
+        return self.to_int(q, zero, out_t, prec)
+
     def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
         x, s, zp = (list(draft.inputs) + [None])[:3]
         attrs = draft.attrs
@@ -119,7 +124,7 @@ class QuantizeLinear(OpOracle):
             if ev.complete:
                 break
             if out_t.is_integer:
-                y, nan = self.to_int(q, zero, out_t, prec)
+                y, nan = self.quantize_int(xv, scale, q, zero, out_t, prec)
                 undefined |= nan
                 out = self.pack(y, out_t)
             else:
