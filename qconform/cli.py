@@ -94,6 +94,15 @@ def main(argv: list[str] | None = None) -> int:
     cov = sub.add_parser("coverage", help="op x version x type table of cases per family; exit 1 on gaps")
     cov.add_argument("--dir", type=Path, default=None, help="golden corpus directory")
     cov.add_argument("--missing", action="store_true", help="list only the applicable pairs without a case")
+    from qconform.report import scoreboard
+
+    scoreboard.add_arguments(sub.add_parser(
+        "scoreboard", help="run every installed bundled runtime over the corpus and compare them "
+                           "(scoreboard.md, scoreboard.html); --check: exit 1 when the scoreboard is stale",
+        description="One pytest --runner=NAME --report=DIR/NAME run per installed runtime (onnxruntime, "
+                    "onnx-reference, openvino, tract, tinygrad), then one comparison of their report.json "
+                    "files. Exit 0 once written, whatever the runtimes did; 1 when a runtime produced no "
+                    "report; 2 on bad arguments."))
     fct = sub.add_parser("facts", help="what qconform knows about other runtimes (qconform/facts/*.toml)")
     fsub = fct.add_subparsers(dest="facts_cmd", required=True)
     from qconform.facts import drift
@@ -164,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         return init_runner(args.path, bytes_binding=args.bytes, force=args.force)
     if args.cmd == "baseline":
         return baseline.main(args)
+    if args.cmd == "scoreboard":
+        return scoreboard.main(args)
     return 2
 
 
