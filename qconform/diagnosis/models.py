@@ -637,6 +637,13 @@ class QlmmZeroPointBeforeRounding:
             return {True: self.round(f(f(f(acc.astype(np.float64)) * m) + zp))}
 
 
+class QOutputDtypeIgnoredWithoutZeroPoint:
+    """QuantizeLinear-21+ without a zero point: output_dtype ignored, uint8 returned."""
+
+    def output_type(self, draft, zp):
+        return zp.type if zp is not None else "uint8"
+
+
 def _minifloat_codes(arg):
     t = dtypes.get(arg.type)
     fmt = t.float_format
@@ -1233,6 +1240,13 @@ _MODELS += [
          "QLinearMatMul failures).",
          "QLinearMatMul int8, a_scale=1, b_scale=0.5, y_scale=3, y_zero_point=3, a=-123, b=1: -17 expected, -18 given",
          QlmmZeroPointBeforeRounding, lambda d: d.op == QLMM, ("readings", "ties", "zero-points")),
+    _dev("q-output-dtype-ignored-without-zero-point", Q,
+         "Your QuantizeLinear ignores output_dtype when there is no zero point and returns uint8.",
+         "tract 0.23.9 (issue 20's probe: QuantizeLinear-24+ without y_zero_point, e.g. "
+         "QuantizeLinear-25/float32-int8/random/draw-000, returns uint8).",
+         "QuantizeLinear-25 float32 with output_dtype=INT8 and no zero point: an int8 output expected, uint8 given",
+         QOutputDtypeIgnoredWithoutZeroPoint, lambda d: d.op == Q and len(d.inputs) < 3
+         and dtypes.get(d.attrs.get("output_dtype", 2) or 2).name != "uint8", ("random", "defaults")),
     _dev("minifloat-input-subnormals-flushed", DQ,
          "Your DequantizeLinear flushes subnormal float8/float4/float6 inputs to zero.",
          "Reported in issue 20's probe of IREE 3.13 (float8 subnormals flushed to zero).",
