@@ -34,7 +34,7 @@ from qconform import dtypes
 from qconform.case import Draft
 from qconform.oracle import floats, granularity
 from qconform.oracle import qlinear_matmul as qm
-from qconform.oracle.arith import FLOAT64, as_float64, pack_output, round_fraction, round_with
+from qconform.oracle.arith import FLOAT64, as_float64, exact_fma, pack_output, round_fraction, round_with
 from qconform.oracle.arith import fl as _fl
 from qconform.oracle.base import Evaluation, OpOracle, oracle_for
 from qconform.oracle.quantize import HALF_KINDS, ONCE
@@ -549,19 +549,6 @@ class FakeQuantize:
         return y.astype(np.int64), np.isnan(np.asarray(q))
 
 
-def _fma(t: str, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """fl_t(a * b + c) with one rounding of the exact value (non-finite operands: float64)."""
-    from qconform.oracle.arith import _round_fraction
-
-    a, b, c = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (a, b, c)))
-    with np.errstate(all="ignore"):
-        out = _fl(t, a * b + c)
-    tt = dtypes.get(t)
-    for idx in map(tuple, np.argwhere(np.isfinite(a) & np.isfinite(b) & np.isfinite(c))):
-        out[idx] = _round_fraction(tt, Fraction(a[idx]) * Fraction(b[idx]) + Fraction(c[idx]))
-    return out
-
-
 class DqFusedBias:
     """OpenVINO's CPU plugin: (x - zp) * s rewritten as fma(x, s, bias) with bias = fl_T(-zp * s)
     folded in the output type T; for float16 the zero point is first converted to float16 and the
@@ -572,9 +559,9 @@ class DqFusedBias:
             return super().dq_value(xv, zero, scale, x_t, prec, out_t)
         with np.errstate(all="ignore"):
             if prec == _F32:
-                return _fma(_F32, self.fl(_F32, xv), scale, self.exact_product(_F32, -zero, scale))
+                return exact_fma(_F32, self.fl(_F32, xv), scale, self.exact_product(_F32, -zero, scale))
             bias = self.exact_product("float16", -self.fl("float16", zero), scale)
-            return self.fl("float16", _fma(_F32, xv, scale, bias))
+            return self.fl("float16", exact_fma(_F32, xv, scale, bias))
 
 
 class AddJustUnderHalfThenTruncate:

@@ -112,6 +112,18 @@ def exact_product(t: ElemType | str, a: np.ndarray, b: np.ndarray) -> np.ndarray
     return out
 
 
+def exact_fma(t: ElemType | str, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """fl_t(a × b + c) with ONE rounding of the exact value (a fused multiply-add); elements with a
+    non-finite operand take float64's answer."""
+    t = dtypes.get(t)
+    a, b, c = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (a, b, c)))
+    with np.errstate(all="ignore"):
+        out = fl(t, a * b + c)
+    for idx in map(tuple, np.argwhere(np.isfinite(a) & np.isfinite(b) & np.isfinite(c))):
+        out[idx] = _round_fraction(t, Fraction(a[idx]) * Fraction(b[idx]) + Fraction(c[idx]))
+    return out
+
+
 def _round_fraction(t: ElemType, r: Fraction) -> float:
     fmt = t.float_format
     if r == 0:

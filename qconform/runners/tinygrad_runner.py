@@ -36,9 +36,6 @@ from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported  
 from qconform.runners.common import joined_lines, model_file  # noqa: E402
 
 TP = onnx.TensorProto
-_NATIVE = {TP.FLOAT: np.float32, TP.FLOAT16: np.float16, TP.INT8: np.int8, TP.UINT8: np.uint8,
-           TP.INT16: np.int16, TP.UINT16: np.uint16, TP.INT32: np.int32}
-
 
 class TinygradRunner(BaseRunner):
     name = "tinygrad"
@@ -56,7 +53,7 @@ class TinygradRunner(BaseRunner):
 
         io = [*model.graph.input, *model.graph.output]
         foreign = sorted({TP.DataType.Name(v.type.tensor_type.elem_type) for v in io
-                          if v.type.tensor_type.elem_type not in _NATIVE and v.type.tensor_type.elem_type != TP.BFLOAT16})
+                          if v.type.tensor_type.elem_type not in adapt.NUMPY_NATIVE | {TP.BFLOAT16}})
         with model_file(model) as path:
             try:
                 runner = OnnxRunner(path)

@@ -16,12 +16,11 @@ import numpy as np
 import onnx
 import tract
 
-from qconform import platform
+from qconform import adapt, platform
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
 from qconform.runners.common import joined_lines, model_file
 
 TP = onnx.TensorProto
-CARRIED = frozenset({TP.FLOAT, TP.FLOAT16, TP.INT8, TP.UINT8, TP.INT16, TP.UINT16, TP.INT32})
 
 
 class TractRunner(BaseRunner):
@@ -35,7 +34,7 @@ class TractRunner(BaseRunner):
     def prepare(self, model: onnx.ModelProto) -> Prepared:
         io = [*model.graph.input, *model.graph.output]
         foreign = sorted({TP.DataType.Name(v.type.tensor_type.elem_type) for v in io
-                          if v.type.tensor_type.elem_type not in CARRIED})
+                          if v.type.tensor_type.elem_type not in adapt.NUMPY_NATIVE})
         if foreign:
             raise Unsupported(f"tract's Python binding has no datum type for {', '.join(foreign)}")
         stage = "load"
