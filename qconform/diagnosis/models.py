@@ -565,13 +565,23 @@ class DqFusedBias:
 
 
 class AddJustUnderHalfThenTruncate:
-    """tinygrad: y = clamp(int(x / s + zp + 0.4999999)) for uint8, in float32: the zero point added
-    before rounding, and 'rounding' by a constant just under one half and a truncating cast."""
+    """tinygrad: y = clamp(int(x / s + 0.4999999 + zp)) for uint8, in the quotient's type: the zero
+    point added before rounding, and 'rounding' by a constant just under one half (absorbed by
+    float32 once |x / s| >= 1, and 0.5 itself in float16/bfloat16) and a truncating cast. Its
+    rewriter gathers constants last (seen in its DEBUG=4 kernels): a one-element zero point is a
+    constant, folded with 0.4999999 first (q + (c + zp)); a per-axis one is added first ((q + zp) + c)."""
+
+    def evaluate(self, draft, primary_only=False):
+        zp = draft.inputs[2] if len(draft.inputs) > 2 else None
+        self._constant_zp = zp is None or zp.value.size == 1  # the oracle instance is per op version
+        return super().evaluate(draft, primary_only)
 
     def quantize_int(self, xv, scale, q, zero, out_t, prec):
         lo, hi = dtypes.get(out_t).qrange
+        f = functools.partial(self.fl, prec)
         with np.errstate(all="ignore"):
-            v = self.fl(prec, self.fl(prec, q + zero) + float(np.float32(0.4999999)))
+            c = f(np.float64(0.4999999))
+            v = f(q + f(c + zero)) if getattr(self, "_constant_zp", True) else f(f(q + zero) + c)
             nan = np.isnan(v)
             y = np.clip(_int32_cast(np.trunc(np.where(nan, 0.0, v))), lo, hi)
         return y.astype(np.int64), np.isnan(np.asarray(q))
@@ -629,6 +639,41 @@ class QOutputDtypeIgnoredWithoutZeroPoint:
 
     def output_type(self, draft, zp):
         return zp.type if zp is not None else "uint8"
+
+
+class Float8ConvertSaturatingNanToLowest:
+    """OpenVINO's CPU Convert to f8e4m3/f8e5m2 after QuantizeLinear's Multiply/Divide in float32: no
+    zero-point add (so -0 stays -0), always saturating, and NaN to the most negative finite code."""
+
+    def division_readings(self, x_t, s_t, attrs):
+        return [("division-in-float32", _F32)]
+
+    def add_zero_float(self, q, zero, prec):
+        return q
+
+    def encode(self, v, t, **kw):
+        if not _minifloat(t):
+            return super().encode(v, t, **kw)
+        kw["saturate"] = True
+        code = super().encode(v, t, **kw)
+        v = np.asarray(v, dtype=np.float64)
+        lowest = super().encode(np.full(v.shape, -dtypes.get(t).float_format.max_finite), t, **kw)
+        return np.where(np.isnan(v), lowest, code).astype(code.dtype)
+
+
+class QlmmRequantiseInHalf:
+    """QLinearMatMul requantised left to right in the scales' float16/bfloat16 type:
+    round(T(T(acc) * T(a_s b_s)) / y_s) + y_zp, each step rounded to T (an accumulator beyond 65504
+    is Inf in float16), then clamped and cast."""
+
+    def requantise(self, req, acc, e, scales, zp, out_t, scale_t):
+        if scale_t not in HALF_KINDS or not out_t.is_integer or acc.dtype == object:
+            return super().requantise(req, acc, e, scales, zp, out_t, scale_t)
+        a_s, b_s, y_s = scales
+        f = functools.partial(self.fl, scale_t)
+        with np.errstate(all="ignore"):
+            v = f(f(f(acc.astype(np.float64)) * f(a_s * b_s)) / y_s)
+            return {True: f(self.round(v) + zp)}
 
 
 def _minifloat_codes(arg):
@@ -1191,11 +1236,11 @@ _MODELS += [
          "DequantizeLinear uint8->float32, x=255, x_scale=0.1, x_zero_point=129: 12.6000004 expected, 12.5999994 given",
          DqFusedBias, lambda d: d.op == DQ and _dq_out(d) in (_F32, "float16"), ("precision", "random", "basic")),
     _dev("add-just-under-half-then-truncate", Q,
-         "Your QuantizeLinear to uint8 computes int(x / scale + zero_point + 0.4999999) in float32: the zero point "
-         "is added before rounding, and the truncation of a sum with a constant just under one half rounds ties "
-         "down below 128 and up above it.",
+         "Your QuantizeLinear to uint8 computes int(x / scale + 0.4999999 + zero_point) in the quotient's type: the "
+         "zero point is added before rounding, and the truncation of a sum with a constant just under one half "
+         "(0.5 itself in float16/bfloat16) rounds ties down below 128 and up above it.",
          "tinygrad/nn/onnx.py QuantizeLinear (\"this appears to work in practice, at least for uchar\"), tinygrad "
-         "0.14.0 in issue 20's probe.",
+         "0.14.0 in issue 20's probe; the order of the additions read from its DEBUG=4 kernels.",
          "QuantizeLinear float32->uint8, y_scale=2, y_zero_point=128, x=1: 128 expected, 129 given",
          AddJustUnderHalfThenTruncate, lambda d: _q_out(d) is not None and _q_out(d).name == "uint8",
          ("ties", "basic", "random")),
@@ -1227,6 +1272,22 @@ _MODELS += [
          "QLinearMatMul failures).",
          "QLinearMatMul int8, a_scale=1, b_scale=0.5, y_scale=3, y_zero_point=3, a=-123, b=1: -17 expected, -18 given",
          QlmmZeroPointBeforeRounding, lambda d: d.op == QLMM, ("readings", "ties", "zero-points")),
+    _dev("float8-convert-saturating-nan-to-lowest", Q,
+         "Your QuantizeLinear to float8 divides in float32 and converts without adding the zero point (-0 "
+         "stays -0), always saturating (saturate=0 ignored), and NaN becomes the most negative finite value.",
+         "OpenVINO 2026.4.1's CPU Convert to f8e4m3/f8e5m2 (issue 20's probe: NaN gave 0xFE/0xFB in 396 cases, "
+         "-0 kept in 378, saturate=0 ignored in 63); openvinotoolkit/openvino#21817 (fp8 conversion saturates).",
+         "QuantizeLinear float16->float8e4m3fn, x=NaN, y_scale=1: NaN (0x7F) expected, -448 (0xFE) given",
+         Float8ConvertSaturatingNanToLowest, _minifloat_out, ("specials", "floatkinds", "precision")),
+    _dev("qlinearmatmul-requantise-in-half", QLMM,
+         "Your QLinearMatMul requantises in the scales' float16/bfloat16 type, left to right: "
+         "round(T(acc) * T(a_scale * b_scale) / y_scale) + y_zero_point, each step rounded to T, so an "
+         "accumulator beyond 65504 becomes Inf in float16 and the output saturates.",
+         "tinygrad/nn/onnx.py _qlinearop_quantized ((out * prod(scales) / out_scale).round() + out_zero_point "
+         "in the scales' dtype), tinygrad 0.14.0 in issue 20's probe (54 float16-scale cases).",
+         "QLinearMatMul float16 scales, int8, a=b=127 (K=16, acc=258064): 68 expected, 127 given",
+         QlmmRequantiseInHalf, lambda d: d.op == QLMM and d.inputs[1].type in HALF_KINDS,
+         ("zero-points", "k-sizes", "accumulator")),
     _dev("q-output-dtype-ignored-without-zero-point", Q,
          "Your QuantizeLinear ignores output_dtype when there is no zero point and returns uint8.",
          "tract 0.23.9 (issue 20's probe: QuantizeLinear-24+ without y_zero_point, e.g. "
