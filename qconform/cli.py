@@ -117,6 +117,17 @@ def main(argv: list[str] | None = None) -> int:
     promote = esub.add_parser("promote", help="turn a saved draft into a corpus case (family 'explored')")
     promote.add_argument("file", type=Path, help="a JSON draft saved by pytest --explore")
     promote.add_argument("--dir", type=Path, default=None, help="destination (default qconform/golden/explored)")
+    from qconform.report import backend_export
+
+    xport = sub.add_parser("export", help="the golden corpus in other tools' layouts")
+    xsub = xport.add_subparsers(dest="export_cmd", required=True)
+    backend_export.add_arguments(xsub.add_parser(
+        "backend-test", help="the corpus as ONNX backend-test directories, one per case and permitted reading",
+        description="Write the golden corpus (or a --case/-m selection) in ONNX's backend-test layout: "
+                    "OUT/conformance/test_<case>[__<reading>]/ (model.onnx, test_data_set_0/), loadable with "
+                    "onnx.backend.test.loader.load_model_tests(data_dir=OUT, kind='conformance'); the "
+                    "implementation-defined cases go to OUT/information. Exit 2 on an empty selection or an "
+                    "OUT that is neither empty nor an earlier export (--force replaces one)."))
     argv = sys.argv[1:] if argv is None else list(argv)
     args, extra = parser.parse_known_args(argv)
     if extra and args.cmd != "certify":
@@ -175,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         return baseline.main(args)
     if args.cmd == "scoreboard":
         return scoreboard.main(args)
+    if args.cmd == "export":
+        return backend_export.main(args)
     return 2
 
 

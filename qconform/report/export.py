@@ -20,14 +20,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from qconform.case import Case
+from qconform.case import Case, Reading
 from qconform.model import build_model
 
 
@@ -36,8 +36,57 @@ def dirname(case_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9.+-]+", "_", case_id).strip("_")
 
 
-def _write_tensor(path: Path, arr: np.ndarray, name: str) -> None:
-    path.write_bytes(numpy_helper.from_array(np.ascontiguousarray(arr), name).SerializeToString())
+# The pieces of a node-test directory, shared with ``backend_export`` (``qconform export backend-test``).
+DATA_SET = "test_data_set_0"
+
+
+def write_tensor(path: Path, arr: np.ndarray, name: str) -> None:
+    """One tensor as a serialised TensorProto (onnx's own encoding of every type, sub-byte packing
+    included). Rank 0 stays rank 0 (``np.ascontiguousarray`` alone makes a scalar shape [1])."""
+    arr = np.ascontiguousarray(arr).reshape(np.shape(arr))
+    path.write_bytes(numpy_helper.from_array(arr, name).SerializeToString())
+
+
+def write_model(d: Path, case: Case, model: onnx.ModelProto | None = None) -> onnx.ModelProto:
+    """``d/model.onnx``: the exact model the suite runs (deterministic bytes); returns it.
+    ``model``: the case's model when already built."""
+    model = build_model(case) if model is None else model
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "model.onnx").write_bytes(model.SerializeToString(deterministic=True))
+    return model
+
+
+def write_inputs(data: Path, model: onnx.ModelProto, case: Case) -> None:
+    """``data/input_N.pb``: the case's feeds in graph-input order (initializers live in the model)."""
+    data.mkdir(parents=True, exist_ok=True)
+    feeds = case.feeds
+    for n, vi in enumerate(model.graph.input):
+        write_tensor(data / f"input_{n}.pb", feeds[vi.name], vi.name)
+
+
+def write_outputs(d: Path, case: Case, reading: Reading) -> None:
+    """``d/output_N.pb``: one reading's outputs, named after the graph outputs."""
+    d.mkdir(parents=True, exist_ok=True)
+    for n, (name, arr) in enumerate(zip(case.output_names, reading.outputs)):
+        write_tensor(d / f"output_{n}.pb", arr, name)
+
+
+def write_dont_care(case: Case, path_of: Callable[[int], Path]) -> None:
+    """Each output's don't-care mask (bool TensorProto, True = undefined by the spec) at ``path_of(N)``;
+    outputs without one get no file."""
+    for n, mask in enumerate(case.dont_care):
+        if mask is not None:
+            path = path_of(n)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_tensor(path, np.asarray(mask, dtype=bool), case.output_names[n])
+
+
+def dont_care_counts(case: Case) -> list[int]:
+    return [0 if m is None else int(m.sum()) for m in case.dont_care]
+
+
+def write_json(path: Path, obj) -> None:
+    path.write_text(json.dumps(obj, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def export_case(case: Case, failure: dict, root: Path, runner: dict | None = None) -> Path:
@@ -45,34 +94,23 @@ def export_case(case: Case, failure: dict, root: Path, runner: dict | None = Non
     if d.exists() and (d / "qconform.json").is_file() and \
             json.loads((d / "qconform.json").read_text()).get("id") != case.id:
         d = root / f"{dirname(case.id)}-{hashlib.sha256(case.id.encode()).hexdigest()[:8]}"
-    data = d / "test_data_set_0"
-    data.mkdir(parents=True, exist_ok=True)
-    model = build_model(case)
-    onnx.save(model, d / "model.onnx")
-    feeds = case.feeds
-    for n, vi in enumerate(model.graph.input):
-        _write_tensor(data / f"input_{n}.pb", feeds[vi.name], vi.name)
-    for n, (name, arr) in enumerate(zip(case.output_names, case.readings[0].outputs)):
-        _write_tensor(data / f"output_{n}.pb", arr, name)
+    data = d / DATA_SET
+    model = write_model(d, case)
+    write_inputs(data, model, case)
+    write_outputs(data, case, case.readings[0])
     for reading in case.readings[1:]:
-        rdir = d / "readings" / dirname(reading.name)
-        rdir.mkdir(parents=True, exist_ok=True)
-        for n, (name, arr) in enumerate(zip(case.output_names, reading.outputs)):
-            _write_tensor(rdir / f"output_{n}.pb", arr, name)
-    for n, mask in enumerate(case.dont_care):
-        if mask is not None:
-            (d / "dont_care").mkdir(exist_ok=True)
-            _write_tensor(d / "dont_care" / f"output_{n}.pb", np.asarray(mask, dtype=bool), case.output_names[n])
+        write_outputs(d / "readings" / dirname(reading.name), case, reading)
+    write_dont_care(case, lambda n: d / "dont_care" / f"output_{n}.pb")
     meta = {
         "id": case.id, "verdict": failure.get("verdict"), "clause": case.clause,
         "clause_url": f"qconform/docs/semantics.md#{case.clause}", "runner": runner or {},
         "expected_reading": case.readings[0].name, "readings": [r.name for r in case.readings],
-        "dont_care": [0 if m is None else int(m.sum()) for m in case.dont_care],
+        "dont_care": dont_care_counts(case),
         "mismatches": failure.get("mismatches", 0), "problem": failure.get("problem", ""),
         "first_mismatches": failure.get("first_mismatches", []),
         "inputs": [vi.name for vi in model.graph.input], "outputs": list(case.output_names),
     }
-    (d / "qconform.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json(d / "qconform.json", meta)
     return d
 
 
