@@ -76,8 +76,9 @@ def observations() -> dict[str, dict[str, observe.Result] | str]:
         else:
             todo.append(source)
     root = str(_golden())
-    with ProcessPoolExecutor(max_workers=max(1, len(todo)), mp_context=mp.get_context("spawn")) as pool:
-        futures = {s: pool.submit(observe.observe, facts.SOURCES[s].runner, root) for s in todo}
+    with ProcessPoolExecutor(max_workers=max(1, min(len(todo), os.cpu_count() or 1)), mp_context=mp.get_context("spawn")) as pool:
+        futures = {s: pool.submit(observe.observe, facts.SOURCES[s].runner, root, True, facts.SOURCES[s].check,
+                                  frozenset(f.example for f in FILES[s].facts)) for s in todo}
         out.update({s: f.result() for s, f in futures.items()})
     return out
 

@@ -41,5 +41,5 @@ def test_a_runtime_runner_gives_every_case_of_a_slice_a_verdict(name, tmp_path):
     assert counts["crashed"] == counts["timeout"] == 0, r.stdout[-3000:]
     assert counts["pass"] > 0 and counts["collected"] == len(rep["cases"]), counts
     assert "INTERNALERROR" not in r.stdout
-    reasons = [rep["reasons"][c["reason"]] for c in rep["cases"] if c["verdict"] == "unsupported"]
+    reasons = [rep["reasons"][c["reason"]]["text"] for c in rep["cases"] if c["verdict"] == "unsupported"]
     assert all(r and "\n" not in r for r in reasons), reasons  # the runtime's own reason, one line

@@ -26,6 +26,7 @@ name (source ``onnx-node-tests``); a test function in tests/test_floats.py (sour
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import re
 import sys
 from dataclasses import dataclass, field, replace
@@ -50,21 +51,36 @@ PROBE = "probe:"
 DRIFT_COMMAND = "qconform facts drift"
 
 
+#: The cases the project's tests observe for a third-party runtime: a whole-corpus pass takes minutes
+#: to tens of minutes there, so its facts are asserted complete on this slice (plus every fact's
+#: example), and ``qconform facts drift --whole`` lists what the rest of the corpus adds.
+THIRD_PARTY_CHECK = ("*-21/*/basic/*", "*-21/*/specials/*", "*-21/*/ties/*", "QLinearMatMul-10/*/basic/*",
+                     "DynamicQuantizeLinear-11/*")
+
+
 @dataclass(frozen=True)
 class Source:
     """A piece of third-party software facts are recorded about, and how to read its version."""
 
     name: str
-    module: str  # imported to read __version__
+    module: str  # imported to tell whether it is installed (and, without ``dist``, to read __version__)
     runner: str | None = None  # the bundled qconform runner that exercises it, if any
+    dist: str | None = None  # the distribution whose metadata gives the version (modules without __version__)
+    check: tuple[str, ...] = ()  # case-id globs the tests observe; () = the whole corpus
 
     def version(self) -> str | None:
         """The installed version, or None where the software is not installed."""
         try:
             mod = importlib.import_module(self.module)
+            if self.dist:
+                return importlib.metadata.version(self.dist)
         except Exception:  # noqa: BLE001 - not installed, or broken: no facts apply
             return None
         return str(getattr(mod, "__version__", "")) or None
+
+    def checked(self, case_id: str) -> bool:
+        """Whether the project's tests observe this case for the source."""
+        return not self.check or any(fnmatchcase(case_id, g) for g in self.check)
 
 
 SOURCES: dict[str, Source] = {s.name: s for s in (
@@ -72,6 +88,9 @@ SOURCES: dict[str, Source] = {s.name: s for s in (
     Source("onnx-reference", "onnx", runner="onnx-reference"),
     Source("onnx-node-tests", "onnx"),
     Source("ml_dtypes", "ml_dtypes"),
+    Source("openvino", "openvino", runner="openvino", dist="openvino", check=THIRD_PARTY_CHECK),
+    Source("tract", "tract", runner="tract", dist="tract", check=THIRD_PARTY_CHECK),
+    Source("tinygrad", "tinygrad", runner="tinygrad", dist="tinygrad", check=THIRD_PARTY_CHECK),
 )}
 RUNNER_SOURCES = tuple(s.name for s in SOURCES.values() if s.runner)
 

@@ -51,9 +51,17 @@ def render(files) -> str:
         "name `qconform facts drift`, which proposes the rows to add, close or re-bound.",
         "",
     ]
+    from qconform.facts import SOURCES
+
     for source, ff in files.items():
         out.append(f"## {source}")
         out.append("")
+        check = SOURCES[source].check if source in SOURCES else ()
+        if check:
+            out.append("Checked complete on the slice " + ", ".join(f"`{g}`" for g in check) + " (and every "
+                       "row's example): a whole-corpus pass takes too long for the test run; "
+                       "`qconform facts drift --whole` lists what the rest of the corpus adds.")
+            out.append("")
         if ff.measured:
             out.append("Measured: " + "; ".join(
                 f"{m.version}" + (f" on {m.platform}" if m.platform else "") + (f" ({m.date})" if m.date else "")

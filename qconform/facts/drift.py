@@ -81,12 +81,13 @@ class Drift:
 
 
 def default_against(ff: facts.FactFile, installed: str) -> str:
-    """The installed version where measured here, else the newest measured version (any platform)."""
+    """The installed version where measured here, else the newest measured version (any platform);
+    for a source never measured, the installed one (its first measurement: everything is new)."""
     if ff.measured_here(installed):
         return installed
     versions = sorted({m.version for m in ff.measured}, key=Version)
     if not versions:
-        raise facts.FactsError(f"{ff.path}: no measured version to compare with")
+        return installed
     older = [v for v in versions if Version(v) <= Version(installed)]
     return (older or versions)[-1]
 
@@ -100,13 +101,15 @@ def _widen(spec: str, version: str) -> str:
     return str(SpecifierSet(",".join(str(s) for s in SpecifierSet(spec) if s.contains(v, prereleases=True))))
 
 
-_VARIABLE = re.compile(r"(QuantizeLinear|DequantizeLinear|DynamicQuantizeLinear|QLinearMatMul)|(\d+(?:\.\d+)*)"
-                       r"|(float8e\w+|float4e2m1|float6e\w+|u?int\d+|bfloat16|float\d*)")
+_TYPE = r"(?:float8e\w+|float4e2m1|float6e\w+|u?int\d+|bfloat16|float\d*|[IUF]\d{1,2})\b"
+_VARIABLE = re.compile(r"(QuantizeLinear|DequantizeLinear|DynamicQuantizeLinear|QLinearMatMul)"
+                       rf"|(?i:\b{_TYPE}(?:, {_TYPE})*)|(\d+(?:\.\d+)*)")
 
 
 def _reason_pattern(message: str) -> str:
-    """A regex matching ``message`` (its first sentence, at most ~160 characters) with op names,
-    numbers and type names as wildcards."""
+    """A regex matching ``message`` (its first sentence, at most ~160 characters, no backtrace) with
+    op names, numbers and type names (a list of them as one) as wildcards."""
+    message = message.split(" | Stack backtrace")[0]
     cut = message.find(". ", 40)
     if 0 < cut < 160:
         message = message[: cut + 1]
@@ -115,7 +118,7 @@ def _reason_pattern(message: str) -> str:
     out, pos = [], 0
     for m in _VARIABLE.finditer(message):
         out.append(re.escape(message[pos:m.start()]))
-        out.append(r"\w+" if m.group(1) or m.group(3) else r"[\d.]+")
+        out.append(r"[\d.]+" if m.group(2) else r"\w+" if m.group(1) else r"[\w, ]+")
         pos = m.end()
     out.append(re.escape(message[pos:]))
     return "".join(out).replace("\\ ", " ")
@@ -133,36 +136,46 @@ def _op_versions(ids: list[str]) -> str:
 
 def _new_facts(source: str, installed: str, label: str, uncovered: dict[str, Result], start: int
                ) -> list[tuple[facts.Fact, list[str]]]:
-    """Proposed facts for observations nothing accounts for: failures by op (their type signatures as
-    globs), refusals by reason."""
+    """Proposed facts for observations nothing accounts for: failures by op and by the deviation
+    model the diagnosis names first (their type signatures as globs; a named model writes the row's
+    ``does`` and ``spec``, an unexplained group leaves TODO for a reviewer), refusals by reason."""
+    from qconform.diagnosis.models import get as model
+
     case_id = case_id_of  # a probe's glob is its draft's id
 
-    failing: dict[str, list[str]] = defaultdict(list)
+    failing: dict[tuple[str, str], list[str]] = defaultdict(list)
     refused: dict[str, list[str]] = defaultdict(list)
     for cid, r in sorted(uncovered.items()):
         if r.disagrees:
             key = cid if cid.startswith(facts.PROBE) else cid.split("/")[0].rsplit("-", 1)[0]
-            failing[key].append(cid)
+            failing[key, r.diagnosis].append(cid)
         else:
             refused[_reason_pattern(r.message)].append(cid)
     out, n = [], start
-    for key, ids in sorted(failing.items()):
+    for (key, named), ids in sorted(failing.items()):
         r = uncovered[ids[0]]
         first = (r.message or r.verdict).splitlines()
         globs = _group_globs([case_id(c) for c in ids])
+        spec = f"the text at [{r.clause}](#{r.clause})" if r.clause else ""
+        if named and spec:
+            does = (f"what qconform's deviation model `{named}` computes on every case of the group "
+                    f"([diagnosis](diagnosis.md#{named.split('+')[0]})): {model(named).explanation}")
+        else:
+            does = f"{TODO}: describe. Seen first: " + " / ".join(x.strip() for x in first[:3])
+            spec = f"{TODO}: the sentence of qconform/docs/semantics.md this contradicts"
         f = facts.Fact(f"E{n}", source, "erratum", f">={installed}", "", _op_versions([case_id(c) for c in ids]),
-                       globs, ids[0],
-                       f"{TODO}: describe. Seen first: " + " / ".join(x.strip() for x in first[:3]),
-                       f"{TODO}: the sentence of qconform/docs/semantics.md this contradicts",
-                       evidence=f"{facts.DRIFT_COMMAND}: {len(ids)} case(s) on {label}")
+                       globs, ids[0], does, spec, evidence=f"{facts.DRIFT_COMMAND}: {len(ids)} case(s) on {label}")
         out.append((f, ids))
         n += 1
     for pattern, ids in sorted(refused.items()):
         globs = tuple(sorted({f"{case_id(cid).split('/')[0]}/*" for cid in ids}))
+        r = uncovered[ids[0]]
+        reason = r.message.split(" | Stack backtrace")[0]
+        reason = reason if len(reason) <= 240 else reason[:240].rsplit(" ", 1)[0] + " …"
         f = facts.Fact(f"E{n}", source, "unsupported", f">={installed}", "", _op_versions([case_id(c) for c in ids]),
-                       globs, ids[0],
-                       f"{TODO}: describe. Reason: {uncovered[ids[0]].message}",
-                       f"{TODO}: where the spec admits these models",
+                       globs, ids[0], f"refuses the model: {reason}",
+                       f"valid models: the text at [{r.clause}](#{r.clause})" if r.clause
+                       else f"{TODO}: where the spec admits these models",
                        message=pattern, evidence=f"{facts.DRIFT_COMMAND}: {len(ids)} case(s) on {label}")
         out.append((f, ids))
         n += 1
@@ -216,28 +229,30 @@ def compute(source: str, results: dict[str, Result], installed: str, against: st
     return drift
 
 
-def run(source: str, golden: Path, against: str | None = None) -> Drift:
+def run(source: str, golden: Path, against: str | None = None, whole: bool = False) -> Drift:
+    """Observe the source (its tests' slice, or with ``whole`` the whole corpus) and compare."""
     src = facts.SOURCES[source]
     if src.runner is None:
         raise facts.FactsError(f"{source} has no bundled runner; its facts are checked by the project's tests")
     installed = src.version()
     if installed is None:
         raise facts.FactsError(f"{source} is not installed here")
-    results = observe(src.runner, golden)
+    examples = frozenset(f.example for f in facts.load(source).facts)
+    results = observe(src.runner, golden, select=() if whole else src.check, also=examples, diagnose=True)
     return compute(source, results, installed, against)
 
 
 def main(args) -> int:
     from qconform.plugin import default_golden
 
-    sources = args.runner or list(facts.RUNNER_SOURCES)
+    sources = args.runner or [s for s in facts.RUNNER_SOURCES if facts.SOURCES[s].version() is not None]
     drifted = False
     for source in sources:
         if source not in facts.RUNNER_SOURCES:
             print(f"qconform: no facts source {source!r}; known: {', '.join(facts.RUNNER_SOURCES)}")
             return 2
         try:
-            d = run(source, Path(args.golden or default_golden()), args.against)
+            d = run(source, Path(args.golden or default_golden()), args.against, args.whole)
         except facts.FactsError as exc:
             print(f"qconform: {exc}")
             return 2
@@ -271,6 +286,9 @@ def add_arguments(p) -> None:
     p.add_argument("--out", metavar="DIR", default="qconform-drift",
                    help="where the proposed facts files and diffs go (default: qconform-drift)")
     p.add_argument("--write", action="store_true", help="rewrite the facts files in place instead")
+    p.add_argument("--whole", action="store_true",
+                   help="observe the whole corpus even for a source whose tests check a slice "
+                        "(third-party runtimes: tens of minutes)")
 
 
 __all__ = ["Drift", "add_arguments", "compute", "default_against", "main", "run"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from qconform.facts import PROBE, Fact
@@ -22,6 +23,8 @@ class Result:
     reading: str | None = None  # default profile: the reading matched (pass) or compared against (fail)
     first: str | None = None  # the case's first (strict) reading
     message: str = ""  # first lines of the failure, or the runner's message
+    diagnosis: str = ""  # a fail's first-named deviation model (observed with diagnose=True), "" if none
+    clause: str = ""  # the semantics clause the case tests
 
     @property
     def disagrees(self) -> bool:
@@ -34,8 +37,9 @@ class Result:
         return self.disagrees or (self.verdict == "pass" and self.reading != self.first)
 
 
-def run_case(runner, case) -> Result:
-    """build_model + execute + compare, as the plugin does in-process."""
+def run_case(runner, case, diagnose: bool = False) -> Result:
+    """build_model + execute + compare, as the plugin does in-process; with ``diagnose`` a failure
+    also carries the deviation model qconform's diagnosis names first (what drift groups by)."""
     from qconform.compare import compare
     from qconform.isolation import execute
     from qconform.model import build_model
@@ -47,10 +51,16 @@ def run_case(runner, case) -> Result:
     call = execute(runner, model, case.feeds)
     if call.kind != "ok":
         kind = "unsupported" if call.kind == "unsupported" else "error"
-        return Result(kind, message=call.message)
+        return Result(kind, message=call.message, clause=case.clause)
     out = compare(case, call.outputs)
     msg = "" if out.verdict == "pass" else "\n".join(out.message(case).splitlines()[:3])
-    return Result(out.verdict, out.reading, case.readings[0].name, msg)
+    named = ""
+    if diagnose and out.verdict == "fail":
+        from qconform.diagnosis.diagnose import diagnose_case
+
+        found = diagnose_case(case, call.outputs)
+        named = found[0].model if found else ""
+    return Result(out.verdict, out.reading, case.readings[0].name, msg, named, case.clause)
 
 
 def run_probe(runner, name: str) -> Result:
@@ -65,8 +75,10 @@ def run_probe(runner, name: str) -> Result:
     return Result("ran" if call.kind == "ok" else "rejected", message=call.message)
 
 
-def observe(runner_name: str, root: str | Path, probes: bool = True) -> dict[str, Result]:
-    """Every case of the corpus at ``root`` (and every probe, keyed ``probe:NAME``) under a runner."""
+def observe(runner_name: str, root: str | Path, probes: bool = True, select: tuple[str, ...] = (),
+            also: frozenset[str] = frozenset(), diagnose: bool = False) -> dict[str, Result]:
+    """Every case of the corpus at ``root`` (with ``select``, the ids matching one of its globs, and
+    those in ``also``) and every probe (keyed ``probe:NAME``) under a runner."""
     from qconform import corpus as corpus_mod
     from qconform.runner import resolve
 
@@ -75,7 +87,8 @@ def observe(runner_name: str, root: str | Path, probes: bool = True) -> dict[str
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # numpy overflow warnings inside the runners
         for case in corpus_mod.load(Path(root)).cases:
-            results[case.id] = run_case(runner, case)
+            if not select or case.id in also or any(fnmatchcase(case.id, g) for g in select):
+                results[case.id] = run_case(runner, case, diagnose)
         if probes:
             for name in PROBES:
                 results[PROBE + name] = run_probe(runner, name)

@@ -13,7 +13,9 @@ import onnx
 def joined_lines(exc: BaseException, with_type: bool = False) -> str:
     """Every non-empty line of the message, joined with ' | ': the harness shows one line, and a
     runtime's real reason is often on its last."""
-    text = " | ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip())
+    lines = str(exc).splitlines()
+    cut = next((i for i, ln in enumerate(lines) if ln.strip().startswith("Stack backtrace")), len(lines))
+    text = " | ".join(ln.strip() for ln in lines[:cut] if ln.strip())  # a Rust backtrace is not a reason
     if with_type:
         return f"{type(exc).__name__}: {text}"
     return text or type(exc).__name__
