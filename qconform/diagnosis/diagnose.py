@@ -144,6 +144,9 @@ def reproduces(model: Deviation, case: Case, actual: Sequence[np.ndarray], *, st
 
 #: When no single model explains a case, pairs of the ``PAIR_POOL`` models that come closest are tried.
 PAIR_POOL = 8
+#: Always in the pool when applicable: they change the quotient's precision only, which often shows
+#: through another step alone (so by themselves they are rarely among the closest).
+PAIR_ALWAYS = ("quotient-in-float32", "divide-in-float64")
 
 
 def diagnose_case(case: Case, actual: Sequence[np.ndarray], *, strict_nan: bool = False, profile: str = "default",
@@ -157,7 +160,8 @@ def diagnose_case(case: Case, actual: Sequence[np.ndarray], *, strict_nan: bool 
     come closest (fewest differing elements) are tried two at a time (``Diagnosis.model`` is then
     ``a+b``). Closeness is only a heuristic for which pairs to try: a model can change nothing alone
     or even move further away and still be half of an exact pair (onnxruntime's float32 quotient
-    only shows through its int32 cast).
+    only shows through its int32 cast), so the models that change the quotient's precision alone
+    (``PAIR_ALWAYS``) are also tried with every applicable model.
 
     ``profile="strict"``: a model explains the failure only through its first reading, the one the
     strict comparison judged by. ``errors``: see ``_evaluate``."""
@@ -175,15 +179,17 @@ def diagnose_case(case: Case, actual: Sequence[np.ndarray], *, strict_nan: bool 
             near.append((n, m.name))
     if found or not pairs or len(near) < 2:
         return found
+    dist = {name: n for n, name in near}
     pool = [name for _, name in sorted(near)][:PAIR_POOL]
-    for i, a in enumerate(pool):
-        for b in pool[i + 1:]:
-            pair = combine(*sorted((a, b)))
-            if pair is None or not pair.applies(case.draft):
-                continue
-            reading = reproduces(pair, case, actual, strict_nan=strict_nan, profile=profile, errors=errors)
-            if reading is not None:
-                found.append(Diagnosis(pair.name, reading, pair.explanation))
+    tries = {tuple(sorted((a, b))) for i, a in enumerate(pool) for b in pool[i + 1:]}
+    tries |= {tuple(sorted((a, b))) for a in PAIR_ALWAYS if a in dist for b in dist if b != a}
+    for a, b in sorted(tries, key=lambda ab: (dist[ab[0]] + dist[ab[1]], ab)):  # closest first
+        pair = combine(a, b)
+        if pair is None or not pair.applies(case.draft):
+            continue
+        reading = reproduces(pair, case, actual, strict_nan=strict_nan, profile=profile, errors=errors)
+        if reading is not None:
+            found.append(Diagnosis(pair.name, reading, pair.explanation))
     return found
 
 

@@ -196,6 +196,21 @@ def _int32_cast(v: np.ndarray) -> np.ndarray:
     return np.where(ok, v, -(2.0**31))
 
 
+class Int32SaturatingCastThenZeroPoint:
+    """A saturating float -> int32 conversion (WebAssembly i32.trunc_sat, ARM64 fcvtns: +-Inf and
+    out-of-range to INT_MAX / INT_MIN, NaN to 0), then the zero point added in int32 (wrapping),
+    then a saturating pack."""
+
+    def to_int(self, q, zero, t, prec):
+        t = dtypes.get(t)
+        lo, hi = t.qrange
+        with np.errstate(all="ignore"):
+            nan = np.isnan(q)
+            r = np.clip(np.where(nan, 0.0, self.round(q)), -(2.0 ** 31), 2.0 ** 31 - 1).astype(np.int64)
+            s = qm.wrap_int32(r + np.asarray(zero, dtype=np.float64).astype(np.int64))
+        return np.clip(s, lo, hi), nan
+
+
 class NarrowSignedRange:
     def saturate(self, v, t):
         t = dtypes.get(t)
@@ -1288,6 +1303,15 @@ _MODELS += [
          "QLinearMatMul float16 scales, int8, a=b=127 (K=16, acc=258064): 68 expected, 127 given",
          QlmmRequantiseInHalf, lambda d: d.op == QLMM and d.inputs[1].type in HALF_KINDS,
          ("zero-points", "k-sizes", "accumulator")),
+    _dev("int32-saturating-cast-then-zero-point", (Q, DQL),
+         "Your QuantizeLinear converts round(x / y_scale) to int32 with saturation (+-Inf and beyond-range to "
+         "INT_MAX / INT_MIN, NaN to 0) and then adds the zero point in int32, which wraps: +Inf with "
+         "y_zero_point=127 gives -128, -Inf with y_zero_point=-128 gives 127.",
+         "onnxruntime-web 1.30.0 (WASM, i32.trunc_sat_f32_s) in issue 20's run: 18 float16 QuantizeLinear "
+         "specials cases; the same int32 path as onnxruntime's E23 (fixed in 1.32), there with x86's "
+         "non-saturating cvtps2dq (int32-cast-then-zero-point).",
+         "QuantizeLinear float16->int8, x=-inf, y_scale=6e-8, y_zero_point=-128: -128 expected, 127 given",
+         Int32SaturatingCastThenZeroPoint, _q_int_or_dql, ("specials", "saturation")),
     _dev("q-output-dtype-ignored-without-zero-point", Q,
          "Your QuantizeLinear ignores output_dtype when there is no zero point and returns uint8.",
          "tract 0.23.9 (issue 20's probe: QuantizeLinear-24+ without y_zero_point, e.g. "
