@@ -103,6 +103,14 @@ def main(argv: list[str] | None = None) -> int:
                     "onnx-reference, openvino, tract, tinygrad), then one comparison of their report.json "
                     "files. Exit 0 once written, whatever the runtimes did; 1 when a runtime produced no "
                     "report; 2 on bad arguments."))
+    from qconform.report import findings
+
+    findings.add_arguments(sub.add_parser(
+        "findings", help="upstream-ready reproducers: per deviation group of a runtime, a directory with the "
+                         "model, inputs, expected and actual outputs and a standalone repro.py (qconform/docs/findings)",
+        description="One directory per deviation group: onnxruntime and onnx-reference from their facts, other "
+                    "runtimes from --from-report DIR/report.json (or a run of the corpus). Each repro.py is run "
+                    "once and must show the mismatch. Then index.md, with the status from status.toml."))
     fct = sub.add_parser("facts", help="what qconform knows about other runtimes (qconform/facts/*.toml)")
     fsub = fct.add_subparsers(dest="facts_cmd", required=True)
     from qconform.facts import drift
@@ -188,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         return scoreboard.main(args)
     if args.cmd == "export":
         return backend_export.main(args)
+    if args.cmd == "findings":
+        return findings.main(args)
     return 2
 
 

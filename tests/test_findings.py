@@ -1,0 +1,163 @@
+"""qconform findings: the committed reproducers still reproduce, and the generator is deterministic.
+
+Every committed finding (qconform/docs/findings/<runtime>/<key>/) whose runtime is installed here
+is run as its maintainers would run it: ``python repro.py`` in its directory, in a subprocess. It
+must exit 1 and print the same MISMATCH line (numbers aside) as when it was written. A finding is
+skipped, with the reason, where the installed version is not one it was seen on (a bug fixed in a
+later version must not fail the run: regenerate with ``qconform findings``), where its fact's
+platform condition does not hold, or, for a finding of a runtime without facts, on another CPU
+than the one it was measured on.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qconform import corpus
+from qconform import platform as plat
+from qconform.report import findings
+
+ROOT = findings.default_out()
+METAS = sorted(ROOT.glob(f"*/*/{findings.META}"))
+
+
+def _meta(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _why_not(meta: dict) -> str:
+    tpl = findings.TEMPLATES.get(meta["runtime"])
+    if tpl is None:
+        return f"no script template for {meta['runtime']}"
+    version = tpl.installed_version()
+    if version is None:
+        return f"{tpl.package} is not installed here"
+    if meta.get("fact") and findings.auto_status(meta.get("versions", "")).startswith("fixed") \
+            and version not in meta["seen_on"]:
+        from qconform.facts import _contains
+
+        if not _contains(meta["versions"], version):
+            return (f"{meta['fact']} holds for {tpl.package} {meta['versions']}; {version} is installed: "
+                    f"{findings.auto_status(meta['versions'])}")
+    if version not in meta["seen_on"]:
+        return (f"{meta['runtime']}/{meta['key']} was seen on {tpl.package} {', '.join(meta['seen_on'])}, "
+                f"{version} is installed (fixed there, or not measured): run `qconform findings --runners "
+                f"{meta['runtime']}` to re-measure")
+    if meta.get("platform") and not plat.condition_holds(meta["platform"]):
+        return f"holds where {meta['platform']}; this machine is {plat.label()}"
+    if not meta.get("fact") and meta.get("platform_label") != plat.label():
+        return f"measured on {meta['platform_label']}; this machine is {plat.label()}"
+    return ""
+
+
+@pytest.mark.parametrize("path", METAS, ids=[p.parent.relative_to(ROOT).as_posix() for p in METAS])
+def test_reproducer_shows_the_mismatch(path: Path) -> None:
+    meta = _meta(path)
+    why = _why_not(meta)
+    if why:
+        pytest.skip(why)
+    tpl = findings.TEMPLATES[meta["runtime"]]
+    rc, output = findings.run_script(path.parent, tpl, timeout=240)
+    assert rc == 1, f"repro.py exited {rc}, not 1:\n{output[-3000:]}"
+    line = findings.mark_line(output)
+    assert line, f"repro.py printed no {findings.MARK} line:\n{output[-3000:]}"
+    assert findings.signature(line) == findings.signature(meta["shows"]), (line, meta["shows"])
+
+
+def test_committed_findings_are_complete() -> None:
+    """Every committed directory has its files, a script without qconform, and an index row."""
+    if not METAS:
+        pytest.skip(f"no findings under {ROOT}")
+    index = (ROOT / findings.INDEX).read_text(encoding="utf-8")
+    for path in METAS:
+        d = path.parent
+        meta = _meta(path)
+        for name in ("model.onnx", "inputs.npz", "expected.npz", "repro.py", "README.md"):
+            assert (d / name).is_file(), f"{d}: no {name}"
+        script = (d / "repro.py").read_text(encoding="utf-8")
+        assert "qconform" not in script, f"{d}/repro.py uses qconform"
+        assert f"({meta['runtime']}/{meta['key']}/)" in index, f"{d} is not in {findings.INDEX}"
+        assert findings.MARK in meta["shows"]
+
+
+def test_index_is_current() -> None:
+    if not METAS:
+        pytest.skip(f"no findings under {ROOT}")
+    assert (ROOT / findings.INDEX).read_text(encoding="utf-8") == findings.render_index(ROOT), (
+        "qconform/docs/findings/index.md is stale: run `qconform findings --index-only`")
+
+
+@pytest.mark.parametrize("runtime", list(findings.TEMPLATES))
+def test_every_template_renders_python(runtime: str) -> None:
+    """Each runtime's script compiles, for numpy-only models and for models with types numpy lacks."""
+    from qconform import dtypes
+
+    tpl = findings.TEMPLATES[runtime]
+    compile(findings.render_script(tpl, "t", {}, False), f"{runtime}-native", "exec")
+    compile(findings.render_script(tpl, "t", {}, True, must_reject="invalid"), f"{runtime}-reject", "exec")
+    if tpl.codes is not None:
+        carried = {n: dtypes.get(t) for n, t in (("x", "bfloat16"), ("y", "float8e4m3fn"), ("z", "int4"))
+                   if tpl.codes(dtypes.get(t)) is not None}
+        compile(findings.render_script(tpl, "t", carried, True), f"{runtime}-codes", "exec")
+
+
+def test_auto_status() -> None:
+    assert findings.auto_status("<1.32.0") == "fixed in 1.32.0"
+    assert findings.auto_status(">=1.30,<1.32.0") == "fixed in 1.32.0"
+    assert findings.auto_status("") == "new"
+    assert findings.auto_status(">=1.32.0") == "new"
+
+
+def test_packing_helpers_match_the_onnx_layout() -> None:
+    """The scripts' own pack/unpack (numpy only) agree with qconform.adapt on every int4/uint2 code."""
+    from qconform import adapt, dtypes
+
+    ns: dict = {"np": np, "BITS": {"a": 4, "b": 2}, "expected": {}}
+    exec(findings._PACKED_HELPERS, ns)  # noqa: S102 - our own template text
+    for name, t in (("a", "int4"), ("b", "uint2")):
+        et = dtypes.get(t)
+        codes = np.arange(1 << et.bits, dtype=np.uint8).repeat(3)[:-1]  # an odd count: a partial byte
+        raw = ns["to_bytes"](name, codes)
+        assert raw == adapt.pack(et.dtype, codes).tobytes()
+        assert np.array_equal(ns["from_bytes"](name, raw, codes.shape), codes)
+
+
+def _report(path: Path, failures: list[dict]) -> Path:
+    digest = corpus.verify(corpus.DEFAULT_ROOT)
+    path.write_text(json.dumps({"corpus": {"digest": digest}, "runner": {"name": "onnx-reference"},
+                                "failures": failures}), encoding="utf-8")
+    return path
+
+
+def test_generator_is_deterministic(tmp_path: Path) -> None:
+    """The same report gives the same bytes, twice (onnx.reference through the report route)."""
+    pytest.importorskip("onnx.reference")
+    report = _report(tmp_path / "report.json", [
+        {"id": "QuantizeLinear-13/float32-int8/specials/extremes", "verdict": "fail",
+         "diagnosis": ["cast-before-clip"]},
+        {"id": "DynamicQuantizeLinear-11/float32-uint8-float32/shapes/empty-1d", "verdict": "error",
+         "problem": "runner raised ValueError: zero-size array to reduction operation maximum which has no identity"},
+    ])
+    trees = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        args = _args(["--runners", "onnx-reference", "--from-report", str(report), "--out", str(out)])
+        assert findings.main(args) == 0
+        trees.append({p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()})
+    assert trees[0] == trees[1]
+    keys = {k.split("/")[1] for k in trees[0] if k.count("/") == 2}
+    assert keys == {"QuantizeLinear-cast-before-clip",
+                    "DynamicQuantizeLinear-error-ValueError-zero-size-array-to-reduction-operation"}, keys
+    meta = json.loads(trees[0]["onnx-reference/QuantizeLinear-cast-before-clip/finding.json"])
+    assert meta["shows"].startswith(findings.MARK) and meta["seen_on"]
+
+
+def _args(argv: list[str]):
+    import argparse
+
+    p = argparse.ArgumentParser()
+    findings.add_arguments(p)
+    return p.parse_args(argv)
