@@ -297,6 +297,14 @@ def checkable(source: str, files: dict[str, FactFile] | None = None) -> tuple[st
     if version is None:
         return None, f"{source} is not installed here"
     ff = (files or load_all())[source]
+    runner = SOURCES[source].runner
+    if runner and SOURCES[source].check:  # a third-party runtime installed but unable to start here
+        from qconform.runner import RunnerError, resolve
+
+        try:
+            resolve(runner)
+        except RunnerError as exc:
+            return version, str(exc)
     if ff.measured_here(version) is None:
         seen = "; ".join(f"{m.version}" + (f" where {m.platform}" if m.platform else "") for m in ff.measured)
         return version, (f"no recorded facts for {source} {version} on {plat.label()} (measured: {seen or 'none'}); "

@@ -37,8 +37,17 @@ from qconform.runners.common import joined_lines, model_file  # noqa: E402
 
 TP = onnx.TensorProto
 
+
 class TinygradRunner(BaseRunner):
     name = "tinygrad"
+
+    def __init__(self) -> None:
+        import shutil
+
+        cc = os.environ.get("CC", "clang")
+        if os.environ.get("DEV", "CPU") == "CPU" and not shutil.which(cc):
+            raise Unsupported(f"tinygrad's CPU device compiles C with {cc!r}, which is not on PATH "
+                              "(apt install clang-19: Debian's clang 14 rejects __bf16)")
 
     def describe(self) -> dict[str, Any]:
         from tinygrad import Device
