@@ -222,8 +222,8 @@ actual = dict(zip(expected, (t.to_numpy() for t in model.run(list(inputs.values(
 """),
     Template(
         "tinygrad", "tinygrad",
-        "import os; os.environ.setdefault(\"DEV\", \"CPU\")  # tinygrad's CPU device\n"
-        "from importlib.metadata import version\nfrom tinygrad import Tensor, dtypes\n"
+        "os.environ.setdefault(\"DEV\", \"CPU\")  # tinygrad's CPU device\n"
+        "from importlib.metadata import version\nfrom tinygrad import Tensor, dtypes  # noqa: F401 (bfloat16)\n"
         "from tinygrad.nn.onnx import OnnxRunner",
         "version(\"tinygrad\")",
         """\

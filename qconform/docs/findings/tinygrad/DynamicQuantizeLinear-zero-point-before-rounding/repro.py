@@ -1,9 +1,9 @@
 """tinygrad DynamicQuantizeLinear-11: Your kernel adds the zero point to x / scale in floating point before rounding (round(x / scale + zp)) instead of rounding first and adding the zero point … (see README.md). Exit status 1 when the outputs differ from expected.npz."""
 import os
 import numpy as np
-import os; os.environ.setdefault("DEV", "CPU")  # tinygrad's CPU device
+os.environ.setdefault("DEV", "CPU")  # tinygrad's CPU device
 from importlib.metadata import version
-from tinygrad import Tensor, dtypes
+from tinygrad import Tensor, dtypes  # noqa: F401 (bfloat16)
 from tinygrad.nn.onnx import OnnxRunner
 
 os.chdir(os.path.dirname(os.path.abspath(__file__)))

@@ -1,9 +1,9 @@
 """tinygrad QuantizeLinear-10, -13, -19, -21, -23, -24, -25, -28: Your kernel multiplies x by a precomputed 1/scale instead of dividing by scale (see README.md). Exit status 1 when the outputs differ from expected.npz."""
 import os
 import numpy as np
-import os; os.environ.setdefault("DEV", "CPU")  # tinygrad's CPU device
+os.environ.setdefault("DEV", "CPU")  # tinygrad's CPU device
 from importlib.metadata import version
-from tinygrad import Tensor, dtypes
+from tinygrad import Tensor, dtypes  # noqa: F401 (bfloat16)
 from tinygrad.nn.onnx import OnnxRunner
 
 os.chdir(os.path.dirname(os.path.abspath(__file__)))
