@@ -33,9 +33,13 @@ BUNDLED: dict[str, str] = {
     "openvino": "qconform.runners.openvino_runner:OpenVinoRunner",
     "tract": "qconform.runners.tract_runner:TractRunner",
     "tinygrad": "qconform.runners.tinygrad_runner:TinygradRunner",
+    "tvm": "qconform.runners.tvm_runner:TvmRunner",
+    "iree": "qconform.runners.iree_runner:IreeRunner",
+    "onnxruntime-web": "qconform.runners.ortweb_runner:OrtWebRunner",
 }
 #: Bundled runners whose runtime is an optional extra: runner name -> the module it imports.
-EXTRAS: dict[str, str] = {"openvino": "openvino", "tract": "tract", "tinygrad": "tinygrad"}
+EXTRAS: dict[str, str] = {"openvino": "openvino", "tract": "tract", "tinygrad": "tinygrad",
+                          "tvm": "tvm", "iree": "iree"}
 
 
 class Unsupported(Exception):

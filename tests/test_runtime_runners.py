@@ -33,7 +33,11 @@ def test_a_missing_runtime_names_the_extra_to_install(name):
 def test_a_runtime_runner_gives_every_case_of_a_slice_a_verdict(name, tmp_path):
     if not _installed(name):
         pytest.skip(f"pip install 'qconform[{name}]' to run {name}")
-    ident = resolve(name).describe()
+    try:
+        runner = resolve(name)
+    except RunnerError as exc:  # installed, but cannot start here (tinygrad without a clang)
+        pytest.skip(str(exc))
+    ident = runner.describe()
     assert ident["name"] == name and ident["version"] and ident["device"]
     r = run_pytest(f"--runner={name}", f"--report={tmp_path}", "-q", "--tb=no", "-m", SLICE, timeout=900)
     rep = json.loads((tmp_path / "report.json").read_text())
