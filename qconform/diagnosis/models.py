@@ -550,17 +550,25 @@ class FakeQuantize:
     def quantize_int(self, xv, scale, q, zero, out_t, prec):
         lo, hi = dtypes.get(out_t).qrange
         f = functools.partial(self.fl, _F32)
+        # float16 x and scale: FakeQuantize's input_low/input_high are float16 tensors (they overflow
+        # to +-Inf there); the arithmetic on them is float32
+        g = functools.partial(self.fl, "float16" if prec == "float16" else _F32)
         with np.errstate(all="ignore"):
             x, sc, zp = np.broadcast_arrays(f(xv), f(scale), f(zero))
-            il, ih = f(sc * f(lo - zp)), f(sc * f(hi - zp))
+            il, ih = g(sc * f(lo - zp)), g(sc * f(hi - zp))
             isc = f((hi - lo) / f(ih - il))
-            c = np.where(x > il, x, il)  # x86 maxps/minps: a NaN x takes the bound
-            c = np.where(c < ih, c, ih)
+            low, high = np.minimum(il, ih), np.maximum(il, ih)  # a negative scale swaps them
+            c = np.where(x > low, x, low)  # x86 maxps/minps: a NaN x takes the bound
+            c = np.where(c < high, c, high)
             if dtypes.get(out_t).bits == 8 and not np.any(zp != 0):
-                y = np.rint(f(c * isc))
+                # the offset term il * isc is -qmin here, but still computed: NaN when il overflowed
+                y = np.where(np.isnan(f(il * isc)), np.nan, np.rint(f(c * isc)))
             else:
                 y = np.rint(f(f(c * isc) - f(il * isc))) + lo
-            y = np.where(np.isnan(y), lo, np.clip(y, lo, hi))
+            broken = np.isnan(y)  # NaN from the folded constants wins over the bounds below
+            # FakeQuantize's definition: x <= min(il, ih) gives qmin, x > max(il, ih) gives qmax
+            y = np.where(x <= low, lo, np.where(x > high, hi, y))
+            y = np.where(broken | np.isnan(y), lo, np.clip(y, lo, hi))
         return y.astype(np.int64), np.isnan(np.asarray(q))
 
 
@@ -657,11 +665,19 @@ class QOutputDtypeIgnoredWithoutZeroPoint:
 
 
 class Float8ConvertSaturatingNanToLowest:
-    """OpenVINO's CPU Convert to f8e4m3/f8e5m2 after QuantizeLinear's Multiply/Divide in float32: no
-    zero-point add (so -0 stays -0), always saturating, and NaN to the most negative finite code."""
+    """OpenVINO's CPU Convert to f8e4m3/f8e5m2 after QuantizeLinear's multiply by the float32
+    reciprocal of the scale (flushed to zero when subnormal): no zero-point add (so -0 stays -0),
+    rounded through float16 (two roundings), always saturating, and NaN to the most negative finite
+    code (0 * Inf from a subnormal scale's infinite reciprocal included)."""
 
     def division_readings(self, x_t, s_t, attrs):
         return [("division-in-float32", _F32)]
+
+    def quotient(self, x, s, prec):  # x * (1 / s), the reciprocal flushed to zero when subnormal
+        with np.errstate(all="ignore"):
+            inv = self.fl(_F32, 1.0 / self.fl(_F32, s))
+            inv = np.where(np.abs(inv) < np.finfo(np.float32).tiny, 0.0, inv)
+            return self.fl(_F32, self.fl(_F32, x) * inv)
 
     def add_zero_float(self, q, zero, prec):
         return q
@@ -670,8 +686,9 @@ class Float8ConvertSaturatingNanToLowest:
         if not _minifloat(t):
             return super().encode(v, t, **kw)
         kw["saturate"] = True
-        code = super().encode(v, t, **kw)
         v = np.asarray(v, dtype=np.float64)
+        with np.errstate(all="ignore"):
+            code = super().encode(_fl(dtypes.get("float16"), v), t, **kw)  # through float16: two roundings
         lowest = super().encode(np.full(v.shape, -dtypes.get(t).float_format.max_finite), t, **kw)
         return np.where(np.isnan(v), lowest, code).astype(code.dtype)
 
