@@ -592,19 +592,20 @@ class AddJustUnderHalfThenTruncate:
     point added before rounding, and 'rounding' by a constant just under one half (absorbed by
     float32 once |x / s| >= 1, and 0.5 itself in float16/bfloat16) and a truncating cast. Its
     rewriter gathers constants last (seen in its DEBUG=4 kernels): a one-element zero point is a
-    constant, folded with 0.4999999 first (q + (c + zp)); a per-axis one is added first ((q + zp) + c)."""
+    constant, folded with 0.4999999 first (q + (c + zp)); a per-axis one is added first ((q + zp) + c).
+    Which of the two depends on the zero point's tensor, which only output_type (called first by
+    every evaluation) sees: it notes it for this evaluation."""
 
-    def evaluate(self, draft, primary_only=False):
-        zp = draft.inputs[2] if len(draft.inputs) > 2 else None
-        self._constant_zp = zp is None or zp.value.size == 1  # the oracle instance is per op version
-        return super().evaluate(draft, primary_only)
+    def output_type(self, draft, zp):
+        self._constant_zp = zp is None or zp.value.size == 1
+        return super().output_type(draft, zp)
 
     def quantize_int(self, xv, scale, q, zero, out_t, prec):
         lo, hi = dtypes.get(out_t).qrange
         f = functools.partial(self.fl, prec)
         with np.errstate(all="ignore"):
             c = f(np.float64(0.4999999))
-            v = f(q + f(c + zero)) if getattr(self, "_constant_zp", True) else f(f(q + zero) + c)
+            v = f(q + f(c + zero)) if self._constant_zp else f(f(q + zero) + c)
             nan = np.isnan(v)
             y = np.clip(_int32_cast(np.trunc(np.where(nan, 0.0, v))), lo, hi)
         return y.astype(np.int64), np.isnan(np.asarray(q))
