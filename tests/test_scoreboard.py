@@ -203,3 +203,11 @@ def test_arguments_and_defaults(tmp_path):
     assert {"onnxruntime", "onnx-reference", "openvino", "tract", "tinygrad"} <= set(scoreboard.runtimes())
     assert not set(scoreboard.OWN) & set(scoreboard.runtimes())
     assert scoreboard.default_out() == Path(scoreboard.__file__).resolve().parent.parent / "docs" / "scoreboard"
+
+
+def test_the_committed_scoreboard_is_current():
+    """qconform/docs/scoreboard (linked from README) describes this corpus and every installed runtime
+    at the version it was measured on; after a corpus change or a pin move, rerun `qconform scoreboard`."""
+    from qconform.report import scoreboard
+
+    assert scoreboard.stale(scoreboard.default_out()) == []
