@@ -612,16 +612,22 @@ class AddJustUnderHalfThenTruncate:
 
 
 class ClampAndCastInQuotientType:
-    """tinygrad: cast(clamp(round(x / s) + zp, qmin, qmax)) with the sum and the clamp bounds in the
-    quotient's float16/bfloat16 type, then a wrapping cast (int16 32767 rounds to 32768 in bfloat16
+    """tinygrad: cast(clamp(round(x / s) + zp, qmin, qmax)) with its round, the sum and the clamp
+    bounds in the quotient's float16/bfloat16 type, then a wrapping cast (int16 32767 rounds to 32768 in bfloat16
     and wraps to -32768; Inf and NaN cast to INT_MIN's low bits)."""
 
     def quantize_int(self, xv, scale, q, zero, out_t, prec):
         t = dtypes.get(out_t)
         lo, hi = t.qrange
+        f = functools.partial(self.fl, prec)
         with np.errstate(all="ignore"):
-            v = self.fl(prec, self.round(q) + zero)
-            v = np.clip(v, self.fl(prec, np.float64(lo)), self.fl(prec, np.float64(hi)))
+            # tinygrad's Tensor.round, each step in the quotient's type: half to even through
+            # ceil(q - 0.5) / floor(q + 0.5), whose +-0.5 rounds in float16/bfloat16
+            whole = np.trunc(q)
+            even = np.trunc(whole / 2) == whole / 2
+            r = np.where((q > 0) == even, np.ceil(f(q - 0.5)), np.floor(f(q + 0.5)))
+            v = f(r + zero)
+            v = np.clip(v, f(np.float64(lo)), f(np.float64(hi)))
             i = _int32_cast(v).astype(np.int64) & ((1 << t.bits) - 1)
             if lo < 0:
                 i = np.where(i >= 1 << (t.bits - 1), i - (1 << t.bits), i)
