@@ -91,6 +91,10 @@ SOURCES: dict[str, Source] = {s.name: s for s in (
     Source("openvino", "openvino", runner="openvino", dist="openvino", check=THIRD_PARTY_CHECK),
     Source("tract", "tract", runner="tract", dist="tract", check=THIRD_PARTY_CHECK),
     Source("tinygrad", "tinygrad", runner="tinygrad", dist="tinygrad", check=THIRD_PARTY_CHECK),
+    Source("tvm", "tvm", runner="tvm", dist="apache-tvm", check=THIRD_PARTY_CHECK),
+    # IREE compiles every model with iree-compile (about a quarter second each): a smaller slice
+    Source("iree", "iree.runtime", runner="iree", dist="iree-base-runtime",
+           check=("*-21/*/basic/per-tensor", "*-21/*/basic/per-axis", "*-21/*/specials/*")),
 )}
 RUNNER_SOURCES = tuple(s.name for s in SOURCES.values() if s.runner)
 
