@@ -47,6 +47,6 @@ def test_every_dependency_and_test_extra_is_pinned():
 def test_readme_and_ci_install_with_the_constraints():
     readme = (REPO / "README.md").read_text()
     ci = (REPO / ".ci" / "run").read_text()
-    test_cmd = 'python3 -m venv .venv && .venv/bin/pip install -q -c constraints.txt -e ".[test]" && .venv/bin/python -m pytest -n 2'
+    test_cmd = 'python3 -m venv .venv && .venv/bin/pip install -q -c constraints.txt -e ".[test,runtimes]" && .venv/bin/python -m pytest -n 2'
     assert test_cmd in readme and test_cmd in ci
     assert "pip install -q -c constraints.txt -e . && .venv/bin/python -m pytest --runner=onnxruntime" in readme
