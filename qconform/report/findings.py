@@ -215,6 +215,14 @@ actual = {o.get_any_name(): from_bytes(o.get_any_name(), np.asarray(res[o]).toby
           if o.get_element_type() == CODES.get(o.get_any_name()) else res[o] for o in compiled.outputs}
 """),
     Template(
+        "tvm", "apache-tvm", "import onnx\nimport tvm\nfrom tvm import relax\nfrom tvm.relax.frontend.onnx import from_onnx",
+        "tvm.__version__",
+        """\
+vm = relax.VirtualMachine(tvm.compile(from_onnx(onnx.load("model.onnx")), target="llvm"), tvm.cpu(0))
+res = vm["main"](*[tvm.runtime.tensor(v, tvm.cpu(0)) for v in inputs.values()])
+actual = dict(zip(expected, (r.numpy() for r in ([res] if isinstance(res, tvm.runtime.Tensor) else res))))
+"""),
+    Template(
         "tract", "tract", "import tract", "tract.version()",
         """\
 model = tract.onnx().load("model.onnx").into_model().into_runnable()
