@@ -25,6 +25,7 @@ name (source ``onnx-node-tests``); a test function in tests/test_floats.py (sour
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import re
@@ -294,6 +295,19 @@ def all_facts() -> list[Fact]:
     return sorted((f for ff in load_all().values() for f in ff.facts), key=lambda f: int(f.id[1:]))
 
 
+@functools.cache
+def _cannot_start(runner: str) -> str:
+    """Why a bundled runner cannot start here ('' when it can): asked once per process, since every
+    fact's check asks it."""
+    from qconform.runner import RunnerError, resolve
+
+    try:
+        resolve(runner)
+    except RunnerError as exc:
+        return str(exc)
+    return ""
+
+
 def checkable(source: str, files: dict[str, FactFile] | None = None) -> tuple[str | None, str]:
     """(installed version, '') when the source's facts are measured for it on this platform, else
     (version or None, the reason they are not asserted here, naming the drift command)."""
@@ -303,12 +317,9 @@ def checkable(source: str, files: dict[str, FactFile] | None = None) -> tuple[st
     ff = (files or load_all())[source]
     runner = SOURCES[source].runner
     if runner and SOURCES[source].check:  # a third-party runtime installed but unable to start here
-        from qconform.runner import RunnerError, resolve
-
-        try:
-            resolve(runner)
-        except RunnerError as exc:
-            return version, str(exc)
+        why = _cannot_start(runner)
+        if why:
+            return version, why
     if ff.measured_here(version) is None:
         seen = "; ".join(f"{m.version}" + (f" where {m.platform}" if m.platform else "") for m in ff.measured)
         return version, (f"no recorded facts for {source} {version} on {plat.label()} (measured: {seen or 'none'}); "

@@ -1,11 +1,12 @@
-"""What the third-party runners share: a runtime's message on one line, and a model on disk for
-the bindings that load from a path only (tract, tinygrad)."""
+"""What the third-party runners share: a runtime's message on one line, a model on disk for the
+bindings that load from a path only (tract, tinygrad), and the graph's element types a binding
+cannot carry."""
 from __future__ import annotations
 
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import onnx
 
@@ -31,3 +32,10 @@ def model_file(model: onnx.ModelProto) -> Iterator[str]:
         yield path
     finally:
         os.unlink(path)
+
+
+def io_types(model: onnx.ModelProto, where: Callable[[int], bool]) -> list[str]:
+    """The names of the graph input/output element types for which ``where`` holds, sorted: what a
+    binding that cannot carry them reports as its Unsupported reason."""
+    return sorted({onnx.TensorProto.DataType.Name(v.type.tensor_type.elem_type)
+                   for v in [*model.graph.input, *model.graph.output] if where(v.type.tensor_type.elem_type)})

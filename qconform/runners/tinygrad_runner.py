@@ -33,7 +33,7 @@ import tinygrad  # noqa: E402, F401  (imported here so a missing extra is said w
 
 from qconform import adapt, platform  # noqa: E402
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported  # noqa: E402
-from qconform.runners.common import joined_lines, model_file  # noqa: E402
+from qconform.runners.common import io_types, joined_lines, model_file  # noqa: E402
 
 TP = onnx.TensorProto
 
@@ -60,9 +60,7 @@ class TinygradRunner(BaseRunner):
         from tinygrad import Tensor, dtypes
         from tinygrad.nn.onnx import OnnxRunner
 
-        io = [*model.graph.input, *model.graph.output]
-        foreign = sorted({TP.DataType.Name(v.type.tensor_type.elem_type) for v in io
-                          if v.type.tensor_type.elem_type not in adapt.NUMPY_NATIVE | {TP.BFLOAT16}})
+        foreign = io_types(model, lambda t: t not in adapt.NUMPY_NATIVE | {TP.BFLOAT16})
         with model_file(model) as path:
             try:
                 runner = OnnxRunner(path)

@@ -18,9 +18,8 @@ import tract
 
 from qconform import adapt, platform
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
-from qconform.runners.common import joined_lines, model_file
+from qconform.runners.common import io_types, joined_lines, model_file
 
-TP = onnx.TensorProto
 
 
 class TractRunner(BaseRunner):
@@ -32,9 +31,7 @@ class TractRunner(BaseRunner):
                 "platform": platform.info()}
 
     def prepare(self, model: onnx.ModelProto) -> Prepared:
-        io = [*model.graph.input, *model.graph.output]
-        foreign = sorted({TP.DataType.Name(v.type.tensor_type.elem_type) for v in io
-                          if v.type.tensor_type.elem_type not in adapt.NUMPY_NATIVE})
+        foreign = io_types(model, lambda t: t not in adapt.NUMPY_NATIVE)
         if foreign:
             raise Unsupported(f"tract's Python binding has no datum type for {', '.join(foreign)}")
         stage = "load"

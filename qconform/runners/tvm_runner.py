@@ -30,7 +30,7 @@ import tvm  # noqa: E402
 
 from qconform import platform  # noqa: E402
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported  # noqa: E402
-from qconform.runners.common import joined_lines  # noqa: E402
+from qconform.runners.common import io_types, joined_lines  # noqa: E402
 
 TP = onnx.TensorProto
 #: Types TVM stores packed (sub-byte bit streams): ``tvm.runtime.tensor`` rejects the unpacked
@@ -55,9 +55,7 @@ class TvmRunner(BaseRunner):
         from tvm import relax
         from tvm.relax.frontend.onnx import from_onnx
 
-        io_values = [*model.graph.input, *model.graph.output]
-        packed = sorted({TP.DataType.Name(v.type.tensor_type.elem_type) for v in io_values
-                         if v.type.tensor_type.elem_type in _PACKED})
+        packed = io_types(model, lambda t: t in _PACKED)
         stage = "from_onnx"
         try:
             # the frontend prints "Error converting operator ..." to stdout before re-raising
