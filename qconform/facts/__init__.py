@@ -68,11 +68,17 @@ class Source:
     runner: str | None = None  # the bundled qconform runner that exercises it, if any
     dist: str | None = None  # the distribution whose metadata gives the version (modules without __version__)
     check: tuple[str, ...] = ()  # case-id globs the tests observe; () = the whole corpus
+    #: ``module:function`` giving the version where neither ``__version__`` nor a distribution can
+    #: (onnxruntime-web: an npm package the runner pins and installs on first use)
+    version_from: str | None = None
 
     def version(self) -> str | None:
         """The installed version, or None where the software is not installed."""
         try:
             mod = importlib.import_module(self.module)
+            if self.version_from:
+                modname, _, func = self.version_from.partition(":")
+                return getattr(importlib.import_module(modname), func)()
             if self.dist:
                 return importlib.metadata.version(self.dist)
         except Exception:  # noqa: BLE001 - not installed, or broken: no facts apply
@@ -96,6 +102,9 @@ SOURCES: dict[str, Source] = {s.name: s for s in (
     # IREE compiles every model with iree-compile (about a quarter second each): a smaller slice
     Source("iree", "iree.runtime", runner="iree", dist="iree-base-runtime",
            check=("*-21/*/basic/per-tensor", "*-21/*/basic/per-axis", "*-21/*/specials/*")),
+    # the whole corpus takes onnxruntime-web about 20 s (most models are refused at once)
+    Source("onnxruntime-web", "qconform.runners.ortweb_runner", runner="onnxruntime-web",
+           version_from="qconform.runners.ortweb_runner:pinned_version"),
 )}
 RUNNER_SOURCES = tuple(s.name for s in SOURCES.values() if s.runner)
 

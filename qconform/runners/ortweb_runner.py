@@ -86,6 +86,12 @@ def install_dir() -> Path:
     return cache_root() / f"{PACKAGE}-{VERSION}"
 
 
+def pinned_version() -> str | None:
+    """The version this runner runs where it can (Node.js and npm on PATH: it installs that version
+    on first use), else None: what qconform's facts key onnxruntime-web's rows by."""
+    return VERSION if shutil.which("node") and shutil.which("npm") else None
+
+
 def _installed_version(prefix: Path) -> str | None:
     try:
         meta = json.loads((prefix / "node_modules" / PACKAGE / "package.json").read_text())
