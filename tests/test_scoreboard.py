@@ -43,8 +43,13 @@ def board(tmp_path_factory) -> dict:
                                "--reports", str(out / "reports"), "-m", SLICE)
     assert rc == 0, stdout + stderr
     reports = {n: load(out / "reports" / n / "report.json") for n in RUNNERS}
-    return {"root": root, "out": out, "stdout": stdout, "reports": reports,
-            "bytes": {f: (out / f).read_bytes() for f in scoreboard.FILES}}
+    return {"root": root, "out": out, "stdout": stdout, "reports": reports, "bytes": _written(out)}
+
+
+def _written(out: Path) -> dict[str, bytes]:
+    """The scoreboard's files and its runtimes' pages, by path relative to ``out``."""
+    pages = [p.relative_to(out).as_posix() for p in sorted((out / "runtimes").glob("*.md"))]
+    return {f: (out / f).read_bytes() for f in (*scoreboard.FILES, *pages)}
 
 
 def _table(md: str, heading: str) -> dict[str, list[str]]:
@@ -61,7 +66,7 @@ def test_progress_one_line_per_runner_at_start_and_end(board):
         (done,) = [line for line in lines if line.startswith(f"{name}: finished in ")]
         c = board["reports"][name]["counts"]
         assert f"{c['collected']} cases: {c['pass']} pass, {c['fail']} fail" in done
-    assert sum(line.startswith("wrote ") for line in lines) == len(scoreboard.FILES)
+    assert sum(line.startswith("wrote ") for line in lines) == len(scoreboard.FILES) + len(RUNNERS)  # + pages
 
 
 def test_headline_counts_are_the_reports_counts(board):
@@ -133,18 +138,47 @@ def test_header_diagnosis_and_links(board):
 def test_from_reports_renders_the_same_bytes_anywhere(board, tmp_path):
     out = board["out"]
     assert _main("--from-reports", str(out / "reports"), "--out", str(out))[0] == 0
-    assert {f: (out / f).read_bytes() for f in scoreboard.FILES} == board["bytes"]
+    assert _written(out) == board["bytes"]
     moved = tmp_path / "elsewhere" / "board"
     shutil.copytree(out, moved)
     rc, stdout, _ = _main("--from-reports", str(moved / "reports"), "--out", str(moved))
     assert rc == 0 and "onnx-reference: started" not in stdout  # nothing ran
-    assert {f: (moved / f).read_bytes() for f in scoreboard.FILES} == board["bytes"]
+    assert _written(moved) == board["bytes"]
     for data in board["bytes"].values():
         assert str(board["root"]).encode() not in data and str(scoreboard.PKG).encode() not in data
     # reports outside the output folder: same tables, no links
     rc, _, _ = _main("--from-reports", str(moved / "reports"), "--out", str(tmp_path / "other"), "--runners", "cpu-ref")
     md = (tmp_path / "other" / "scoreboard.md").read_text()
     assert rc == 0 and "report.html" not in md and "onnx-reference" not in md.split("## Runtimes", 1)[1]
+    assert [p.name for p in (tmp_path / "other" / "runtimes").iterdir()] == ["cpu-ref.md"]
+
+
+def test_each_runtime_has_a_page_with_its_verdicts_and_deviating_types(board):
+    """runtimes/NAME.md (linked from the Runtimes table) is that runtime's certification summary:
+    the certificate's verdict per op version with the report's counts, and every deviating case
+    counted once under its type combination, with the models that reproduce it."""
+    from qconform.report import certificate
+
+    md = board["bytes"]["scoreboard.md"].decode()
+    for name, report in board["reports"].items():
+        assert f"[summary](runtimes/{name}.md)" in md
+        page = board["bytes"][f"runtimes/{name}.md"].decode()
+        assert certificate.overall(report) in page
+        per_ov = _table(page, "Per op version")
+        scopes = certificate.scopes(report)
+        assert list(per_ov) == [s["op_version"] for s in scopes]
+        for s in scopes:
+            rows = [c for c in report["cases"] if c["id"].startswith(s["op_version"] + "/")]
+            bad = sum(c["verdict"] in BAD for c in rows)
+            assert per_ov[s["op_version"]][:3] == [s["verdict"], str(sum(c["verdict"] == "pass" for c in rows)), str(bad)]
+        types = page.split("## Deviating type combinations\n", 1)[1].split("\n## ", 1)[0]
+        counted = Counter()
+        for line in types.splitlines()[5:]:
+            cells = [c.strip() for c in line.strip("|").split(" | ")]
+            counted[cells[0]] += int(cells[2])
+        assert dict(counted) == {ov: n for ov, n in Counter(c["id"].split("/")[0] for c in report["cases"]
+                                                              if c["verdict"] in BAD).items()}
+        assert counted or "No deviating case." in types
 
 
 def _edit(src: Path, dst: Path, change) -> Path:

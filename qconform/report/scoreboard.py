@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import qconform
+from qconform.report import certificate
 from qconform.report.diff import ReportError, load
 from qconform.report.model import BAD
 from qconform.runner import BUNDLED, ENTRY_POINT_GROUP, RunnerError, describe, resolve
@@ -187,6 +188,47 @@ def _diagnosis(report: Mapping[str, Any]) -> dict[str, Any]:
             "errors": sum(e.get("cases", 0) for e in summary.get("errors") or [])}
 
 
+def page_path(name: str) -> str:
+    """Where a runtime's page goes, relative to the scoreboard folder."""
+    return f"runtimes/{name}.md"
+
+
+def _scopes(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per op version: the certificate's verdict word, its counts, and each deviating type
+    combination with the deviation models that reproduce it (what a runtime's page shows: the
+    certification report in the few KB a repository can keep; the full one is report.html)."""
+    failures = {f["id"]: f for f in report.get("failures") or []}
+    out = []
+    for scope in certificate.scopes(dict(report)):
+        ov = scope["op_version"]
+        rows = [c for c in report["cases"] if c["id"].split("/", 1)[0] == ov]
+        counts = Counter("deviate" if c["verdict"] in BAD else c["verdict"] for c in rows)
+        bad = []
+        for t in scope["types"]:
+            dev = [failures.get(c["id"], {"id": c["id"], "verdict": c["verdict"]})
+                   for c in rows if c["verdict"] in BAD and c["id"].split("/")[1] == t["types"]]
+            if not dev:
+                continue
+            models: Counter = Counter()
+            for f in dev:
+                diag = f.get("diagnosis")
+                models.update(diag if diag else ["(unexplained)" if diag == [] else f"({f['verdict']}, not diagnosed)"])
+            example = min(dev, key=lambda f: f["id"])
+            bad.append({"types": t["types"], "deviate": len(dev),
+                        "ran": sum(1 for c in rows if c["id"].split("/")[1] == t["types"] and c["verdict"] != "unsupported"),
+                        "models": dict(sorted(models.items(), key=lambda kv: (-kv[1], kv[0]))),
+                        "example": example["id"], "problem": _first_line(example.get("problem") or "")})
+        out.append({"op_version": ov, "verdict": scope["verdict"],
+                    "counts": {k: counts.get(k, 0) for k in ("pass", "deviate", "unsupported", "info")},
+                    "deviating_types": bad})
+    return out
+
+
+def _first_line(text: str, width: int = 160) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
 def _op_versions(report: Mapping[str, Any]) -> dict[tuple, dict[str, int]]:
     """(domain, op, opset, label) -> pass / deviate / unsupported, summed over the matrix cells."""
     rows: dict[tuple, Counter] = {}
@@ -220,7 +262,9 @@ def build(reports: Mapping[str, Mapping[str, Any]], links: Mapping[str, Mapping[
             "complete": bool(r.get("complete")),
             "counts": {k: int(v) for k, v in sorted(c.items())},
             "diagnosis": _diagnosis(r),
-            "links": dict(links.get(name) or {}),
+            "links": {"summary": page_path(name), **dict(links.get(name) or {})},
+            "overall": certificate.overall(r),
+            "scopes": _scopes(r),
         })
         for key, cell in _op_versions(r).items():
             per_ov.setdefault(key, {})[name] = cell
@@ -359,6 +403,47 @@ def _diag_sentence(rt: Mapping[str, Any]) -> str:
     return "; ".join(parts) + "."
 
 
+def render_page(rt: Mapping[str, Any], data: Mapping[str, Any]) -> str:
+    """runtimes/NAME.md: one runtime's certification summary, from its report alone."""
+    r, name = rt["runner"], rt["name"]
+    title = " ".join(str(x) for x in (name, r.get("version")) if x)
+    out = [f"# {title}: bit-exact conformance", "", f"**{_md(rt['overall'])}**", "",
+           f"- runner: `{_md(r.get('name'))}` {_md(r.get('version'))}, device {_md(r.get('device'))}, "
+           f"options `{_md(_options(rt))}`",
+           f"- platform: {_md(rt['platform'])}",
+           f"- corpus digest: `{rt['corpus_digest']}` ({rt['corpus_cases']} cases), qconform {rt['qconform_version']}",
+           f"- selection: {_md('; '.join(rt['selection'])) + ' (a partial run)' if rt['selection'] else 'the whole corpus'}",
+           f"- measured by: `pytest --runner={name} --report=DIR` (DIR/report.html lists every case, with "
+           "each deviating element's inputs, expected and actual bits); back to the [scoreboard](../scoreboard.md)",
+           "", "## Per op version", "",
+           "| op version | verdict | pass | deviate | unsupported | information |", "|---|---|---:|---:|---:|---:|"]
+    for sc in rt["scopes"]:
+        c = sc["counts"]
+        out.append(f"| {_md(sc['op_version'])} | {_md(sc['verdict'])} | {c['pass']} | {c['deviate']} "
+                   f"| {c['unsupported']} | {c['info']} |")
+    out += ["", "## Deviating type combinations", "",
+            "Each row: the cases of one op version and type combination that deviate, of those that ran, "
+            "and which deviation models (qconform/docs/diagnosis.md) reproduce them; an example case "
+            "with, for errors, the first line of the runtime's message.", ""]
+    rows = [(sc["op_version"], t) for sc in rt["scopes"] for t in sc["deviating_types"]]
+    if not rows:
+        out.append("No deviating case.")
+    else:
+        out += ["| op version | types | deviating | of cases run | named by | example |", "|---|---|---:|---:|---|---|"]
+        for ov, t in rows:
+            models = ", ".join(f"`{_md(m)}` ×{n}" if not m.startswith("(") else f"{_md(m)} ×{n}"
+                               for m, n in t["models"].items())
+            example = f"`{_md(t['example'])}`" + (f": {_md(t['problem'])}" if t["problem"] else "")
+            out.append(f"| {_md(ov)} | {_md(t['types'])} | {t['deviate']} | {t['ran']} | {models} | {example} |")
+    out += ["", "## Diagnosis", "", _diag_sentence(rt), ""]
+    models = rt["diagnosis"]["models"]
+    if models:
+        out += ["| deviation model | deviating cases it reproduces | adds to the run's cover |", "|---|---:|---:|"]
+        out += [f"| `{_md(m['model'])}` | {m['cases']} | {m['adds'] or '–'} |"
+                for m in models]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:20px;color:#212121;max-width:1240px}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:24px 0 8px} h3{font-size:15px;margin:14px 0 6px}
@@ -426,16 +511,24 @@ def render_html(data: Mapping[str, Any]) -> str:
 
 
 def dumps(data: Mapping[str, Any]) -> str:
-    """scoreboard.json: sorted keys, so equal data is equal bytes."""
-    return json.dumps(data, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+    """scoreboard.json: sorted keys, so equal data is equal bytes. A runtime's ``scopes`` (its
+    page's rows, up to a few thousand) stay out: the pages hold them, and the JSON stays small."""
+    slim = {**data, "runtimes": [{k: v for k, v in rt.items() if k != "scopes"} for rt in data["runtimes"]]}
+    return json.dumps(slim, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
 
 
 def write(data: Mapping[str, Any], out: Path) -> list[Path]:
     """The three files into ``out``; their paths."""
     out.mkdir(parents=True, exist_ok=True)
     texts = {"scoreboard.md": render_markdown(data), "scoreboard.html": render_html(data), DATA: dumps(data)}
+    texts.update({page_path(rt["name"]): render_page(rt, data) for rt in data["runtimes"]})
+    pages = out / page_path("x").rsplit("/", 1)[0]
+    for old in pages.glob("*.md"):  # a runtime no longer compared must not keep a page
+        if f"{pages.name}/{old.name}" not in texts:
+            old.unlink()
     paths = []
     for name, text in texts.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_bytes(text.encode("utf-8"))  # bytes: no newline translation anywhere
         paths.append(out / name)
     return paths
