@@ -122,8 +122,14 @@ class Template:
     note: str = ""
     #: Environment the script needs (the verification run and the tests set it): name -> value.
     env: Callable[[], dict[str, str]] = field(default=dict)
+    #: The installed version where the runtime is not a Python distribution (an npm package).
+    version_of: Callable[[], str | None] | None = None
+    #: README's install line, where it is not ``pip install PACKAGE==VERSION numpy`` ({version}).
+    install: str = ""
 
     def installed_version(self) -> str | None:
+        if self.version_of is not None:
+            return self.version_of()
         try:
             return metadata.version(self.package)
         except metadata.PackageNotFoundError:
@@ -165,8 +171,61 @@ _OV_COMPILE = """\
 compiled = ov.Core().compile_model("model.onnx", "CPU", {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1})
 """
 
-#: One entry per runtime. tvm, iree, onnxruntime-web: add one entry each (the runner name, the
-#: package, how to load and run a model, and, if the binding carries ml_dtypes-like types, ``codes``).
+_IREE_MODULE = """\
+mlir = subprocess.run([sys.executable, "-m", "iree.compiler.tools.import_onnx", "model.onnx", "-o", "/dev/stdout"],
+                      check=True, capture_output=True).stdout
+vmfb = ireec.compile_str(mlir, input_type="onnx", target_backends=["llvm-cpu"],
+                         extra_args=["--iree-llvmcpu-target-cpu=generic"])
+module = ireert.load_vm_flatbuffer(vmfb, driver="local-sync")
+main = next(f for f in module.vm_module.function_names if not f.startswith("__") and not f.endswith("$async"))
+res = module[main](*inputs.values())
+"""
+_IREE_SIGNLESS = '''\
+def signless(r, e):  # IREE returns integers signless (uint8 as int8): their bits, read in the expected type
+    return r.view(e.dtype) if r.dtype.kind in "iu" and e.dtype.kind in "iu" and r.itemsize == e.itemsize else r
+'''
+
+_ORTWEB_JS = """\
+JS = r\"\"\"
+const ort = require('onnxruntime-web'), fs = require('fs');
+const VIEW = {float32: Float32Array, float16: Uint16Array, int8: Int8Array, uint8: Uint8Array,
+              int16: Int16Array, uint16: Uint16Array, int32: Int32Array};
+(async () => {
+  ort.env.wasm.numThreads = 1; ort.env.logLevel = 'fatal';
+  const s = await ort.InferenceSession.create(fs.readFileSync('model.onnx'),
+      {executionProviders: ['wasm'], graphOptimizationLevel: 'disabled'});
+  const feeds = {};
+  for (const [k, [type, dims, b64]] of Object.entries(JSON.parse(fs.readFileSync(0, 'utf8')))) {
+    const b = new Uint8Array(Buffer.from(b64, 'base64')); feeds[k] = new ort.Tensor(type, new VIEW[type](b.buffer), dims); }
+  const r = await s.run(feeds), d = (t) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+  console.log(JSON.stringify(Object.fromEntries(s.outputNames.map((n) => [n, [r[n].type, r[n].dims, d(r[n]).toString('base64')]]))));
+})().catch((e) => { console.error(String(e)); process.exit(1); });
+\"\"\"
+req = {k: [v.dtype.name, list(v.shape), base64.b64encode(v.tobytes()).decode()] for k, v in inputs.items()}
+p = subprocess.run(["node", "-e", JS], input=json.dumps(req), capture_output=True, text=True)
+if p.returncode:
+    raise RuntimeError(p.stderr.strip().splitlines()[-1])
+actual = {k: np.frombuffer(base64.b64decode(b), t).reshape(dims) for k, (t, dims, b) in json.loads(p.stdout).items()}
+"""
+
+
+def _ortweb_version() -> str | None:
+    from qconform.runners import ortweb_runner
+
+    prefix = ortweb_runner.install_dir()
+    return ortweb_runner._installed_version(prefix) if shutil.which("node") else None
+
+
+def _ortweb_env() -> dict[str, str]:
+    """Where node finds onnxruntime-web: the copy qconform's runner installed (a user runs
+    ``npm install`` in the finding's folder instead, see the README)."""
+    from qconform.runners import ortweb_runner
+
+    return {"NODE_PATH": str(ortweb_runner.install_dir() / "node_modules")}
+
+
+#: One entry per runtime: the runner name, the package, how to load and run a model, and, if the
+#: binding carries ml_dtypes-like types, ``codes``.
 TEMPLATES: dict[str, Template] = {t.runtime: t for t in (
     Template(
         "onnxruntime", "onnxruntime", "import onnxruntime as ort", "ort.__version__",
@@ -223,6 +282,24 @@ res = vm["main"](*[tvm.runtime.tensor(v, tvm.cpu(0)) for v in inputs.values()])
 actual = dict(zip(expected, (r.numpy() for r in ([res] if isinstance(res, tvm.runtime.Tensor) else res))))
 """),
     Template(
+        "iree", "iree-base-runtime",
+        "import subprocess\nimport sys\nfrom importlib.metadata import version\n"
+        "import iree.compiler.tools as ireec\nimport iree.runtime as ireert",
+        "version(\"iree-base-runtime\")",
+        _IREE_MODULE + _IREE_SIGNLESS + """\
+res = [np.asarray(r.to_host()) for r in (res if isinstance(res, (list, tuple)) else [res])]
+actual = {k: signless(r, e) for (k, e), r in zip(expected.items(), res)}
+""",
+        codes=_ml_dtype, codes_imports="import ml_dtypes  # a dependency of iree-base-runtime",
+        run_codes=_IREE_MODULE.replace("*inputs.values()", "*(v.view(CODES[k]) if k in CODES else v for k, v in inputs.items())")
+        + _IREE_SIGNLESS + """\
+res = [np.asarray(r.to_host()) for r in (res if isinstance(res, (list, tuple)) else [res])]
+actual = {k: r.view(f"u{r.itemsize}") if r.dtype == CODES.get(k) else signless(r, e)
+          for (k, e), r in zip(expected.items(), res)}
+""",
+        note="Needs `pip install iree-base-compiler[onnx] iree-base-runtime` (the ONNX importer uses the `onnx` "
+             "package)."),
+    Template(
         "tract", "tract", "import tract", "tract.version()",
         """\
 model = tract.onnx().load("model.onnx").into_model().into_runnable()
@@ -247,6 +324,15 @@ actual = {k: res[k].bitcast(dtypes.uint16).numpy() if res[k].dtype == CODES.get(
         note="tinygrad's CPU device compiles C with `$CC` (default `clang`); bfloat16 needs clang 17 or newer "
              "(`CC=clang-19 python repro.py`).",
         env=_tinygrad_env),
+    Template(
+        "onnxruntime-web", "onnxruntime-web", "import base64\nimport json\nimport subprocess",
+        "subprocess.run([\"node\", \"-p\", \"require('onnxruntime-web').env.versions.web\"], capture_output=True, "
+        "text=True).stdout.strip()",
+        _ORTWEB_JS,
+        note="The script drives Node.js (`node` on PATH) with onnxruntime-web's WASM backend, one thread, "
+             "graph optimisations off, as qconform's runner does; inputs and outputs travel as raw bytes.",
+        env=_ortweb_env, version_of=_ortweb_version,
+        install="pip install numpy && npm install onnxruntime-web@{version}   # into this folder"),
 )}
 
 _BYTES_HELPERS = '''\
@@ -755,7 +841,7 @@ def _evidence_table(case, outputs, reading: str, limit: int = 8) -> list[str]:
 
 
 def _pip_line(tpl: Template, version: str) -> str:
-    return f"pip install {tpl.package}=={version} numpy"
+    return tpl.install.format(version=version) if tpl.install else f"pip install {tpl.package}=={version} numpy"
 
 
 def render_readme(g: Group, tpl: Template, case, version: str, platform_label: str, obs: Observation,
@@ -816,8 +902,13 @@ def render_readme(g: Group, tpl: Template, case, version: str, platform_label: s
     return "\n".join(out).rstrip("\n") + "\n"
 
 
+_DRIFT_DOES = re.compile(r"what qconform's deviation model `[^`]+` computes on every case of the group "
+                         r"\(\[diagnosis\]\([^)]*\)\): (?:Your )?")
+
+
 def _title(g: Group, tpl: Template) -> str:
-    first = re.split(r"(?<=[.;:])\s", " ".join(g.does.split()), maxsplit=1)[0].rstrip(".;:, ")
+    does = _DRIFT_DOES.sub("", " ".join(g.does.split()))  # a drift-written row: the model's own words
+    first = re.split(r"(?<=[.;:])\s", does, maxsplit=1)[0].rstrip(".;:, ")
     first = re.sub(r"\]\(#[\w-]+\)", "]", first)
     if len(first) > 160:
         first = first[:160].rsplit(" ", 1)[0] + " …"
