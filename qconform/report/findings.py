@@ -171,15 +171,20 @@ _OV_COMPILE = """\
 compiled = ov.Core().compile_model("model.onnx", "CPU", {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1})
 """
 
-_IREE_MODULE = """\
+
+def _iree_module(args: str) -> str:
+    """The IREE script's import, compile and call, with ``args`` the call's arguments."""
+    return """\
 mlir = subprocess.run([sys.executable, "-m", "iree.compiler.tools.import_onnx", "model.onnx", "-o", "/dev/stdout"],
                       check=True, capture_output=True).stdout
 vmfb = ireec.compile_str(mlir, input_type="onnx", target_backends=["llvm-cpu"],
                          extra_args=["--iree-llvmcpu-target-cpu=generic"])
 module = ireert.load_vm_flatbuffer(vmfb, driver="local-sync")
 main = next(f for f in module.vm_module.function_names if not f.startswith("__") and not f.endswith("$async"))
-res = module[main](*inputs.values())
-"""
+res = module[main](*%s)
+""" % args
+
+
 _IREE_SIGNLESS = '''\
 def signless(r, e):  # IREE returns integers signless (uint8 as int8): their bits, read in the expected type
     return r.view(e.dtype) if r.dtype.kind in "iu" and e.dtype.kind in "iu" and r.itemsize == e.itemsize else r
@@ -212,8 +217,7 @@ actual = {k: np.frombuffer(base64.b64decode(b), t).reshape(dims) for k, (t, dims
 def _ortweb_version() -> str | None:
     from qconform.runners import ortweb_runner
 
-    prefix = ortweb_runner.install_dir()
-    return ortweb_runner._installed_version(prefix) if shutil.which("node") else None
+    return ortweb_runner.installed_version()
 
 
 def _ortweb_env() -> dict[str, str]:
@@ -286,12 +290,12 @@ actual = dict(zip(expected, (r.numpy() for r in ([res] if isinstance(res, tvm.ru
         "import subprocess\nimport sys\nfrom importlib.metadata import version\n"
         "import iree.compiler.tools as ireec\nimport iree.runtime as ireert",
         "version(\"iree-base-runtime\")",
-        _IREE_MODULE + _IREE_SIGNLESS + """\
+        _iree_module("inputs.values()") + _IREE_SIGNLESS + """\
 res = [np.asarray(r.to_host()) for r in (res if isinstance(res, (list, tuple)) else [res])]
 actual = {k: signless(r, e) for (k, e), r in zip(expected.items(), res)}
 """,
         codes=_ml_dtype, codes_imports="import ml_dtypes  # a dependency of iree-base-runtime",
-        run_codes=_IREE_MODULE.replace("*inputs.values()", "*(v.view(CODES[k]) if k in CODES else v for k, v in inputs.items())")
+        run_codes=_iree_module("(v.view(CODES[k]) if k in CODES else v for k, v in inputs.items())")
         + _IREE_SIGNLESS + """\
 res = [np.asarray(r.to_host()) for r in (res if isinstance(res, (list, tuple)) else [res])]
 actual = {k: r.view(f"u{r.itemsize}") if r.dtype == CODES.get(k) else signless(r, e)

@@ -193,20 +193,24 @@ def page_path(name: str) -> str:
     return f"runtimes/{name}.md"
 
 
-def _scopes(report: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Per op version: the certificate's verdict word, its counts, and each deviating type
-    combination with the deviation models that reproduce it (what a runtime's page shows: the
-    certification report in the few KB a repository can keep; the full one is report.html)."""
+def _scopes(report: Mapping[str, Any], scoped: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per op version (``scoped``: ``certificate.scopes(report)``): its verdict word, its counts, and
+    each deviating type combination with the deviation models that reproduce it (what a runtime's
+    page shows: the certification report in the few KB a repository can keep; the full one is
+    report.html)."""
     failures = {f["id"]: f for f in report.get("failures") or []}
+    grouped: dict[str, dict[str, list[dict]]] = {}
+    for c in report["cases"]:
+        ov, types = c["id"].split("/")[:2]
+        grouped.setdefault(ov, {}).setdefault(types, []).append(c)
     out = []
-    for scope in certificate.scopes(dict(report)):
+    for scope in scoped:
         ov = scope["op_version"]
-        rows = [c for c in report["cases"] if c["id"].split("/", 1)[0] == ov]
-        counts = Counter("deviate" if c["verdict"] in BAD else c["verdict"] for c in rows)
+        counts: Counter = Counter()
         bad = []
-        for t in scope["types"]:
-            dev = [failures.get(c["id"], {"id": c["id"], "verdict": c["verdict"]})
-                   for c in rows if c["verdict"] in BAD and c["id"].split("/")[1] == t["types"]]
+        for types, rows in sorted(grouped[ov].items()):
+            counts.update("deviate" if c["verdict"] in BAD else c["verdict"] for c in rows)
+            dev = [failures.get(c["id"], {"id": c["id"], "verdict": c["verdict"]}) for c in rows if c["verdict"] in BAD]
             if not dev:
                 continue
             models: Counter = Counter()
@@ -214,8 +218,7 @@ def _scopes(report: Mapping[str, Any]) -> list[dict[str, Any]]:
                 diag = f.get("diagnosis")
                 models.update(diag if diag else ["(unexplained)" if diag == [] else f"({f['verdict']}, not diagnosed)"])
             example = min(dev, key=lambda f: f["id"])
-            bad.append({"types": t["types"], "deviate": len(dev),
-                        "ran": sum(1 for c in rows if c["id"].split("/")[1] == t["types"] and c["verdict"] != "unsupported"),
+            bad.append({"types": types, "deviate": len(dev), "ran": sum(c["verdict"] != "unsupported" for c in rows),
                         "models": dict(sorted(models.items(), key=lambda kv: (-kv[1], kv[0]))),
                         "example": example["id"], "problem": _first_line(example.get("problem") or "")})
         out.append({"op_version": ov, "verdict": scope["verdict"],
@@ -250,6 +253,7 @@ def build(reports: Mapping[str, Mapping[str, Any]], links: Mapping[str, Mapping[
         who, plat, c = r.get("runner") or {}, r.get("platform") or {}, r["counts"]
         digest = (r.get("corpus") or {}).get("digest") or ""
         digests.setdefault(digest, []).append(name)
+        scoped = certificate.scopes(dict(r))
         rts.append({
             "name": name,
             "runner": {k: who.get(k) for k in ("name", "version", "device", "options")},
@@ -263,8 +267,8 @@ def build(reports: Mapping[str, Mapping[str, Any]], links: Mapping[str, Mapping[
             "counts": {k: int(v) for k, v in sorted(c.items())},
             "diagnosis": _diagnosis(r),
             "links": {"summary": page_path(name), **dict(links.get(name) or {})},
-            "overall": certificate.overall(r),
-            "scopes": _scopes(r),
+            "overall": certificate.overall(r, scoped),
+            "scopes": _scopes(r, scoped),
         })
         for key, cell in _op_versions(r).items():
             per_ov.setdefault(key, {})[name] = cell

@@ -92,6 +92,12 @@ def pinned_version() -> str | None:
     return VERSION if shutil.which("node") and shutil.which("npm") else None
 
 
+def installed_version() -> str | None:
+    """The version installed in qconform's cache where node can run it (what a finding's script
+    runs), else None; unlike ``pinned_version`` it installs nothing and promises nothing."""
+    return _installed_version(install_dir()) if shutil.which("node") else None
+
+
 def _installed_version(prefix: Path) -> str | None:
     try:
         meta = json.loads((prefix / "node_modules" / PACKAGE / "package.json").read_text())
