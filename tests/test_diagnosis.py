@@ -167,6 +167,27 @@ def test_swap_slots_reads_high_nibble_first_packing():
     assert t.to_bits(swap_slots(swap_slots(x[:2], t), t)).tolist() == [1, 2]
 
 
+def test_bfloat16_half_up_if_odd_truncates_below_an_even_last_bit():
+    """OpenVINO's ov::bfloat16 rounding, on the values that exposed it (issue 21 finding 15)."""
+    from qconform.diagnosis.models import bfloat16_half_up_if_odd
+
+    v = np.array([12.91259765625, 387.0, 385.0, -24401.0, 115.09375, np.inf, 3.4028234663852886e38])
+    # even kept bit: truncated, even above half (12.875, 384, -24320, 115); odd kept bit: half up (388);
+    # FLT_MAX carries into the exponent: inf
+    assert bfloat16_half_up_if_odd(v).tolist() == [12.875, 388.0, 384.0, -24320.0, 115.0, np.inf, np.inf]
+    assert np.isnan(bfloat16_half_up_if_odd(np.array([np.nan]))[0])
+
+
+def test_exact_fma_gives_an_exact_zero_sum_ieee_sign():
+    """-0 only when a * b and c are both -0 (the fused-bias models rest on it)."""
+    from qconform.oracle.arith import exact_fma
+
+    a = np.array([-1.0, -1.0, 1.0, 3.0])
+    b = np.array([0.0, 0.0, -0.0, 2.0])
+    c = np.array([-0.0, 0.0, -0.0, -6.0])
+    assert np.signbit(exact_fma("float32", a, b, c)).tolist() == [True, False, True, False]
+
+
 # --------------------------------------------------------------------------------------------
 # the hooked bodies are the oracle
 # --------------------------------------------------------------------------------------------

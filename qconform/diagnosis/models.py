@@ -349,6 +349,16 @@ class FlushDenormals:
         return self._flush(super().data(arg), arg.type)
 
 
+class ConstantSubnormalsFlushed:
+    """Subnormal scale (and zero point) values read as zero, the data and the result left alone: a
+    runtime that flushes denormals in its constant tensors when it loads them (OpenVINO's CPU plugin
+    does, for the speed of denormal-free arithmetic), so the arithmetic itself keeps subnormals."""
+
+    def param(self, arg):
+        v = super().param(arg)
+        return FlushDenormals._flush(v, arg.type) if arg.type in IEEE_KINDS else v
+
+
 class PerAxisFirstScale:
     def expand(self, p, shape, axis, block):
         if p.size > 1:
@@ -545,7 +555,9 @@ class FakeQuantize:
     qmin, qmax) and a Convert; the CPU plugin computes, in float32, il = s(qmin - zp),
     ih = s(qmax - zp), isc = (qmax - qmin) / (ih - il) and y = rint(clamp(x, il, ih) * isc - il * isc)
     + qmin (with zp = 0 and 8 bits: rint(clamp(x, il, ih) * isc)). The offset zp - qmin is added
-    before rounding, the reciprocal is rounded, and NaN (in x or in the folded constants) gives qmin."""
+    before rounding and the reciprocal is rounded. A NaN x takes the lower bound; a NaN from the folded
+    constants (ih - il = 0 or Inf: a subnormal or huge scale) gives qmin in the fused 8-bit kernel
+    (cvtps2dq's 0x80000000, packed with saturation) and 0 elsewhere, where a separate Convert maps NaN to 0."""
 
     def quantize_int(self, xv, scale, q, zero, out_t, prec):
         lo, hi = dtypes.get(out_t).qrange
@@ -568,23 +580,52 @@ class FakeQuantize:
             broken = np.isnan(y)  # NaN from the folded constants wins over the bounds below
             # FakeQuantize's definition: x <= min(il, ih) gives qmin, x > max(il, ih) gives qmax
             y = np.where(x <= low, lo, np.where(x > high, hi, y))
-            y = np.where(broken | np.isnan(y), lo, np.clip(y, lo, hi))
+            nan_to = lo if dtypes.get(out_t).bits == 8 else 0
+            y = np.where(broken | np.isnan(y), nan_to, np.clip(y, lo, hi))
         return y.astype(np.int64), np.isnan(np.asarray(q))
 
 
 class DqFusedBias:
     """OpenVINO's CPU plugin: (x - zp) * s rewritten as fma(x, s, bias) with bias = fl_T(-zp * s)
-    folded in the output type T; for float16 the zero point is first converted to float16 and the
-    fma is rounded to float32 before float16."""
+    folded in the output type T; for float16 the zero point and the scale (a float32 scale with
+    output_dtype float16, 23+) are first converted to float16 and the fma is rounded to float32
+    before float16. A zero bias is +0 (folded as 0 - zp * s), so a zero result is +0 whatever the signs."""
 
     def dq_value(self, xv, zero, scale, x_t, prec, out_t):
         if prec not in (_F32, "float16") or prec != out_t:
             return super().dq_value(xv, zero, scale, x_t, prec, out_t)
         with np.errstate(all="ignore"):
             if prec == _F32:
-                return exact_fma(_F32, self.fl(_F32, xv), scale, self.exact_product(_F32, -zero, scale))
-            bias = self.exact_product("float16", -self.fl("float16", zero), scale)
+                return exact_fma(_F32, self.fl(_F32, xv), scale, 0.0 - self.exact_product(_F32, zero, scale))
+            scale = self.fl("float16", scale)
+            bias = 0.0 - self.exact_product("float16", self.fl("float16", zero), scale)
             return self.fl("float16", exact_fma(_F32, xv, scale, bias))
+
+
+def bfloat16_half_up_if_odd(v: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 the way OpenVINO's ``ov::bfloat16::round_to_nearest_even`` does it:
+    (bits + ((bits & 0x10000) >> 1)) >> 16. Half an ulp is added only when the kept last bit is odd, so
+    an even last bit truncates (12.9126 -> 12.875, where round-to-nearest-even gives 12.9375)."""
+    f32 = dtypes.get(_F32)
+    v32 = _fl(f32, v)
+    bits = floats.encode(v32, f32, saturate=False).astype(np.uint64)
+    kept = ((bits + ((bits & np.uint64(0x10000)) >> np.uint64(1))) >> np.uint64(16)) << np.uint64(16)
+    return floats.decode(np.where(np.isnan(v32), bits, kept & np.uint64(0xFFFFFFFF)), f32)
+
+
+class DqBfloat16HalfUpIfOdd:
+    """OpenVINO's CPU plugin, DequantizeLinear to bfloat16: x, the zero point and the scale are
+    converted to bfloat16 by ``bfloat16_half_up_if_odd`` (the Convert nodes and constant folding use
+    ov::bfloat16), the bias -zp * s is folded the same way, and y = fma(x, s, bias) in float32,
+    rounded to bfloat16 by the hardware (vcvtneps2bf16, a true round-to-nearest-even)."""
+
+    def dq_value(self, xv, zero, scale, x_t, prec, out_t):
+        if out_t != "bfloat16":
+            return super().dq_value(xv, zero, scale, x_t, prec, out_t)
+        x, zp, sc = (bfloat16_half_up_if_odd(v) for v in (xv, zero, scale))
+        with np.errstate(all="ignore"):
+            bias = bfloat16_half_up_if_odd(-zp * sc)
+            return exact_fma(_F32, x, sc, bias)
 
 
 class AddJustUnderHalfThenTruncate:
@@ -611,10 +652,33 @@ class AddJustUnderHalfThenTruncate:
         return y.astype(np.int64), np.isnan(np.asarray(q))
 
 
+class AddJustUnderHalfFusedReciprocal(AddJustUnderHalfThenTruncate):
+    """The same tinygrad kernel as its C compiler builds it: x / s becomes x * (1 / s) with the
+    reciprocal folded, and clang contracts the multiply with the first addition into one fma
+    (fma(x, 1/s, c + zp) for a constant zero point, fma(x, 1/s, zp) + c for a per-axis one), so the
+    product is never rounded on its own: -759 * fl(1/6) + 128.5 is 1.9999962, truncated to 1."""
+
+    def quantize_int(self, xv, scale, q, zero, out_t, prec):
+        if prec != _F32:
+            return super().quantize_int(xv, scale, q, zero, out_t, prec)
+        lo, hi = dtypes.get(out_t).qrange
+        f = functools.partial(self.fl, _F32)
+        with np.errstate(all="ignore"):
+            x, inv = f(xv), f(1.0 / f(scale))
+            c = f(np.float64(0.4999999))
+            v = exact_fma(_F32, x, inv, f(c + zero)) if self._constant_zp else f(exact_fma(_F32, x, inv, zero) + c)
+            nan = np.isnan(v)
+            y = np.clip(_int32_cast(np.trunc(np.where(nan, 0.0, v))), lo, hi)
+        return y.astype(np.int64), np.isnan(np.asarray(q))
+
+
 class ClampAndCastInQuotientType:
     """tinygrad: cast(clamp(round(x / s) + zp, qmin, qmax)) with its round, the sum and the clamp
-    bounds in the quotient's float16/bfloat16 type, then a wrapping cast (int16 32767 rounds to 32768 in bfloat16
-    and wraps to -32768; Inf and NaN cast to INT_MIN's low bits)."""
+    bounds in the quotient's float16/bfloat16 type, then a C cast (Inf and NaN cast to INT_MIN's low
+    bits). The bound 32767 (int16) rounds to 32768 in float16/bfloat16, and 65535 (uint16) to 65536 in
+    bfloat16: casting that to the 16-bit type is undefined behaviour in C, and tinygrad's kernels give
+    either answer by element position (vectorised lanes saturate, scalar lanes wrap), so those elements
+    are left undefined (don't-care) rather than guessed."""
 
     def quantize_int(self, xv, scale, q, zero, out_t, prec):
         t = dtypes.get(out_t)
@@ -631,7 +695,8 @@ class ClampAndCastInQuotientType:
             i = _int32_cast(v).astype(np.int64) & ((1 << t.bits) - 1)
             if lo < 0:
                 i = np.where(i >= 1 << (t.bits - 1), i - (1 << t.bits), i)
-        return i, np.isnan(np.asarray(q))
+            out_of_range = (v > hi) | (v < lo)  # the clamp bound itself, rounded past the type's range
+        return i, np.isnan(np.asarray(q)) | out_of_range
 
 
 class DqlScaleReciprocal:
@@ -814,6 +879,14 @@ def _dq_out(draft: Draft) -> str | None:
         return oracle_for(draft.domain, draft.op, draft.opset).output_type(draft, draft.inputs[1].type)
     except (LookupError, granularity.InvalidModel):
         return None
+
+
+def _has_subnormal_scale(draft: Draft) -> bool:
+    s = draft.inputs[1]
+    if s.type not in IEEE_KINDS:
+        return False
+    v = np.abs(as_float64(s.value, s.type))
+    return bool(np.any((v > 0) & (v < 2.0 ** dtypes.get(s.type).float_format.emin)))
 
 
 def _types(draft: Draft) -> list[str]:
@@ -1267,6 +1340,25 @@ _MODELS += [
          "integer QuantizeLinear failures reproduced); microsoft/onnxruntime#25045 (OpenVINO EP rounding).",
          "QuantizeLinear float32->int8, y_scale=2, y_zero_point=127, x=-3: 125 expected, 126 given",
          FakeQuantize, lambda d: _q_out(d) is not None and _q_out(d).is_integer, ("saturation", "ties", "random")),
+    _dev("bfloat16-half-up-if-odd", DQ,
+         "Your float32-to-bfloat16 conversion adds half an ulp only when the kept last bit is odd, "
+         "(bits + ((bits & 0x10000) >> 1)) >> 16, so it truncates whenever that bit is even: OpenVINO "
+         "converts x, the scale and the folded bias -zero_point * scale this way, then rounds fma(x, scale, "
+         "bias) correctly.",
+         "OpenVINO 2026.4.1's CPU plugin (issue 20's probe: all 223 unexplained DequantizeLinear-to-bfloat16 "
+         "cases, 10,252 elements, reproduced); the conversion is ov::bfloat16::round_to_nearest_even in "
+         "openvino/core/type/bfloat16.hpp and the CPU plugin's bfloat16_t. Peers fixed the same class of "
+         "non-RNE bfloat16 conversion: tenstorrent/tt-metal#19882, stillwater-sc/universal#1133, groonga/groonga#2961.",
+         "DequantizeLinear int16->bfloat16, x_scale=1.0078125, x=-24401: -24576 expected, -24448 given",
+         DqBfloat16HalfUpIfOdd, lambda d: d.op == DQ and _dq_out(d) == "bfloat16", ("precision", "ties", "random")),
+    _dev("constant-subnormals-flushed", (Q, DQ),
+         "Your runtime reads a subnormal scale as zero (it flushes denormals in constant tensors when it "
+         "loads them) while its arithmetic keeps subnormal data and results.",
+         "OpenVINO 2026.4.1's CPU plugin (issue 20's probe: DequantizeLinear-19/float8e4m3fn-float32/specials/"
+         "extremes gives 0 for x_scale = 2^-149 but keeps the subnormal products of x_scale = 2^-126); its "
+         "CPU_DENORMALS_OPTIMIZATION flushes constant inputs.",
+         "DequantizeLinear float8e4m3fn->float32, x=1, x_scale=2^-149: 2^-149 expected, 0 given",
+         ConstantSubnormalsFlushed, lambda d: d.op in (Q, DQ) and _has_subnormal_scale(d), ("specials",)),
     _dev("dq-fused-bias", DQ,
          "Your DequantizeLinear computes fma(x, scale, bias) with bias = -zero_point * scale rounded to the output "
          "type first (float16: the zero point converted to float16 too), where (x - zero_point) is exact.",
@@ -1282,6 +1374,16 @@ _MODELS += [
          "0.14.0 in issue 20's probe; the order of the additions read from its DEBUG=4 kernels.",
          "QuantizeLinear float32->uint8, y_scale=2, y_zero_point=128, x=1: 128 expected, 129 given",
          AddJustUnderHalfThenTruncate, lambda d: _q_out(d) is not None and _q_out(d).name == "uint8",
+         ("ties", "basic", "random")),
+    _dev("add-just-under-half-fused-reciprocal", Q,
+         "Your QuantizeLinear to uint8 computes int(x * (1 / scale) + 0.4999999 + zero_point) with the multiply and "
+         "the first addition fused into one fma, then truncates: the zero point is added before rounding and "
+         "the product is never rounded on its own.",
+         "tinygrad 0.14.0 in issue 20's probe (its division is a multiply by the folded reciprocal, and clang "
+         "contracts a * b + c into an fma by default, -ffp-contract=on); tinygrad/nn/onnx.py QuantizeLinear.",
+         "QuantizeLinear float32->uint8, y_scale=6, y_zero_point=128, x=-759: 2 expected, 1 given",
+         AddJustUnderHalfFusedReciprocal,
+         lambda d: _q_out(d) is not None and _q_out(d).name == "uint8" and d.inputs[0].type == _F32,
          ("ties", "basic", "random")),
     _dev("clamp-and-cast-in-quotient-type", Q,
          "Your QuantizeLinear adds the zero point and clamps in the quotient's float16/bfloat16 type, then casts "

@@ -114,13 +114,16 @@ def exact_product(t: ElemType | str, a: np.ndarray, b: np.ndarray) -> np.ndarray
 
 def exact_fma(t: ElemType | str, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """fl_t(a × b + c) with ONE rounding of the exact value (a fused multiply-add); elements with a
-    non-finite operand take float64's answer."""
+    non-finite operand, or an exact zero sum, take float64's answer (the sign of a zero sum is
+    IEEE's: -0 only when a × b and c are both -0, and float64 computes those exactly)."""
     t = dtypes.get(t)
     a, b, c = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (a, b, c)))
     with np.errstate(all="ignore"):
         out = fl(t, a * b + c)
     for idx in map(tuple, np.argwhere(np.isfinite(a) & np.isfinite(b) & np.isfinite(c))):
-        out[idx] = _round_fraction(t, Fraction(a[idx]) * Fraction(b[idx]) + Fraction(c[idx]))
+        exact = Fraction(a[idx]) * Fraction(b[idx]) + Fraction(c[idx])
+        if exact != 0:
+            out[idx] = _round_fraction(t, exact)
     return out
 
 
