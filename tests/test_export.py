@@ -49,10 +49,15 @@ def read_case(d: Path) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.
     inputs = dict(read_tensor(data / f"input_{n}.pb") for n in range(len(model.graph.input)))
     assert list(inputs) == [vi.name for vi in model.graph.input]
     expected = [read_tensor(data / f"output_{n}.pb")[1] for n in range(len(model.graph.output))]
-    masks = [read_tensor(p)[1] if (p := d / "dont_care" / f"output_{n}.pb").exists() else None
+    masks = [read_tensor(p)[1] if (p := d / f"dont_care.output_{n}.pb").exists() else None
              for n in range(len(expected))]
     meta = json.loads((d / "qconform.json").read_text())
     assert [0 if m is None else int(m.sum()) for m in masks] == meta["dont_care"]
+    # onnxruntime's onnx_test_runner takes every subdirectory for a data set: only the one
+    assert [p.name for p in d.iterdir() if p.is_dir()] == ["test_data_set_0"]
+    for name, files in meta["reading_files"].items():  # the other readings: complete output sets
+        assert name in meta["readings"][1:]
+        assert [read_tensor(d / f)[1].shape for f in files] == [e.shape for e in expected]
     return model, inputs, expected, masks, meta
 
 

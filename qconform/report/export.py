@@ -7,8 +7,13 @@ backend test loader) without qconform, so the layout is ONNX's own::
     DIR/<case>/test_data_set_0/input_N.pb      graph inputs, in graph order (TensorProto)
     DIR/<case>/test_data_set_0/output_N.pb     expected outputs, the case's first reading
     DIR/<case>/qconform.json                   id, verdict, clause, the suite's first mismatches
-    DIR/<case>/readings/<name>/output_N.pb     other permitted readings, if the case has any
-    DIR/<case>/dont_care/output_N.pb           bool mask of elements the spec leaves undefined
+    DIR/<case>/reading.<name>.output_N.pb      other permitted readings, if the case has any
+    DIR/<case>/dont_care.output_N.pb           bool mask of elements the spec leaves undefined
+
+test_data_set_0 is the case directory's only subdirectory: onnxruntime's onnx_test_runner takes
+every subdirectory of a test case for a data set (OnnxTestCase::SetModelPath), so the extras are
+plain files beside the model. Each other reading is a complete set of expected outputs for the
+same inputs; ``qconform export backend-test`` gives each its own test directory instead.
 
 Tensors are written with onnx's own TensorProto serialisation (``numpy_helper.from_array``), which
 encodes every element type natively, sub-byte packing included. Don't-care elements (e.g. NaN
@@ -71,6 +76,11 @@ def write_outputs(d: Path, case: Case, reading: Reading) -> None:
         write_tensor(d / f"output_{n}.pb", arr, name)
 
 
+def reading_file(reading: str, n: int) -> str:
+    """The file of another permitted reading's output N, beside the model (not in a subdirectory)."""
+    return f"reading.{dirname(reading)}.output_{n}.pb"
+
+
 def write_dont_care(case: Case, path_of: Callable[[int], Path]) -> None:
     """Each output's don't-care mask (bool TensorProto, True = undefined by the spec) at ``path_of(N)``;
     outputs without one get no file."""
@@ -99,12 +109,15 @@ def export_case(case: Case, failure: dict, root: Path, runner: dict | None = Non
     write_inputs(data, model, case)
     write_outputs(data, case, case.readings[0])
     for reading in case.readings[1:]:
-        write_outputs(d / "readings" / dirname(reading.name), case, reading)
-    write_dont_care(case, lambda n: d / "dont_care" / f"output_{n}.pb")
+        for n, (name, arr) in enumerate(zip(case.output_names, reading.outputs)):
+            write_tensor(d / reading_file(reading.name, n), arr, name)
+    write_dont_care(case, lambda n: d / f"dont_care.output_{n}.pb")
     meta = {
         "id": case.id, "verdict": failure.get("verdict"), "clause": case.clause,
         "clause_url": f"qconform/docs/semantics.md#{case.clause}", "runner": runner or {},
         "expected_reading": case.readings[0].name, "readings": [r.name for r in case.readings],
+        "reading_files": {r.name: [reading_file(r.name, n) for n in range(len(case.output_names))]
+                          for r in case.readings[1:]},
         "dont_care": dont_care_counts(case),
         "mismatches": failure.get("mismatches", 0), "problem": failure.get("problem", ""),
         "first_mismatches": failure.get("first_mismatches", []),
