@@ -393,3 +393,32 @@ def test_drift_command_writes_a_proposal_a_reviewer_can_apply(tmp_path):
         proposed = (tmp_path / "out" / "onnx-reference.toml").read_text()
         assert facts.parse("onnx-reference", proposed).source == "onnx-reference"
         assert (tmp_path / "out" / "onnx-reference.diff").read_text().startswith("--- a/onnx-reference.toml")
+
+
+def test_drift_from_a_finished_report_sees_what_a_fresh_run_sees(tmp_path):
+    """``facts drift --from-report``: a whole-corpus run of a slow runtime (IREE: hours here) is not
+    repeated to compute its drift; the report's observations give the same uncovered cases."""
+    import json
+
+    from conftest import run_pytest
+    from support import copy_group
+
+    golden = copy_group(tmp_path / "golden", "QuantizeLinear-10")
+    rep = tmp_path / "report"
+    proc = run_pytest("--runner=onnx-reference", f"--golden={golden}", f"--report={rep}", "-p", "no:randomly",
+                      "--isolate=off", "-q")
+    assert (rep / "report.json").is_file(), proc.stdout[-2000:]
+    got = drift.from_report(rep, golden)
+    fresh = drift.run("onnx-reference", golden, whole=True)
+    assert (got.source, got.installed, got.platform) == (fresh.source, fresh.installed, fresh.platform)
+    assert got.holds and [f.id for f in got.holds] == [f.id for f in fresh.holds if not f.example.startswith(facts.PROBE)]
+    on_cases = [(f.kind, f.cases, ids) for f, ids in fresh.new if not ids[0].startswith(facts.PROBE)]
+    assert [(f.kind, f.cases, ids) for f, ids in got.new] == on_cases
+
+    # a run that did not finish, or ran another corpus, is refused with the reason
+    report = json.loads((rep / "report.json").read_text())
+    for change, why in (({"complete": False}, "did not finish"), ({"corpus": {"digest": "0" * 64}}, "another corpus")):
+        bad = tmp_path / f"bad-{len(why)}.json"
+        bad.write_text(json.dumps({**report, **change}))
+        with pytest.raises(facts.FactsError, match=why):
+            drift.from_report(bad, golden)

@@ -60,7 +60,9 @@ def render(files) -> str:
         if check:
             out.append("Checked complete on the slice " + ", ".join(f"`{g}`" for g in check) + " (and every "
                        "row's example): a whole-corpus pass takes too long for the test run; "
-                       "`qconform facts drift --whole` lists what the rest of the corpus adds.")
+                       "`qconform facts drift --whole` lists what the rest of the corpus adds, and "
+                       "`qconform facts drift --from-report DIR` does so from a finished "
+                       "`pytest --runner=NAME --report=DIR` run without running it again.")
             out.append("")
         if ff.measured:
             out.append("Measured: " + "; ".join(

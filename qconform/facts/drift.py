@@ -242,9 +242,47 @@ def run(source: str, golden: Path, against: str | None = None, whole: bool = Fal
     return compute(source, results, installed, against)
 
 
+def from_report(path: Path, golden: Path, against: str | None = None) -> Drift:
+    """The drift shown by a finished ``pytest --runner=NAME --report=DIR`` run (DIR or its
+    report.json): the version and the platform are the run's own, nothing is re-run."""
+    import json
+
+    from qconform import corpus as corpus_mod
+    from qconform.facts.observe import from_report as observations
+
+    path = path / "report.json" if path.is_dir() else path
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        runner = report["runner"]
+        source, installed = runner["name"], runner["version"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise facts.FactsError(f"{path}: not a qconform report.json ({type(exc).__name__}: {exc})") from exc
+    if source not in facts.RUNNER_SOURCES:
+        raise facts.FactsError(f"{path}: runner {source!r} has no facts file; known: {', '.join(facts.RUNNER_SOURCES)}")
+    if not report.get("complete") or report.get("interrupted"):
+        raise facts.FactsError(f"{path}: the run did not finish ({report.get('counts', {}).get('reported', 0)} of "
+                               f"{report.get('counts', {}).get('collected', '?')} cases reported): its drift would "
+                               "call every case it never reached unobserved")
+    corpus = corpus_mod.load(golden)
+    if report.get("corpus", {}).get("digest") != corpus.digest:
+        raise facts.FactsError(f"{path}: ran another corpus than {golden} (its digest differs)")
+    plat_info = runner.get("platform") or {}
+    feats = frozenset(plat_info["features"]) if "features" in plat_info else None
+    cases = {c.id: c for c in corpus.cases}
+    return compute(source, observations(report, cases), installed, against, feats, plat_info.get("arch"))
+
+
 def main(args) -> int:
     from qconform.plugin import default_golden
 
+    golden = Path(args.golden or default_golden())
+    if args.from_report:
+        try:
+            d = from_report(Path(args.from_report), golden, args.against)
+        except facts.FactsError as exc:
+            print(f"qconform: {exc}")
+            return 2
+        return _show(d, args)
     sources = args.runner or [s for s in facts.RUNNER_SOURCES if facts.SOURCES[s].version() is not None]
     drifted = False
     for source in sources:
@@ -252,28 +290,35 @@ def main(args) -> int:
             print(f"qconform: no facts source {source!r}; known: {', '.join(facts.RUNNER_SOURCES)}")
             return 2
         try:
-            d = run(source, Path(args.golden or default_golden()), args.against, args.whole)
+            d = run(source, golden, args.against, args.whole)
         except facts.FactsError as exc:
             print(f"qconform: {exc}")
             return 2
-        print(d.text())
-        if d.drifted:
-            drifted = True
-            current = facts.dump(facts.load(source))
-            new = facts.dump(d.proposed)
-            if args.write:
-                path = facts.write(d.proposed)
-                print(f"  wrote {path}: review with git diff, replace every TODO, then run the tests")
-            else:
-                out = Path(args.out)
-                out.mkdir(parents=True, exist_ok=True)
-                path = facts.write(d.proposed, out / f"{source}.toml")
-                diff = "".join(difflib.unified_diff(current.splitlines(True), new.splitlines(True),
-                                                    f"a/{facts.path_of(source).name}", f"b/{source}.toml"))
-                (out / f"{source}.diff").write_text(diff)
-                print(f"  proposed file: {path}; diff: {out / f'{source}.diff'} "
-                      f"(apply with --write, or copy it over {facts.path_of(source)})")
+        drifted = _show(d, args) == 1 or drifted
     return 1 if drifted else 0
+
+
+def _show(d: Drift, args) -> int:
+    """Print one source's drift and write its proposed facts file; 1 when it drifted."""
+    print(d.text())
+    if not d.drifted:
+        return 0
+    source = d.source
+    current = facts.dump(facts.load(source))
+    new = facts.dump(d.proposed)
+    if args.write:
+        path = facts.write(d.proposed)
+        print(f"  wrote {path}: review with git diff, replace every TODO, then run the tests")
+    else:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        path = facts.write(d.proposed, out / f"{source}.toml")
+        diff = "".join(difflib.unified_diff(current.splitlines(True), new.splitlines(True),
+                                            f"a/{facts.path_of(source).name}", f"b/{source}.toml"))
+        (out / f"{source}.diff").write_text(diff)
+        print(f"  proposed file: {path}; diff: {out / f'{source}.diff'} "
+              f"(apply with --write, or copy it over {facts.path_of(source)})")
+    return 1
 
 
 def add_arguments(p) -> None:
@@ -286,9 +331,12 @@ def add_arguments(p) -> None:
     p.add_argument("--out", metavar="DIR", default="qconform-drift",
                    help="where the proposed facts files and diffs go (default: qconform-drift)")
     p.add_argument("--write", action="store_true", help="rewrite the facts files in place instead")
+    p.add_argument("--from-report", metavar="DIR", default=None,
+                   help="run nothing: the drift shown by a finished pytest --runner=NAME --report=DIR run "
+                        "(its runner, version and platform), e.g. a whole-corpus run of a slow runtime")
     p.add_argument("--whole", action="store_true",
                    help="observe the whole corpus even for a source whose tests check a slice "
                         "(third-party runtimes: tens of minutes)")
 
 
-__all__ = ["Drift", "add_arguments", "compute", "default_against", "main", "run"]
+__all__ = ["Drift", "add_arguments", "compute", "default_against", "from_report", "main", "run"]

@@ -95,6 +95,27 @@ def observe(runner_name: str, root: str | Path, probes: bool = True, select: tup
     return results
 
 
+def from_report(report: dict, cases: dict) -> dict[str, Result]:
+    """The observations a finished ``--report`` run already made (report.json), keyed like
+    ``observe``'s: a whole-corpus run of a slow runtime need not be repeated to compute its drift.
+    A failure carries the model the run's diagnosis named first; an unsupported case its reason."""
+    reasons = report.get("reasons") or []
+    failures = {f["id"]: f for f in report.get("failures") or []}
+    results = {}
+    for entry in report.get("cases") or []:
+        cid, verdict = entry["id"], entry["verdict"]
+        f = failures.get(cid, {})
+        reason = entry.get("reason")
+        message = f.get("problem") or (reasons[reason]["text"] if reason is not None else "")
+        named = f.get("diagnosis") or []
+        named = named[0] if named and isinstance(named[0], str) else (named[0].get("model", "") if named else "")
+        case = cases.get(cid)
+        results[cid] = Result(verdict, f.get("reading") or entry.get("reading"),
+                              case.readings[0].name if case else None, message, named,
+                              f.get("clause") or (case.clause if case else ""))
+    return results
+
+
 def shows(fact: Fact, results: dict[str, Result]) -> tuple[bool, str]:
     """Whether the observations show what the fact says, and what was seen (for messages)."""
     import re
@@ -134,4 +155,4 @@ def explains(fact: Fact, key: str, r: Result) -> bool:
     return False
 
 
-__all__ = ["Result", "case_id_of", "explains", "observe", "run_case", "run_probe", "shows"]
+__all__ = ["Result", "case_id_of", "explains", "from_report", "observe", "run_case", "run_probe", "shows"]
