@@ -277,6 +277,21 @@ class SaturateIgnored:
         return super().encode(v, t, **kw)
 
 
+class E4m3fnNanCodeToMax:
+    """onnxruntime's Float8E4M3FN(float, saturate): a normal value whose truncated code is 0x7F (the
+    NaN code, |v| in [480, 496)) is first changed to 0x7E (448), and the later overflow test only
+    sees codes it would round up, so with saturate=0 these values give +-448 where NaN is right."""
+
+    def encode(self, v, t, **kw):
+        code = super().encode(v, t, **kw)
+        if dtypes.get(t).name != "float8e4m3fn" or kw.get("saturate", True):
+            return code
+        with np.errstate(invalid="ignore"):
+            a = np.abs(np.asarray(v, dtype=np.float64))
+            hit = (a >= 480.0) & (a < 496.0)
+        return np.where(hit, (code & 0x80) | 0x7E, code).astype(code.dtype)
+
+
 class NeverSaturate:
     def encode(self, v, t, **kw):
         if _minifloat(t):
@@ -1156,6 +1171,16 @@ _MODELS = [
          "(jax-ml/ml_dtypes#400).",
          "QuantizeLinear float32->float8e4m3fn, saturate=0, x=1000, y_scale=1: NaN expected, 448 given",
          SaturateIgnored, lambda d: _minifloat_out(d) and not d.attrs.get("saturate", 1), ("floatkinds",)),
+    _dev("float8e4m3fn-nan-code-to-max", Q,
+         "Your float32-to-float8e4m3fn conversion with saturate=0 gives +-448 for 480 <= |x / scale| < 496, whose "
+         "truncated code is the NaN code 0x7F: it is changed to 0x7E before the overflow test, which then "
+         "sees no rounding up; NaN is right there.",
+         "onnxruntime 1.32.0 (its fact for QuantizeLinear-*-float8e4m3fn saturate-0: 480 <= |x/s| < 496 gives "
+         "+-448), from Float8E4M3FN(float, saturate) in onnxruntime/core/framework/float8.h, where "
+         "'(val & 0x7F) == 0x7F' becomes 0x7E before the saturate branch.",
+         "QuantizeLinear float32->float8e4m3fn, saturate=0, x=480, y_scale=1: NaN (0x7F) expected, 448 (0x7E) given",
+         E4m3fnNanCodeToMax, lambda d: _q_out(d) is not None and _q_out(d).name == "float8e4m3fn"
+         and not d.attrs.get("saturate", 1), ("floatkinds",)),
     _dev("float8-never-saturate", (Q, QLMM),
          "Your float8 conversion never saturates: with saturate=1 (the default) overflow must give ±max "
          "but you return NaN (e4m3fn, fnuz) or ±Inf (e5m2), as a plain non-saturating cast does.",
