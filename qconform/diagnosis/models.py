@@ -326,6 +326,16 @@ class FnuzNegativeZero:
         return code
 
 
+def _bfloat16_from_float32_bits(v: np.ndarray, top: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """v rounded to float32, then to bfloat16 by ``top`` (float32 bits, uint64 -> the kept upper 16
+    bits): the bit-level conversions hand-written kernels use. NaN keeps its float32 bits."""
+    f32 = dtypes.get("float32")
+    v32 = _fl(f32, v)
+    bits = floats.encode(v32, f32, saturate=False).astype(np.uint64)
+    kept = (top(bits) << np.uint64(16)) & np.uint64(0xFFFFFFFF)
+    return floats.decode(np.where(np.isnan(v32), bits, kept), f32)
+
+
 class Bfloat16Truncation:
     def exact_product(self, t, a, b):
         if dtypes.get(t).name != "bfloat16":
@@ -336,11 +346,7 @@ class Bfloat16Truncation:
     def fl(self, t, v):
         if t == FLOAT64 or dtypes.get(t).name != "bfloat16":
             return super().fl(t, v)
-        f32 = dtypes.get("float32")
-        v32 = _fl(f32, v)
-        bits = floats.encode(v32, f32, saturate=False).astype(np.uint64)
-        cut = np.where(np.isnan(v32), bits, bits & np.uint64(0xFFFF0000))
-        return floats.decode(cut, f32)
+        return _bfloat16_from_float32_bits(v, lambda bits: bits >> np.uint64(16))
 
 
 class FlushDenormals:
@@ -621,11 +627,8 @@ def bfloat16_half_up_if_odd(v: np.ndarray) -> np.ndarray:
     """float32 -> bfloat16 the way OpenVINO's ``ov::bfloat16::round_to_nearest_even`` does it:
     (bits + ((bits & 0x10000) >> 1)) >> 16. Half an ulp is added only when the kept last bit is odd, so
     an even last bit truncates (12.9126 -> 12.875, where round-to-nearest-even gives 12.9375)."""
-    f32 = dtypes.get(_F32)
-    v32 = _fl(f32, v)
-    bits = floats.encode(v32, f32, saturate=False).astype(np.uint64)
-    kept = ((bits + ((bits & np.uint64(0x10000)) >> np.uint64(1))) >> np.uint64(16)) << np.uint64(16)
-    return floats.decode(np.where(np.isnan(v32), bits, kept & np.uint64(0xFFFFFFFF)), f32)
+    return _bfloat16_from_float32_bits(
+        v, lambda bits: (bits + ((bits & np.uint64(0x10000)) >> np.uint64(1))) >> np.uint64(16))
 
 
 class DqBfloat16HalfUpIfOdd:
@@ -643,6 +646,16 @@ class DqBfloat16HalfUpIfOdd:
             return exact_fma(_F32, x, sc, bias)
 
 
+#: tinygrad's QuantizeLinear "rounding" constant (nn/onnx.py)
+_JUST_UNDER_HALF = 0.4999999
+
+
+def _truncate_into(v: np.ndarray, out_t: str) -> np.ndarray:
+    """A truncating C cast to int32 (NaN read as 0), clamped to out_t's range, as int64."""
+    lo, hi = dtypes.get(out_t).qrange
+    return np.clip(_int32_cast(np.trunc(np.where(np.isnan(v), 0.0, v))), lo, hi).astype(np.int64)
+
+
 class AddJustUnderHalfThenTruncate:
     """tinygrad: y = clamp(int(x / s + 0.4999999 + zp)) for uint8, in the quotient's type: the zero
     point added before rounding, and 'rounding' by a constant just under one half (absorbed by
@@ -657,14 +670,11 @@ class AddJustUnderHalfThenTruncate:
         return super().output_type(draft, zp)
 
     def quantize_int(self, xv, scale, q, zero, out_t, prec):
-        lo, hi = dtypes.get(out_t).qrange
         f = functools.partial(self.fl, prec)
         with np.errstate(all="ignore"):
-            c = f(np.float64(0.4999999))
+            c = f(np.float64(_JUST_UNDER_HALF))
             v = f(q + f(c + zero)) if self._constant_zp else f(f(q + zero) + c)
-            nan = np.isnan(v)
-            y = np.clip(_int32_cast(np.trunc(np.where(nan, 0.0, v))), lo, hi)
-        return y.astype(np.int64), np.isnan(np.asarray(q))
+        return _truncate_into(v, out_t), np.isnan(np.asarray(q))
 
 
 class AddJustUnderHalfFusedReciprocal(AddJustUnderHalfThenTruncate):
@@ -676,15 +686,12 @@ class AddJustUnderHalfFusedReciprocal(AddJustUnderHalfThenTruncate):
     def quantize_int(self, xv, scale, q, zero, out_t, prec):
         if prec != _F32:
             return super().quantize_int(xv, scale, q, zero, out_t, prec)
-        lo, hi = dtypes.get(out_t).qrange
         f = functools.partial(self.fl, _F32)
         with np.errstate(all="ignore"):
             x, inv = f(xv), f(1.0 / f(scale))
-            c = f(np.float64(0.4999999))
+            c = f(np.float64(_JUST_UNDER_HALF))
             v = exact_fma(_F32, x, inv, f(c + zero)) if self._constant_zp else f(exact_fma(_F32, x, inv, zero) + c)
-            nan = np.isnan(v)
-            y = np.clip(_int32_cast(np.trunc(np.where(nan, 0.0, v))), lo, hi)
-        return y.astype(np.int64), np.isnan(np.asarray(q))
+        return _truncate_into(v, out_t), np.isnan(np.asarray(q))
 
 
 class ClampAndCastInQuotientType:

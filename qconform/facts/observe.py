@@ -107,11 +107,9 @@ def from_report(report: dict, cases: dict) -> dict[str, Result]:
         f = failures.get(cid, {})
         reason = entry.get("reason")
         message = f.get("problem") or (reasons[reason]["text"] if reason is not None else "")
-        named = f.get("diagnosis") or []
-        named = named[0] if named and isinstance(named[0], str) else (named[0].get("model", "") if named else "")
         case = cases.get(cid)
         results[cid] = Result(verdict, f.get("reading") or entry.get("reading"),
-                              case.readings[0].name if case else None, message, named,
+                              case.readings[0].name if case else None, message, (f.get("diagnosis") or [""])[0],
                               f.get("clause") or (case.clause if case else ""))
     return results
 

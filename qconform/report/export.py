@@ -69,16 +69,16 @@ def write_inputs(data: Path, model: onnx.ModelProto, case: Case) -> None:
         write_tensor(data / f"input_{n}.pb", feeds[vi.name], vi.name)
 
 
-def write_outputs(d: Path, case: Case, reading: Reading) -> None:
-    """``d/output_N.pb``: one reading's outputs, named after the graph outputs."""
+def write_outputs(d: Path, case: Case, reading: Reading, prefix: str = "") -> None:
+    """``d/<prefix>output_N.pb``: one reading's outputs, named after the graph outputs."""
     d.mkdir(parents=True, exist_ok=True)
     for n, (name, arr) in enumerate(zip(case.output_names, reading.outputs)):
-        write_tensor(d / f"output_{n}.pb", arr, name)
+        write_tensor(d / f"{prefix}output_{n}.pb", arr, name)
 
 
-def reading_file(reading: str, n: int) -> str:
-    """The file of another permitted reading's output N, beside the model (not in a subdirectory)."""
-    return f"reading.{dirname(reading)}.output_{n}.pb"
+def reading_prefix(reading: str) -> str:
+    """The file prefix of another permitted reading's outputs, beside the model (not in a subdirectory)."""
+    return f"reading.{dirname(reading)}."
 
 
 def write_dont_care(case: Case, path_of: Callable[[int], Path]) -> None:
@@ -109,14 +109,13 @@ def export_case(case: Case, failure: dict, root: Path, runner: dict | None = Non
     write_inputs(data, model, case)
     write_outputs(data, case, case.readings[0])
     for reading in case.readings[1:]:
-        for n, (name, arr) in enumerate(zip(case.output_names, reading.outputs)):
-            write_tensor(d / reading_file(reading.name, n), arr, name)
+        write_outputs(d, case, reading, reading_prefix(reading.name))
     write_dont_care(case, lambda n: d / f"dont_care.output_{n}.pb")
     meta = {
         "id": case.id, "verdict": failure.get("verdict"), "clause": case.clause,
         "clause_url": f"qconform/docs/semantics.md#{case.clause}", "runner": runner or {},
         "expected_reading": case.readings[0].name, "readings": [r.name for r in case.readings],
-        "reading_files": {r.name: [reading_file(r.name, n) for n in range(len(case.output_names))]
+        "reading_files": {r.name: [f"{reading_prefix(r.name)}output_{n}.pb" for n in range(len(case.output_names))]
                           for r in case.readings[1:]},
         "dont_care": dont_care_counts(case),
         "mismatches": failure.get("mismatches", 0), "problem": failure.get("problem", ""),
