@@ -178,6 +178,32 @@ def test_bfloat16_half_up_if_odd_truncates_below_an_even_last_bit():
     assert np.isnan(bfloat16_half_up_if_odd(np.array([np.nan]))[0])
 
 
+def test_truncf_bit_emulation_differs_from_the_cast_only_where_iree_does():
+    """IREE's float32 -> float8 bit emulation against the saturate=0 cast over a million draws: every
+    difference is one the model names (issue 21 finding 15): a subnormal that rounds up to the
+    smallest normal gives 0, or a NaN comes out as the one positive NaN code (e4m3fn, fnuz)."""
+    from qconform import dtypes
+    from qconform.diagnosis.models import truncf_bit_emulation
+    from qconform.oracle import floats
+
+    rng = np.random.default_rng(21)
+    v = (rng.standard_normal(1 << 20) * 2.0 ** rng.integers(-30, 20, 1 << 20)).astype(np.float32).astype(np.float64)
+    for name in ("float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz"):
+        t = dtypes.get(name)
+        fmt = t.float_format
+        got = truncf_bit_emulation(v, fmt)
+        spec = floats.encode(v, t, saturate=False).astype(np.int64)
+        differ = got != spec
+        magnitude = (1 << (fmt.ebits + fmt.mbits)) - 1
+        carry_lost = (np.abs(v) < 2.0 ** (1 - fmt.bias)) & ((spec & magnitude) == 1 << fmt.mbits) & ((got & magnitude) == 0)
+        nan_code = 0x80 if fmt.nan_style == "fnuz" else 0x7F
+        one_nan = t.is_nan_bits(spec.astype(np.uint8)) & (got == nan_code)
+        assert carry_lost.any() and not (differ & ~carry_lost & ~one_nan).any(), name
+    e4 = dtypes.get("float8e4m3fn").float_format
+    # the IREE run's elements: 7.5 * 2^-9 -> 0 (not 2^-6); -496 overflows -> 0x7F; -480 is 0xFF, kept
+    assert truncf_bit_emulation(np.array([0.0146484375, -496.0, -480.0, np.nan]), e4).tolist() == [0, 0x7F, 0xFF, 0x7F]
+
+
 def test_exact_fma_gives_an_exact_zero_sum_ieee_sign():
     """-0 only when a * b and c are both -0 (the fused-bias models rest on it)."""
     from qconform.oracle.arith import exact_fma

@@ -189,6 +189,16 @@ class QuotientInFloat32:
         return out
 
 
+class QuotientInInputType:
+    """The scale converted to x's float16/bfloat16 type and the division done there: the precision
+    taken from x, not from y_scale."""
+
+    def division_readings(self, x_t, s_t, attrs):
+        if x_t in HALF_KINDS and s_t != x_t and not attrs.get("precision", 0):
+            return [(f"quotient-in-{x_t}", x_t)]
+        return super().division_readings(x_t, s_t, attrs)
+
+
 def _int32_cast(v: np.ndarray) -> np.ndarray:
     """x86 cvttsd2si / np.astype(int32): NaN, ±Inf and out-of-range -> INT_MIN; else the value."""
     with np.errstate(invalid="ignore"):
@@ -368,6 +378,16 @@ class FlushDenormals:
 
     def data(self, arg):
         return self._flush(super().data(arg), arg.type)
+
+
+class HalfProductsFlushed:
+    """A float16/bfloat16 product that comes out subnormal is flushed to zero, while subnormal
+    operands (a scale of 2^-24) are read as they are: flush-to-zero without denormals-are-zero."""
+
+    def dq_value(self, xv, zero, scale, x_t, prec, out_t):
+        v = super().dq_value(xv, zero, scale, x_t, prec, out_t)
+        t = prec or out_t
+        return FlushDenormals._flush(v, t) if t in HALF_KINDS else v
 
 
 class ConstantSubnormalsFlushed:
@@ -839,6 +859,18 @@ class MinifloatInputNanAsFinite:
         return np.where(np.isfinite(v), v, formula)
 
 
+class ExtfBitEmulation(MinifloatInputNanAsFinite):
+    """float8 decoded from its bit fields where only the one code 0x7F is e4m3fn's NaN: the negative
+    NaN 0xFF goes through the normal-number formula (-480)."""
+
+    def data(self, arg):
+        plain = super(MinifloatInputNanAsFinite, self).data(arg)  # the correct decoding
+        codes, t = _minifloat_codes(arg)
+        if codes is None or t.float_format.nan_style != "fn":
+            return plain
+        return np.where(codes == (1 << t.bits) - 1, super().data(arg), plain)
+
+
 class FnuzNanCodeAsNegativeZero:
     def data(self, arg):
         v = super().data(arg)
@@ -886,6 +918,59 @@ class MinifloatDoubleRounding:
             with np.errstate(all="ignore"):
                 v = _fl(dtypes.get("float16"), v)
         return super().encode(v, t, **kw)
+
+
+def truncf_bit_emulation(v: np.ndarray, fmt: dtypes.FloatFormat) -> np.ndarray:
+    """float32 -> float8 codes the way IREE's ``TruncFToSmallFloat`` (ConvertUnsupportedFloatArithPass,
+    after runtime/src/iree/base/internal/math.h) builds them from the float32 fields: round to nearest
+    even, but a subnormal whose rounding carries into the smallest normal loses the carry to the
+    mantissa mask (0); overflow past the top exponent gives ±Inf (e5m2) or the one NaN code 0x7F /
+    0x80, never a saturated value; a NaN input gives that positive NaN code; a value whose rounded
+    code is e4m3fn's 0x7F/0xFF keeps it (NaN, with the sign)."""
+    b = _f32(v).view(np.uint32).astype(np.int64)
+    m, e, bias = fmt.mbits, fmt.ebits, fmt.bias
+    sign = (b >> 31) << (e + m)
+    bexp, mant = (b >> 23) & 0xFF, b & 0x7FFFFF
+    fnuz = fmt.nan_style == "fnuz"
+    top = (1 << e) - 1
+    max_normal_exp = top - 1 if fmt.has_inf else top
+    nan_code = (1 << (e + m)) if fnuz else ((top << m) | ((1 << m) - 1))
+
+    def rne(x, shift):  # math.h's bias_to_nearest_even
+        even = np.left_shift(1, shift)
+        odd = even >> 1
+        return x + np.where((x & even) != 0, odd, odd - 1)
+
+    aexp = bexp - 127
+    dexp = aexp + bias
+    overflow = dexp > max_normal_exp
+    underflow = dexp <= 0
+    shift = 23 - m
+    rounded = rne(mant, shift)
+    carry = rounded > 0x7FFFFF
+    dexp = np.where(carry, dexp + 1, dexp)
+    rounded = np.where(carry, 0, rounded)
+    overflow |= dexp > max_normal_exp
+    normal = sign | (np.clip(dexp, 0, top) << m) | ((rounded >> shift) & ((1 << m) - 1))
+    sub_shift = np.clip((23 - m) - (aexp - (1 - bias)), 0, 40)
+    sub = (rne(mant | (1 << 23), sub_shift) >> sub_shift) & ((1 << m) - 1)  # the carry masked off
+    zero = 0 if fnuz else sign
+    sub = np.where(sub_shift > 24, zero, sign | sub)
+    out = np.where(underflow, sub, normal)
+    out = np.where(bexp == 0, zero, out)
+    if fnuz:
+        out = np.where(out == (1 << (e + m)), 0, out)
+    big = (sign | (top << m)) if fmt.has_inf else np.full_like(out, nan_code)
+    out = np.where(overflow | ((bexp == 0xFF) & (mant == 0)), big, out)
+    return np.where((bexp == 0xFF) & (mant != 0), nan_code, out)
+
+
+class TruncfBitEmulation:
+    def encode(self, v, t, **kw):
+        if not _minifloat(t) or dtypes.get(t).float_format.width != 8:
+            return super().encode(v, t, **kw)
+        tt = dtypes.get(t)
+        return truncf_bit_emulation(np.asarray(v, dtype=np.float64), tt.float_format).astype(tt.bits_dtype)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1490,6 +1575,13 @@ _MODELS += [
          "DequantizeLinear float8e4m3fn->float32, x=0x7F, x_scale=1: NaN expected, 480 given",
          MinifloatInputNanAsFinite, lambda d: d.op == DQ and _minifloat(d.inputs[0].type)
          and not d.inputs[0].type.endswith("fnuz"), ("floatkinds", "specials")),  # fnuz: the -0 model
+    _dev("float8-extf-bit-emulation", DQ,
+         "Your float8e4m3fn decoder tests for NaN by comparing the code with 0x7F only, so the negative NaN "
+         "0xFF is decoded by the normal-number formula as -480.",
+         "IREE 3.13's ConvertUnsupportedFloatArithPass (ExtFFromSmallFloat: for FN types isNaN is "
+         "code == 0x7F); issue 20's IREE run (DequantizeLinear float8e4m3fn, x=0xFF, scale 2: -960).",
+         "DequantizeLinear float8e4m3fn->float32, x=0xFF, x_scale=1: NaN expected, -480 given",
+         ExtfBitEmulation, lambda d: d.op == DQ and d.inputs[0].type == "float8e4m3fn", ("floatkinds", "basic")),
     _dev("fnuz-nan-code-as-negative-zero", DQ,
          "Your DequantizeLinear reads the fnuz NaN code 0x80 as -0 (a sign bit over zero), so NaN inputs "
          "come out as -0.",
@@ -1516,6 +1608,34 @@ _MODELS += [
          "NVIDIA/TensorRT#1694 (ConvTranspose INT8: the per-channel weight scale taken along the wrong axis).",
          "DequantizeLinear int8->float32, x of shape [3, 3], x_scale=[1, 2, 4], axis=0",
          PerAxisWrongAxis, _nonscalar_params, ("granularity", "specials")),
+    _dev("float8-truncf-bit-emulation", (Q, QLMM),
+         "Your float32 -> float8 conversion is built from the float32 bit fields: it rounds to nearest even "
+         "and never saturates (overflow gives NaN, or ±Inf for e5m2, whatever saturate says), a value that "
+         "rounds from the subnormal range up to the smallest normal becomes 0 (the carry is masked off), and "
+         "NaN becomes one positive NaN code (0x7F, fnuz 0x80), so a negative overflow with saturate=0 loses "
+         "its sign.",
+         "IREE 3.13's ConvertUnsupportedFloatArithPass (TruncFToSmallFloat: the rounded subnormal mantissa "
+         "is and-ed with the mantissa mask; overflow selects the NaN or Inf code); issue 20's IREE run "
+         "(0.0146484375 -> 0 where 2^-6 is right, -496 -> 0x7F).",
+         "QuantizeLinear float32->float8e4m3fn, x=0.0146484375 (7.5 * 2^-9), y_scale=1: 0x08 (2^-6) "
+         "expected, 0x00 given",
+         TruncfBitEmulation, _minifloat_out, ("floatkinds", "specials")),
+    _dev("quotient-in-input-type", Q,
+         "Your QuantizeLinear converts the scale to x's float16/bfloat16 type and divides there, where the "
+         "spec (23+) says the type of y_scale determines the precision of the division.",
+         "IREE 3.13 in issue 20's run (QuantizeLinear-23 bfloat16 x, float16 scale 0.33325: 3.171875 gives 9, "
+         "as 3.171875 / bf16(0.33325) = 9.497 does, where 3.171875 / 0.33325 = 9.518 gives 10).",
+         "QuantizeLinear-23 bfloat16->int8, y_scale float16 0.33325, x=3.171875: 10 expected, 9 given",
+         QuotientInInputType, lambda d: d.op == Q and d.inputs[0].type in HALF_KINDS
+         and d.inputs[1].type != d.inputs[0].type, ("precision", "basic")),
+    _dev("half-products-flushed", DQ,
+         "Your DequantizeLinear flushes a float16/bfloat16 product that comes out subnormal to zero, though "
+         "it reads a subnormal scale correctly (flush-to-zero without denormals-are-zero).",
+         "IREE 3.13 in issue 20's run (DequantizeLinear-21 int16->float16, scale 2^-24, x - zero_point = 1: "
+         "0 where 2^-24 is right, while x - zero_point = 32767 gives 32767 * 2^-24); compare "
+         "flush-denormals, which also zeroes the subnormal scale.",
+         "DequantizeLinear int16->float16, x=1, x_scale=2^-24: 2^-24 expected, 0 given",
+         HalfProductsFlushed, lambda d: d.op == DQ and bool(set(_types(d)) & set(HALF_KINDS)), ("specials",)),
     _dev("minifloat-double-rounding", (Q, QLMM),
          "Your float8/float4/float6 conversion rounds to float16 first and then to the narrow type: two "
          "roundings, which move values just past a midpoint.",
