@@ -191,10 +191,10 @@ class QuotientInFloat32:
 
 class QuotientInInputType:
     """The scale converted to x's float16/bfloat16 type and the division done there: the precision
-    taken from x, not from y_scale."""
+    taken from x, not from y_scale or the 'precision' attribute."""
 
     def division_readings(self, x_t, s_t, attrs):
-        if x_t in HALF_KINDS and s_t != x_t and not attrs.get("precision", 0):
+        if x_t in HALF_KINDS and s_t != x_t:  # and whatever 'precision' says
             return [(f"quotient-in-{x_t}", x_t)]
         return super().division_readings(x_t, s_t, attrs)
 
@@ -1622,7 +1622,8 @@ _MODELS += [
          TruncfBitEmulation, _minifloat_out, ("floatkinds", "specials")),
     _dev("quotient-in-input-type", Q,
          "Your QuantizeLinear converts the scale to x's float16/bfloat16 type and divides there, where the "
-         "spec (23+) says the type of y_scale determines the precision of the division.",
+         "spec (23+) says the type of y_scale, or the 'precision' attribute, determines the precision of "
+         "the division.",
          "IREE 3.13 in issue 20's run (QuantizeLinear-23 bfloat16 x, float16 scale 0.33325: 3.171875 gives 9, "
          "as 3.171875 / bf16(0.33325) = 9.497 does, where 3.171875 / 0.33325 = 9.518 gives 10).",
          "QuantizeLinear-23 bfloat16->int8, y_scale float16 0.33325, x=3.171875: 10 expected, 9 given",
