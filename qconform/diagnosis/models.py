@@ -1579,7 +1579,8 @@ _MODELS += [
          "Your float8e4m3fn decoder tests for NaN by comparing the code with 0x7F only, so the negative NaN "
          "0xFF is decoded by the normal-number formula as -480.",
          "IREE 3.13's ConvertUnsupportedFloatArithPass (ExtFFromSmallFloat: for FN types isNaN is "
-         "code == 0x7F); issue 20's IREE run (DequantizeLinear float8e4m3fn, x=0xFF, scale 2: -960).",
+         "code == 0x7F, since iree-org/iree#23119); issue 20's IREE run (DequantizeLinear float8e4m3fn, x=0xFF, "
+         "scale 2: -960).",
          "DequantizeLinear float8e4m3fn->float32, x=0xFF, x_scale=1: NaN expected, -480 given",
          ExtfBitEmulation, lambda d: d.op == DQ and d.inputs[0].type == "float8e4m3fn", ("floatkinds", "basic")),
     _dev("fnuz-nan-code-as-negative-zero", DQ,
@@ -1616,7 +1617,9 @@ _MODELS += [
          "its sign.",
          "IREE 3.13's ConvertUnsupportedFloatArithPass (TruncFToSmallFloat: the rounded subnormal mantissa "
          "is and-ed with the mantissa mask; overflow selects the NaN or Inf code); issue 20's IREE run "
-         "(0.0146484375 -> 0 where 2^-6 is right, -496 -> 0x7F).",
+         "(0.0146484375 -> 0 where 2^-6 is right, -496 -> 0x7F); the emulation came with iree-org/iree#23119, "
+         "whose review asked for exactly denormals and round-to-nearest-even; the same class: "
+         "openvinotoolkit/openvino#30057 (f8e4m3 subnormals rounded twice).",
          "QuantizeLinear float32->float8e4m3fn, x=0.0146484375 (7.5 * 2^-9), y_scale=1: 0x08 (2^-6) "
          "expected, 0x00 given",
          TruncfBitEmulation, _minifloat_out, ("floatkinds", "specials")),
