@@ -143,7 +143,7 @@ def reproduces(model: Deviation, case: Case, actual: Sequence[np.ndarray], *, st
 
 
 #: When no single model explains a case, pairs of the ``PAIR_POOL`` models that come closest are tried.
-PAIR_POOL = 8
+PAIR_POOL = 10
 #: Always in the pool when applicable: they change the quotient's precision only, which often shows
 #: through another step alone (so by themselves they are rarely among the closest).
 PAIR_ALWAYS = ("quotient-in-float32", "divide-in-float64")
