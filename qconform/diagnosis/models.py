@@ -920,6 +920,71 @@ class MinifloatDoubleRounding:
         return super().encode(v, t, **kw)
 
 
+class SaturateBeforeZeroPoint:
+    """round(x / scale) clamped to the output type first, the zero point added after, then clamped
+    again: a quotient past the type's range loses what the zero point would have brought back."""
+
+    def to_int(self, q, zero, t, prec):
+        with np.errstate(all="ignore"):
+            r, nan = self.saturate(self.round(q), t)
+            y, _ = self.saturate(r.astype(np.float64) + zero, t)
+        return y, nan
+
+
+class UnsignedZeroPointReadAsSigned:
+    """A uint8/uint16 zero point read as the signed type of its width (200 -> -56)."""
+
+    def param(self, arg):
+        v = super().param(arg)
+        t = dtypes.get(arg.type)
+        if t.is_integer and not t.signed and t.bits in (8, 16):
+            v = np.where(v >= 2 ** (t.bits - 1), v - 2 ** t.bits, v)
+        return v
+
+
+class QlmmZeroPointsIgnored:
+    """The integer product a @ b accumulated from the codes as stored, the zero points never
+    subtracted."""
+
+    def accumulate(self, da, db, raw, zeros, types):
+        av, bv = (np.asarray(r).astype(np.int64) for r in raw)
+        return np.matmul(av, bv)
+
+
+def ties_away_to_format(x: np.ndarray, t: dtypes.ElemType) -> np.ndarray:
+    """x moved to t's neighbour of larger magnitude where x is exactly halfway between two of t's
+    values; every other x unchanged (the encoder's round to nearest then decides it alone)."""
+    fmt = t.float_format
+    x = np.asarray(x, dtype=np.float64)
+    ok = np.isfinite(x) & (x != 0)
+    a = np.where(ok, np.abs(x), 1.0)
+    q = _quantum_exponent(a, fmt)
+    scaled = np.ldexp(a, -q)
+    tie = ok & (scaled - np.floor(scaled) == 0.5)
+    return np.where(tie, np.copysign(np.ldexp(np.floor(scaled) + 1, q), x), x)
+
+
+class MinifloatTiesAway:
+    """float8/float4/float6 outputs rounded to nearest with ties away from zero (a guard-bit-only
+    round-up), not ties to even."""
+
+    def encode(self, v, t, **kw):
+        if _minifloat(t):
+            v = ties_away_to_format(v, dtypes.get(t))
+        return super().encode(v, t, **kw)
+
+
+class BlockedIndexPerElement:
+    """Blocked parameters of a 1-D x read at the element's own index (i, not i // block_size); a
+    read past the end of the parameter tensor gives 0. Higher ranks were right in the report."""
+
+    def expand(self, p, shape, axis, block):
+        if not block or np.ndim(p) != 1 or len(shape) != 1:
+            return super().expand(p, shape, axis, block)
+        idx = np.arange(shape[0])
+        return np.where(idx < p.size, p[np.minimum(idx, p.size - 1)], 0.0)
+
+
 def truncf_bit_emulation(v: np.ndarray, fmt: dtypes.FloatFormat) -> np.ndarray:
     """float32 -> float8 codes the way IREE's ``TruncFToSmallFloat`` (ConvertUnsupportedFloatArithPass,
     after runtime/src/iree/base/internal/math.h) builds them from the float32 fields: round to nearest
@@ -1291,7 +1356,8 @@ _MODELS = [
          "Your float8/float4/float6 conversion truncates the mantissa (round toward zero) instead of "
          "rounding to nearest even.",
          "NVlabs/cutile-rs#250 (f8 constant encoder truncated the mantissa); JuliaMath/Float8s.jl#22; "
-         "triton-lang/triton#6102 (wrong F16->F8E5M2 rounding bit twiddling).",
+         "triton-lang/triton#6102 (wrong F16->F8E5M2 rounding bit twiddling); microsoft/onnxruntime#16938 "
+         "(1.8131605 -> 1.75 where 1.875 is nearest: what truncation gives, though the thread names no cause).",
          "QuantizeLinear float32->float8e4m3fn, x=1.0625*1.9, y_scale=1 (above a midpoint)",
          MinifloatTruncation, _minifloat_out, ("floatkinds",)),
     _dev("fnuz-negative-zero", (Q, QLMM),
@@ -1647,6 +1713,53 @@ _MODELS += [
          "flashinfer-ai/flashinfer#5128 (TensorRT-LLM's float2 -> fp8x2 cast through bf16); FlashML-org/FreeToken#85.",
          "QuantizeLinear float32->float8e4m3fn, x just above the midpoint 1.0625 by less than a float16 ulp",
          MinifloatDoubleRounding, _minifloat_out, ("floatkinds", "ties")),
+    _dev("saturate-before-zero-point", (Q, DQL),
+         "Your kernel clamps round(x / scale) to the output type and adds the zero point afterwards, where "
+         "the spec saturates round(x / scale) + zero_point: a quotient past the type's range keeps the "
+         "bound, and the zero point then moves it.",
+         "llvm/torch-mlir#4487 (TOSA lowering: 3.4501 / (1/66.933334) = 231 cast to int8 clamps to 127, plus "
+         "zero point -128 gives -1 where 103 is right); Xilinx/onnx-mlir#96 and #138 (saturate(x/scale) + zp "
+         "changed to saturate(x/scale + zp)).",
+         "QuantizeLinear float32->int8, x=231, y_scale=1, y_zero_point=-128: 103 expected, -1 given",
+         SaturateBeforeZeroPoint, _q_int_or_dql, ("zero-point-ties", "specials", "basic")),
+    _dev("unsigned-zero-point-read-as-signed", (Q, DQ),
+         "Your kernel reads a uint8/uint16 zero point as the signed type of the same width: a zero point of "
+         "128 or more becomes zero_point - 256 (or - 65536).",
+         "llvm/torch-mlir#3009 (DynamicQuantizeLinear -> QuantizeLinear on IREE llvm-cpu: uint8 zero points "
+         ">= 128 came out as zp - 256, and QuantizeLinear uint8 outputs were all zeros; fixed with #3018).",
+         "DequantizeLinear uint8->float32, x=200, x_scale=1, x_zero_point=200: 0 expected, 256 given",
+         UnsignedZeroPointReadAsSigned,
+         lambda d: len(d.inputs) > 2 and d.inputs[2] is not None and d.inputs[2].type in ("uint8", "uint16")
+         and bool(np.any(np.asarray(d.inputs[2].value).astype(np.int64) >= 2 ** (dtypes.get(d.inputs[2].type).bits - 1))),
+         ("basic", "zero-point-ties")),
+    _dev("qlinearmatmul-zero-points-ignored", QLMM,
+         "Your QLinearMatMul multiplies the stored codes of a and b without subtracting a_zero_point and "
+         "b_zero_point.",
+         "iree-org/iree#24583 (MatMulInteger, the integer core of QLinearMatMul, ignores its zero points in "
+         "IREE's ONNX import: every output wrong, e.g. 1070901 where onnxruntime gives 58165).",
+         "QLinearMatMul uint8, a=[[130]], a_zero_point=128, b=[[129]], b_zero_point=128, scales 1: "
+         "2 expected, 16770 (saturated to 255) given",
+         QlmmZeroPointsIgnored,
+         lambda d: _qlmm_int(d) and any(bool(np.any(np.asarray(d.inputs[i].value) != 0)) for i in (2, 5)),
+         ("zero-points", "basic")),
+    _dev("minifloat-ties-away", (Q, QLMM),
+         "Your float8/float4/float6 conversion rounds a value exactly halfway between two representable "
+         "values away from zero, where the spec's round to nearest even keeps the even one.",
+         "triton-lang/triton#5925 and its fix #6102 (f16 -> f8e5m2 'rtne' rounds ties up on A100: 9 gives "
+         "10, where 8 is right); triton-lang/triton#11753 (x.to(tl.float8e5, rtne): 1.125 gives 1.25, "
+         "where 1.0 is right).",
+         "QuantizeLinear float32->float8e5m2, x=1.125, y_scale=1: 1.0 expected, 1.25 given",
+         MinifloatTiesAway, _minifloat_out, ("ties", "floatkinds")),
+    _dev("blocked-index-per-element", DQ,
+         "Your blocked DequantizeLinear of a 1-D x reads the scale and zero point at the element's own "
+         "index (i, not i // block_size), and a read past the end of the parameters gives 0.",
+         "microsoft/onnxruntime#32730 (WebGPU EP 1.30.0: DequantizeLinear-21 int8, x=[10..80], block_size=4, "
+         "scale=[0.5, 2], zero point [0, 10] gives [5, 20, 0, 0, 0, 0, 0, 0]; the wasm EP and the CPU are "
+         "right).",
+         "DequantizeLinear-21 int8->float32, x=[10, 20, ..., 80], axis=0, block_size=4, x_scale=[0.5, 2], "
+         "x_zero_point=[0, 10]: [5, 10, 15, 20, 80, 100, 120, 140] expected, [5, 20, 0, 0, 0, 0, 0, 0] given",
+         BlockedIndexPerElement, lambda d: _blocked(d) and d.op == DQ and d.inputs[0].value.ndim == 1,
+         ("granularity-edges", "blocked")),
 ]
 
 MODELS: dict[str, Deviation] = {}
