@@ -47,8 +47,8 @@ def board(tmp_path_factory) -> dict:
 
 
 def _written(out: Path) -> dict[str, bytes]:
-    """The scoreboard's files and its runtimes' pages, by path relative to ``out``."""
-    pages = [p.relative_to(out).as_posix() for p in sorted((out / "runtimes").glob("*.md"))]
+    """The scoreboard's files and its runtimes' pages and certificates, by path relative to ``out``."""
+    pages = [p.relative_to(out).as_posix() for p in sorted((out / "runtimes").glob("*"))]
     return {f: (out / f).read_bytes() for f in (*scoreboard.FILES, *pages)}
 
 
@@ -66,7 +66,7 @@ def test_progress_one_line_per_runner_at_start_and_end(board):
         (done,) = [line for line in lines if line.startswith(f"{name}: finished in ")]
         c = board["reports"][name]["counts"]
         assert f"{c['collected']} cases: {c['pass']} pass, {c['fail']} fail" in done
-    assert sum(line.startswith("wrote ") for line in lines) == len(scoreboard.FILES) + len(RUNNERS)  # + pages
+    assert sum(line.startswith("wrote ") for line in lines) == len(scoreboard.FILES) + 2 * len(RUNNERS)  # + pages, certificates
 
 
 def test_headline_counts_are_the_reports_counts(board):
@@ -150,7 +150,8 @@ def test_from_reports_renders_the_same_bytes_anywhere(board, tmp_path):
     rc, _, _ = _main("--from-reports", str(moved / "reports"), "--out", str(tmp_path / "other"), "--runners", "cpu-ref")
     md = (tmp_path / "other" / "scoreboard.md").read_text()
     assert rc == 0 and "report.html" not in md and "onnx-reference" not in md.split("## Runtimes", 1)[1]
-    assert [p.name for p in (tmp_path / "other" / "runtimes").iterdir()] == ["cpu-ref.md"]
+    assert sorted(p.name for p in (tmp_path / "other" / "runtimes").iterdir()) == ["cpu-ref.certificate.json",
+                                                                                   "cpu-ref.md"]
 
 
 def test_each_runtime_has_a_page_with_its_verdicts_and_deviating_types(board):
@@ -161,7 +162,7 @@ def test_each_runtime_has_a_page_with_its_verdicts_and_deviating_types(board):
 
     md = board["bytes"]["scoreboard.md"].decode()
     for name, report in board["reports"].items():
-        assert f"[summary](runtimes/{name}.md)" in md
+        assert f"[certificate](runtimes/{name}.md)" in md
         page = board["bytes"][f"runtimes/{name}.md"].decode()
         assert certificate.overall(report) in page
         per_ov = _table(page, "Per op version")
@@ -179,6 +180,34 @@ def test_each_runtime_has_a_page_with_its_verdicts_and_deviating_types(board):
         assert dict(counted) == {ov: n for ov, n in Counter(c["id"].split("/")[0] for c in report["cases"]
                                                               if c["verdict"] in BAD).items()}
         assert counted or "No deviating case." in types
+
+
+def test_each_runtime_has_a_machine_readable_certificate(board):
+    """runtimes/NAME.certificate.json, linked beside the page: the certificate's verdict of every op
+    version and type combination, exactly ``certificate.scopes`` of the report, with what ran on what
+    and nothing that changes from run to run."""
+    from qconform.report import certificate
+
+    md = board["bytes"]["scoreboard.md"].decode()
+    for name, report in board["reports"].items():
+        assert f"[certificate.json](runtimes/{name}.certificate.json)" in md
+        page = board["bytes"][f"runtimes/{name}.md"].decode()
+        assert f"]({name}.certificate.json)" in page
+        cert = json.loads(board["bytes"][f"runtimes/{name}.certificate.json"])
+        assert cert["format"] == scoreboard.CERTIFICATE_FORMAT and cert["runtime"] == name
+        assert cert["runner"]["version"] == report["runner"]["version"]
+        assert cert["corpus"]["digest"] == report["corpus"]["digest"] and cert["counts"] == report["counts"]
+        assert cert["overall"] == certificate.overall(report)
+        scopes = certificate.scopes(report)
+        assert [o["op_version"] for o in cert["op_versions"]] == [s["op_version"] for s in scopes]
+        for got, want in zip(cert["op_versions"], scopes):
+            assert (got["verdict"], got["cases"], got["pass"], got["deviate"]) == \
+                   (want["verdict"], want["cases"], want["pass"], want["new"] + want["accepted"])
+            assert [(t["types"], t["verdict"], t["cases"]) for t in got["types"]] == \
+                   [(t["types"], t["verdict"], t["cases"]) for t in want["types"]]
+        text = board["bytes"][f"runtimes/{name}.certificate.json"].decode()
+        for run_specific in ("started", "duration", "seconds", report["platform"].get("node") or "\0"):
+            assert run_specific not in text
 
 
 def _edit(src: Path, dst: Path, change) -> Path:

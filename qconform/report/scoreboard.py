@@ -193,6 +193,15 @@ def page_path(name: str) -> str:
     return f"runtimes/{name}.md"
 
 
+def certificate_path(name: str) -> str:
+    """Where a runtime's machine-readable certificate goes, relative to the scoreboard folder."""
+    return f"runtimes/{name}.certificate.json"
+
+
+#: The certificate file's format tag (bump on an incompatible change).
+CERTIFICATE_FORMAT = "qconform-certificate/1"
+
+
 def _scopes(report: Mapping[str, Any], scoped: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per op version (``scoped``: ``certificate.scopes(report)``): its verdict word, its counts, and
     each deviating type combination with the deviation models that reproduce it (what a runtime's
@@ -225,6 +234,17 @@ def _scopes(report: Mapping[str, Any], scoped: list[dict[str, Any]]) -> list[dic
                     "counts": {k: counts.get(k, 0) for k in ("pass", "deviate", "unsupported", "info")},
                     "deviating_types": bad})
     return out
+
+
+def _verdicts(scope: Mapping[str, Any]) -> dict[str, Any]:
+    """One op version's certificate verdict and counts, and each of its type combinations' (the
+    machine-readable certificate's rows; ``certificate.verdict_of`` says what each word means)."""
+    def row(v: Mapping[str, Any]) -> dict[str, Any]:
+        return {"verdict": v["verdict"], "cases": v["cases"], "pass": v["pass"], "deviate": v["new"] + v["accepted"],
+                "accepted": v["accepted"], "unsupported": v["unsupported"], "info": v["info"]}
+
+    return {"op_version": scope["op_version"], **row(scope),
+            "types": [{"types": t["types"], **row(t)} for t in scope["types"]]}
 
 
 def _first_line(text: str, width: int = 160) -> str:
@@ -266,9 +286,11 @@ def build(reports: Mapping[str, Mapping[str, Any]], links: Mapping[str, Mapping[
             "complete": bool(r.get("complete")),
             "counts": {k: int(v) for k, v in sorted(c.items())},
             "diagnosis": _diagnosis(r),
-            "links": {"summary": page_path(name), **dict(links.get(name) or {})},
+            "links": {"certificate": page_path(name), "certificate.json": certificate_path(name),
+                      **dict(links.get(name) or {})},
             "overall": certificate.overall(r, scoped),
             "scopes": _scopes(r, scoped),
+            "verdicts": [_verdicts(sc) for sc in scoped],
         })
         for key, cell in _op_versions(r).items():
             per_ov.setdefault(key, {})[name] = cell
@@ -363,7 +385,7 @@ def render_markdown(data: Mapping[str, Any]) -> str:
     names = [rt["name"] for rt in rts]
     out = ["# qconform scoreboard", "", ABOUT, ""]
     out += [f"- {label}: " + (f"`{code}`" if code else "") + _md(text) for label, code, text in _intro(data)]
-    out += ["", "## Runtimes", "", "| runtime | describe() name | version | device | options | platform | report |",
+    out += ["", "## Runtimes", "", "| runtime | describe() name | version | device | options | platform | certification report |",
             "|---|---|---|---|---|---|---|"]
     for rt in rts:
         r = rt["runner"]
@@ -419,6 +441,8 @@ def render_page(rt: Mapping[str, Any], data: Mapping[str, Any]) -> str:
            f"- selection: {_md('; '.join(rt['selection'])) + ' (a partial run)' if rt['selection'] else 'the whole corpus'}",
            f"- measured by: `pytest --runner={name} --report=DIR` (DIR/report.html lists every case, with "
            "each deviating element's inputs, expected and actual bits); back to the [scoreboard](../scoreboard.md)",
+           f"- machine-readable: [{name}.certificate.json]({certificate_path(name).rsplit('/', 1)[1]}), the verdict "
+           "of every op version and type combination",
            "", "## Per op version", "",
            "| op version | verdict | pass | deviate | unsupported | information |", "|---|---|---:|---:|---:|---:|"]
     for sc in rt["scopes"]:
@@ -491,7 +515,8 @@ def render_html(data: Mapping[str, Any]) -> str:
         links = " · ".join(f"<a href=\"{e(p)}\">{e(f)}</a>" for f, p in rt["links"].items()) or "–"
         rows.append([e(rt["name"]), e(str(r.get("name"))), e(str(r.get("version"))), e(str(r.get("device"))),
                      f"<code>{e(_options(rt))}</code>", e(rt["platform"]), links])
-    out += _table(["runtime", "describe() name", "version", "device", "options", "platform", "report"], rows)
+    out += _table(["runtime", "describe() name", "version", "device", "options", "platform", "certification report"],
+                  rows)
     out += ["<h2>Headline</h2>"]
     out += _table(["runtime", *map(e, HEADLINE_COLS)], ([e(rt["name"]), *map(e, _headline(rt))] for rt in rts), 1)
     out += [f"<p class=meta>{e(NAMED_NOTE)}</p>", "<h2>Per op version</h2>", f"<p class=meta>{e(CELL_NOTE)}</p>",
@@ -514,10 +539,28 @@ def render_html(data: Mapping[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+#: What each runtime's own files hold and scoreboard.json leaves out.
+PER_RUNTIME = ("scopes", "verdicts")
+
+
+def render_certificate(rt: Mapping[str, Any]) -> str:
+    """runtimes/NAME.certificate.json: the certificate a vendor hands on, machine-readable: what ran
+    on what, the overall statement, and the verdict of every op version and type combination. From
+    the report alone, sorted keys and no run-specific field (date, duration, host name), so the same
+    runtime on the same corpus gives the same bytes."""
+    doc = {"format": CERTIFICATE_FORMAT, "runtime": rt["name"],
+           "runner": rt["runner"], "platform": rt["platform"], "qconform_version": rt["qconform_version"],
+           "corpus": {"digest": rt["corpus_digest"], "cases": rt["corpus_cases"]},
+           "selection": rt["selection"], "complete": rt["complete"], "counts": rt["counts"],
+           "overall": rt["overall"], "op_versions": rt["verdicts"],
+           "full_report": f"pytest --runner={rt['name']} --report=DIR (DIR/report.json, report.html)"}
+    return json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+
+
 def dumps(data: Mapping[str, Any]) -> str:
     """scoreboard.json: sorted keys, so equal data is equal bytes. A runtime's ``scopes`` (its
     page's rows, up to a few thousand) stay out: the pages hold them, and the JSON stays small."""
-    slim = {**data, "runtimes": [{k: v for k, v in rt.items() if k != "scopes"} for rt in data["runtimes"]]}
+    slim = {**data, "runtimes": [{k: v for k, v in rt.items() if k not in PER_RUNTIME} for rt in data["runtimes"]]}
     return json.dumps(slim, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
 
 
@@ -526,8 +569,9 @@ def write(data: Mapping[str, Any], out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     texts = {"scoreboard.md": render_markdown(data), "scoreboard.html": render_html(data), DATA: dumps(data)}
     texts.update({page_path(rt["name"]): render_page(rt, data) for rt in data["runtimes"]})
+    texts.update({certificate_path(rt["name"]): render_certificate(rt) for rt in data["runtimes"]})
     pages = out / page_path("x").rsplit("/", 1)[0]
-    for old in pages.glob("*.md"):  # a runtime no longer compared must not keep a page
+    for old in [*pages.glob("*.md"), *pages.glob("*.certificate.json")]:  # a runtime no longer compared keeps none
         if f"{pages.name}/{old.name}" not in texts:
             old.unlink()
     paths = []
