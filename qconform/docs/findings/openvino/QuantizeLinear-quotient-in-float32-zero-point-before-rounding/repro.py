@@ -1,0 +1,25 @@
+"""openvino QuantizeLinear-23, -24, -25, -28: Your kernel computes x / scale in float32 where the spec rounds the quotient to float16/bfloat16 (see README.md). Exit status 1 when the outputs differ from expected.npz."""
+import os
+import numpy as np
+import openvino as ov
+
+os.chdir(os.path.dirname(os.path.abspath(__file__)))
+inputs, expected = dict(np.load("inputs.npz")), dict(np.load("expected.npz"))
+print("openvino", ov.__version__)
+try:
+    compiled = ov.Core().compile_model("model.onnx", "CPU", {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1})
+    res = compiled(inputs)
+    actual = {o.get_any_name(): res[o] for o in compiled.outputs}
+except Exception as exc:
+    raise SystemExit(f"expected: {expected}\nMISMATCH: the run raised {type(exc).__name__}: {exc}")
+bad = 0
+for name, e in expected.items():
+    a = np.asarray(actual[name])
+    if (a.dtype, a.shape) != (e.dtype, e.shape):
+        raise SystemExit(f"MISMATCH: {name}: expected {e.dtype}{list(e.shape)}, actual {a.dtype}{list(a.shape)}")
+    differ = (a.view(f"u{a.itemsize}") != e.view(f"u{e.itemsize}")) & ~((a != a) & (e != e))
+    for i in np.argwhere(differ)[:8].tolist():
+        print(f"{name}{i}: expected {e[tuple(i)]}, actual {a[tuple(i)]}")
+    bad += int(differ.sum())
+print(f"MISMATCH: {bad} element(s) differ" if bad else "OK: the outputs are the expected ones")
+raise SystemExit(1 if bad else 0)
