@@ -415,8 +415,16 @@ def test_drift_from_a_finished_report_sees_what_a_fresh_run_sees(tmp_path):
     on_cases = [(f.kind, f.cases, ids) for f, ids in fresh.new if not ids[0].startswith(facts.PROBE)]
     assert [(f.kind, f.cases, ids) for f, ids in got.new] == on_cases
 
-    # a run that did not finish, or ran another corpus, is refused with the reason
+    # describe()'s build string (OpenVINO's) is read as the release the facts' ranges name
     report = json.loads((rep / "report.json").read_text())
+    tagged = tmp_path / "tagged.json"
+    tagged.write_text(json.dumps({**report, "runner": {**report["runner"],
+                                                        "version": report["runner"]["version"] + "-22982-e213a14/x"}}))
+    assert drift.from_report(tagged, golden).installed == got.installed
+    assert facts.release("2026.4.1-22982-e213a147257-releases/2026/4") == "2026.4.1"
+    assert facts.release("0.27.0.post1") == "0.27.0.post1"
+
+    # a run that did not finish, or ran another corpus, is refused with the reason
     for change, why in (({"complete": False}, "did not finish"), ({"corpus": {"digest": "0" * 64}}, "another corpus")):
         bad = tmp_path / f"bad-{len(why)}.json"
         bad.write_text(json.dumps({**report, **change}))

@@ -179,6 +179,18 @@ class FactFile:
         return [f for f in self.facts if f.applies(version, feats, machine)]
 
 
+def release(version: str) -> str:
+    """A version as the facts' ranges speak of it. describe() may give a build string that is no
+    PEP 440 version (OpenVINO: '2026.4.1-22982-e213a147257-releases/2026/4', where its distribution
+    says '2026.4.1'): then its leading release numbers; a valid version is kept as it is."""
+    try:
+        Version(version)
+        return version
+    except InvalidVersion:
+        m = re.match(r"\d+(?:\.\d+)*", version)
+        return m.group(0) if m else version
+
+
 def _same_version(a: str, b: str) -> bool:
     try:
         return Version(a) == Version(b)

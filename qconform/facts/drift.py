@@ -254,7 +254,7 @@ def from_report(path: Path, golden: Path, against: str | None = None) -> Drift:
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
         runner = report["runner"]
-        source, installed = runner["name"], runner["version"]
+        source, installed = runner["name"], facts.release(str(runner["version"]))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise facts.FactsError(f"{path}: not a qconform report.json ({type(exc).__name__}: {exc})") from exc
     if source not in facts.RUNNER_SOURCES:
