@@ -471,6 +471,13 @@ class DqSubtractInOutputType:
             return self.fl(prec, self.fl(prec, xv) - self.fl(prec, zero))
 
 
+class DqMinifloatZeroPointIgnored:
+    """A float8/float4/float6 x read without its zero point (integer x keep theirs)."""
+
+    def subtract(self, xv, zero, x_t, prec):
+        return xv if _minifloat(x_t) else super().subtract(xv, zero, x_t, prec)
+
+
 class DqlRangeExcludesZero:
     def dql_range(self, xv):
         if not xv.size:
@@ -1760,6 +1767,17 @@ _MODELS += [
          "x_zero_point=[0, 10]: [5, 10, 15, 20, 80, 100, 120, 140] expected, [5, 20, 0, 0, 0, 0, 0, 0] given",
          BlockedIndexPerElement, lambda d: _blocked(d) and d.op == DQ and d.inputs[0].value.ndim == 1,
          ("granularity-edges", "blocked")),
+    _dev("dq-minifloat-zero-point-ignored", DQ,
+         "Your DequantizeLinear drops the zero point of a float8/float4/float6 x, where the spec's formula "
+         "(x - x_zero_point) * x_scale 'remains the same for consistency'.",
+         "onnx.reference 1.23.2 in this suite's fp8-nonzero-zero-point family (a float8 zero point of -0.5 "
+         "and every float4e2m1 zero point ignored; a positive float8 one raises 'should be zero for float8 "
+         "types'); onnx/onnx#5408 (the reference refused non-zero float8 zero points).",
+         "DequantizeLinear float8e4m3fn->float32, x=0, x_scale=0.5, x_zero_point=-0.5: 0.25 expected, 0 given",
+         DqMinifloatZeroPointIgnored,
+         lambda d: d.op == DQ and len(d.inputs) > 2 and d.inputs[2] is not None and _minifloat(d.inputs[0].type)
+         and bool(np.any(np.asarray(d.inputs[2].value).astype(np.float64) != 0)),
+         ("fp8-nonzero-zero-point",)),
 ]
 
 MODELS: dict[str, Deviation] = {}
