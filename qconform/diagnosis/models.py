@@ -1743,7 +1743,8 @@ _MODELS += [
          "Your QLinearMatMul multiplies the stored codes of a and b without subtracting a_zero_point and "
          "b_zero_point.",
          "iree-org/iree#24583 (MatMulInteger, the integer core of QLinearMatMul, ignores its zero points in "
-         "IREE's ONNX import: every output wrong, e.g. 1070901 where onnxruntime gives 58165).",
+         "IREE's ONNX import: every output wrong, e.g. 1070901 where onnxruntime gives 58165); IREE 3.13.0 in "
+         "this suite's run: the 3-D int8 ONNX node tests of QLinearMatMul-10 and -21.",
          "QLinearMatMul uint8, a=[[130]], a_zero_point=128, b=[[129]], b_zero_point=128, scales 1: "
          "2 expected, 16770 (saturated to 255) given",
          QlmmZeroPointsIgnored,
@@ -1754,7 +1755,8 @@ _MODELS += [
          "values away from zero, where the spec's round to nearest even keeps the even one.",
          "triton-lang/triton#5925 and its fix #6102 (f16 -> f8e5m2 'rtne' rounds ties up on A100: 9 gives "
          "10, where 8 is right); triton-lang/triton#11753 (x.to(tl.float8e5, rtne): 1.125 gives 1.25, "
-         "where 1.0 is right).",
+         "where 1.0 is right); OpenVINO 2026.4.1 in this suite's run (QLinearMatMul-21 to float8e4m3fn, "
+         "QLinearMatMul-21/bfloat16-int8-float8e5m2-float8e4m3fn/basic/ordinary).",
          "QuantizeLinear float32->float8e5m2, x=1.125, y_scale=1: 1.0 expected, 1.25 given",
          MinifloatTiesAway, _minifloat_out, ("ties", "floatkinds")),
     _dev("blocked-index-per-element", DQ,

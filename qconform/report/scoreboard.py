@@ -236,15 +236,18 @@ def _scopes(report: Mapping[str, Any], scoped: list[dict[str, Any]]) -> list[dic
     return out
 
 
-def _verdicts(scope: Mapping[str, Any]) -> dict[str, Any]:
-    """One op version's certificate verdict and counts, and each of its type combinations' (the
-    machine-readable certificate's rows; ``certificate.verdict_of`` says what each word means)."""
-    def row(v: Mapping[str, Any]) -> dict[str, Any]:
-        return {"verdict": v["verdict"], "cases": v["cases"], "pass": v["pass"], "deviate": v["new"] + v["accepted"],
-                "accepted": v["accepted"], "unsupported": v["unsupported"], "info": v["info"]}
+#: The machine-readable certificate's row: one per op version (types "*") and per type combination.
+CERTIFICATE_COLUMNS = ("op_version", "types", "verdict", "cases", "pass", "deviate", "accepted", "unsupported", "info")
 
-    return {"op_version": scope["op_version"], **row(scope),
-            "types": [{"types": t["types"], **row(t)} for t in scope["types"]]}
+
+def _verdicts(scope: Mapping[str, Any]) -> list[list[Any]]:
+    """One op version's certificate rows: the op version as a whole ("*"), then each type
+    combination (``certificate.verdict_of`` says what each verdict word means)."""
+    def row(types: str, v: Mapping[str, Any]) -> list[Any]:
+        return [scope["op_version"], types, v["verdict"], v["cases"], v["pass"], v["new"] + v["accepted"],
+                v["accepted"], v["unsupported"], v["info"]]
+
+    return [row("*", scope), *(row(t["types"], t) for t in scope["types"])]
 
 
 def _first_line(text: str, width: int = 160) -> str:
@@ -545,16 +548,20 @@ PER_RUNTIME = ("scopes", "verdicts")
 
 def render_certificate(rt: Mapping[str, Any]) -> str:
     """runtimes/NAME.certificate.json: the certificate a vendor hands on, machine-readable: what ran
-    on what, the overall statement, and the verdict of every op version and type combination. From
-    the report alone, sorted keys and no run-specific field (date, duration, host name), so the same
-    runtime on the same corpus gives the same bytes."""
-    doc = {"format": CERTIFICATE_FORMAT, "runtime": rt["name"],
-           "runner": rt["runner"], "platform": rt["platform"], "qconform_version": rt["qconform_version"],
-           "corpus": {"digest": rt["corpus_digest"], "cases": rt["corpus_cases"]},
-           "selection": rt["selection"], "complete": rt["complete"], "counts": rt["counts"],
-           "overall": rt["overall"], "op_versions": rt["verdicts"],
-           "full_report": f"pytest --runner={rt['name']} --report=DIR (DIR/report.json, report.html)"}
-    return json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+    on what, the overall statement, and a verdict row per op version and per type combination, one
+    row a line (a regression shows as a one-line diff). From the report alone, sorted keys and no
+    run-specific field (date, duration, host), so the same runtime on the same corpus gives the same
+    bytes."""
+    head = {"format": CERTIFICATE_FORMAT, "runtime": rt["name"],
+            "runner": rt["runner"], "platform": rt["platform"], "qconform_version": rt["qconform_version"],
+            "corpus": {"digest": rt["corpus_digest"], "cases": rt["corpus_cases"]},
+            "selection": rt["selection"], "complete": rt["complete"], "counts": rt["counts"],
+            "overall": rt["overall"],
+            "full_report": f"pytest --runner={rt['name']} --report=DIR (DIR/report.json, report.html)",
+            "columns": list(CERTIFICATE_COLUMNS)}
+    text = json.dumps(head, sort_keys=True, indent=1, ensure_ascii=False)
+    rows = [json.dumps(r, ensure_ascii=False) for scope in rt["verdicts"] for r in scope]
+    return text[:-2] + ',\n "rows": [\n  ' + ",\n  ".join(rows) + "\n ]\n}\n"
 
 
 def dumps(data: Mapping[str, Any]) -> str:
