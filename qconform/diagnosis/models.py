@@ -471,6 +471,28 @@ class DqSubtractInOutputType:
             return self.fl(prec, self.fl(prec, xv) - self.fl(prec, zero))
 
 
+class MinifloatDoubleRoundingViaBfloat16:
+    """float8/float4/float6 outputs rounded to bfloat16 first, then to the narrow type."""
+
+    def encode(self, v, t, **kw):
+        if _minifloat(t):
+            with np.errstate(all="ignore"):
+                v = _fl(dtypes.get("bfloat16"), v)
+        return super().encode(v, t, **kw)
+
+
+class QlmmAccumulateInFloat32:
+    """The integer accumulator carried in float32, one product added at a time: exact only while
+    the partial sums stay below 2^24."""
+
+    def accumulate(self, da, db, raw, zeros, types):
+        a, b = np.asarray(da, np.float64), np.asarray(db, np.float64)
+        acc = np.zeros(np.broadcast_shapes(a.shape[:-1] + (1,), b.shape[:-2] + (1, b.shape[-1])), np.float32)
+        for k in range(a.shape[-1]):
+            acc = (acc + (a[..., :, k:k + 1] * b[..., k:k + 1, :]).astype(np.float32)).astype(np.float32)
+        return acc.astype(np.int64)
+
+
 class DqMinifloatZeroPointIgnored:
     """A float8/float4/float6 x read without its zero point (integer x keep theirs)."""
 
@@ -1780,6 +1802,25 @@ _MODELS += [
          lambda d: d.op == DQ and len(d.inputs) > 2 and d.inputs[2] is not None and _minifloat(d.inputs[0].type)
          and bool(np.any(np.asarray(d.inputs[2].value).astype(np.float64) != 0)),
          ("fp8-nonzero-zero-point",)),
+    _dev("minifloat-double-rounding-via-bfloat16", (Q, QLMM),
+         "Your float8/float4/float6 conversion rounds to bfloat16 first and then to the narrow type: two "
+         "roundings, which move values just past a midpoint.",
+         "flashinfer-ai/flashinfer#5128 (TensorRT-LLM's cudaTypeUtils: __nv_fp8x2_e4m3(bf1622float2("
+         "float22bf162(val))), float32 -> bfloat16 -> float8e4m3fn); OpenVINO 2026.4.1 in this suite's run: 11 "
+         "QLinearMatMul-21 cases with a float8e4m3fn output.",
+         "QuantizeLinear float32->float8e4m3fn, x = 1.0625 + 2^-10 (just above a midpoint, below "
+         "bfloat16's half-ulp): 1.125 expected, 1.0 given",
+         MinifloatDoubleRoundingViaBfloat16, _minifloat_out, ("floatkinds", "ties")),
+    _dev("qlinearmatmul-accumulate-in-float32", QLMM,
+         "Your QLinearMatMul carries the integer accumulator in float32, so a partial sum beyond 2^24 loses "
+         "its low bits.",
+         "openvinotoolkit/openvino#37956 (int32 MatMul computed in float32 on the CPU plugin, exact only "
+         "below 2^24, 2025.4 to 2026.4 on Apple M1); tract 0.23.9 in this suite's run: it reproduces all 16 "
+         "QLinearMatMul accumulator/beyond-2^31 cases bit for bit, where an int32 accumulator, wrapping or "
+         "saturating, reproduces neither of their two elements.",
+         "QLinearMatMul uint8, K=515, a=b=255, zero points 0: the exact accumulator 33,487,875 is odd "
+         "and above 2^24",
+         QlmmAccumulateInFloat32, _qlmm_int, ("k-sizes",)),
 ]
 
 MODELS: dict[str, Deviation] = {}
