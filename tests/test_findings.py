@@ -161,3 +161,19 @@ def _args(argv: list[str]):
     p = argparse.ArgumentParser()
     findings.add_arguments(p)
     return p.parse_args(argv)
+
+
+def test_rediagnose_names_what_an_older_report_left_unnamed(tmp_path: Path) -> None:
+    """A report made before a model existed says 'no model' ([]); --rediagnose runs such a case
+    again and diagnoses it with this checkout's models, without it the report's word stands."""
+    pytest.importorskip("onnx.reference")
+    report = _report(tmp_path / "report.json", [
+        {"id": "QuantizeLinear-13/float32-int8/specials/extremes", "verdict": "fail", "diagnosis": []}])
+    keys = {}
+    for flag in ([], ["--rediagnose"]):
+        out = tmp_path / ("again" if flag else "as-is")
+        args = _args(["--runners", "onnx-reference", "--from-report", str(report), "--out", str(out), *flag])
+        assert findings.main(args) == 0
+        keys[bool(flag)] = {p.parent.name for p in out.glob(f"onnx-reference/*/{findings.META}")}
+    assert keys[False] == {"QuantizeLinear-unexplained"}
+    assert len(keys[True]) == 1 and not any(k.endswith("-unexplained") for k in keys[True]), keys[True]

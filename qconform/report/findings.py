@@ -1039,7 +1039,7 @@ def _shows(line: str, obs: Observation) -> bool:
     return bool(line) and (("the run raised" in line) == (obs.outputs is None and obs.verdict == "error"))
 
 
-def generate(runtime: str, out: Path, *, failures: Sequence[Mapping[str, Any]] | None = None,
+def generate(runtime: str, out: Path, *, failures: Sequence[Mapping[str, Any]] | None = None, rediagnose: bool = False,
              select: str | None = None, limit: int = 0, log: Callable[[str], None] = print) -> Outcome:
     """Write the findings of one runtime (see the module docstring); what was written and skipped."""
     from qconform import corpus
@@ -1060,7 +1060,7 @@ def generate(runtime: str, out: Path, *, failures: Sequence[Mapping[str, Any]] |
         if failures is None:
             failures = run_corpus(runner, index, select, log)
         ids = {f["id"] for f in failures}
-        failures = _diagnosed(runner, failures, index, log)
+        failures = _diagnosed(runner, failures, index, log, rediagnose)
         cases = index.cases_of(ids)
         groups = observed_groups(runtime, failures, cases)
     if limit and len(groups) > limit:
@@ -1114,15 +1114,18 @@ def run_corpus(runner, index, select: str | None, log: Callable[[str], None]) ->
     return failures
 
 
-def _diagnosed(runner, failures: Sequence[Mapping[str, Any]], index, log) -> list[dict]:
-    """The failures, each failing one with a diagnosis (run and diagnosed here where the report has none)."""
+def _diagnosed(runner, failures: Sequence[Mapping[str, Any]], index, log, rediagnose: bool = False) -> list[dict]:
+    """The failures, each failing one with a diagnosis (run and diagnosed here where the report has
+    none; with ``rediagnose`` also where it named no model: a report made before a model existed)."""
     from qconform.diagnosis.diagnose import diagnose_case
 
     out = []
-    todo = [f["id"] for f in failures if f["verdict"] == "fail" and f.get("diagnosis") is None]
+    todo = [f["id"] for f in failures if f["verdict"] == "fail"
+            and (f.get("diagnosis") is None or (rediagnose and not f["diagnosis"]))]
     cases = index.cases_of(todo) if todo else {}
     if todo:
-        log(f"  diagnosing {len(todo)} failing case(s) the report left undiagnosed")
+        log(f"  diagnosing {len(todo)} failing case(s) the report left undiagnosed"
+            + (" or unnamed" if rediagnose else ""))
     for f in failures:
         f = dict(f)
         if f["id"] in cases:
@@ -1259,6 +1262,9 @@ def add_arguments(p) -> None:
                    help="without a report: run only the corpus cases whose id matches (fnmatch)")
     p.add_argument("--max-per-runtime", type=int, default=0, metavar="N",
                    help="at most N findings per runtime, the groups with the most failing cases (0: all)")
+    p.add_argument("--rediagnose", action="store_true",
+                   help="with --from-report: run and diagnose again the failing cases the report names no "
+                        "model for (a report older than this checkout's models)")
     p.add_argument("--clean", action="store_true", help="remove the runtimes' existing directories first")
     p.add_argument("--index-only", action="store_true", help="only rewrite index.md from the directories")
 
@@ -1301,7 +1307,8 @@ def main(args) -> int:
         if args.clean and (out / name).exists():
             shutil.rmtree(out / name)
         try:
-            res = generate(name, out, failures=reports.get(name), select=args.cases, limit=args.max_per_runtime)
+            res = generate(name, out, failures=reports.get(name), select=args.cases, limit=args.max_per_runtime,
+                           rediagnose=args.rediagnose)
         except Exception as exc:  # noqa: BLE001 - one runtime failing must not lose the others
             print(f"qconform: {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
             status = 1
