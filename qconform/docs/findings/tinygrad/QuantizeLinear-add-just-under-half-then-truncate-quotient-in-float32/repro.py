@@ -8,20 +8,25 @@ from tinygrad.nn.onnx import OnnxRunner
 
 os.chdir(os.path.dirname(os.path.abspath(__file__)))
 inputs, expected = dict(np.load("inputs.npz")), dict(np.load("expected.npz"))
+# bfloat16: numpy has no such type; these arrays hold each element's code (uint16)
+CODES = {"x": dtypes.bfloat16}
+TYPES = {"x": "bfloat16"}  # ONNX names
 print("tinygrad", version("tinygrad"))
 try:
-    res = OnnxRunner("model.onnx")({k: Tensor(v) for k, v in inputs.items()})
-    actual = {k: res[k].numpy() for k in expected}
+    res = OnnxRunner("model.onnx")({k: Tensor(v).bitcast(CODES[k]) if k in CODES else Tensor(v) for k, v in inputs.items()})
+    actual = {k: res[k].bitcast(dtypes.uint16).numpy() if res[k].dtype == CODES.get(k) else res[k].numpy()
+              for k in expected}
 except Exception as exc:
     raise SystemExit(f"expected: {expected}\nMISMATCH: the run raised {type(exc).__name__}: {exc}")
 bad = 0
 for name, e in expected.items():
     a = np.asarray(actual[name])
     if (a.dtype, a.shape) != (e.dtype, e.shape):
-        raise SystemExit(f"MISMATCH: {name}: expected {e.dtype}{list(e.shape)}, actual {a.dtype}{list(a.shape)}")
+        raise SystemExit(f"MISMATCH: {name}: expected {TYPES.get(name, e.dtype)}{list(e.shape)}, actual {a.dtype}{list(a.shape)}")
     differ = (a.view(f"u{a.itemsize}") != e.view(f"u{e.itemsize}")) & ~((a != a) & (e != e))
+    fmt = (lambda v: f"{int(v):#x}") if name in CODES else str
     for i in np.argwhere(differ)[:8].tolist():
-        print(f"{name}{i}: expected {e[tuple(i)]}, actual {a[tuple(i)]}")
+        print(f"{name}{i}: expected {fmt(e[tuple(i)])}, actual {fmt(a[tuple(i)])}")
     bad += int(differ.sum())
 print(f"MISMATCH: {bad} element(s) differ" if bad else "OK: the outputs are the expected ones")
 raise SystemExit(1 if bad else 0)

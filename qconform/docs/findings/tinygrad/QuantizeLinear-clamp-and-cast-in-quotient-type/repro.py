@@ -1,4 +1,4 @@
-"""tinygrad QuantizeLinear-21, -23, -24, -25, -28: Your QuantizeLinear adds the zero point and clamps in the quotient's float16/bfloat16 type, then casts with wrap-around (see README.md). Exit status 1 when the outputs differ from expected.npz."""
+"""tinygrad QuantizeLinear-19, -21, -23, -24, -25, -28: Your QuantizeLinear adds the zero point and clamps in the quotient's float16/bfloat16 type, then casts with wrap-around (see README.md). Exit status 1 when the outputs differ from expected.npz."""
 import os
 import numpy as np
 os.environ.setdefault("DEV", "CPU")  # tinygrad's CPU device

@@ -1,4 +1,4 @@
-"""tinygrad QuantizeLinear-13, -23: Your QuantizeLinear to an integer type is a FakeQuantize in float32 (see README.md). Exit status 1 when the outputs differ from expected.npz."""
+"""tinygrad QuantizeLinear-10, -13, -23: Your QuantizeLinear to an integer type is a FakeQuantize in float32 (see README.md). Exit status 1 when the outputs differ from expected.npz."""
 import os
 import numpy as np
 os.environ.setdefault("DEV", "CPU")  # tinygrad's CPU device
