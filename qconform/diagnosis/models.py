@@ -471,16 +471,6 @@ class DqSubtractInOutputType:
             return self.fl(prec, self.fl(prec, xv) - self.fl(prec, zero))
 
 
-class MinifloatDoubleRoundingViaBfloat16:
-    """float8/float4/float6 outputs rounded to bfloat16 first, then to the narrow type."""
-
-    def encode(self, v, t, **kw):
-        if _minifloat(t):
-            with np.errstate(all="ignore"):
-                v = _fl(dtypes.get("bfloat16"), v)
-        return super().encode(v, t, **kw)
-
-
 class QlmmAccumulateInFloat32:
     """The integer accumulator carried in float32, one product added at a time: exact only while
     the partial sums stay below 2^24."""
@@ -939,14 +929,22 @@ class PerAxisWrongAxis:
         return super().expand(p, shape, other[0] if other else axis, block)
 
 
-class MinifloatDoubleRounding:
-    """float8/float4/float6 outputs rounded through float16 first (two roundings)."""
+def _rounded_through(via: str, name: str) -> type:
+    """A mixin whose float8/float4/float6 outputs are rounded to ``via`` first, then to the narrow
+    type (two roundings); the one step it overrides is ``encode``."""
 
     def encode(self, v, t, **kw):
         if _minifloat(t):
             with np.errstate(all="ignore"):
-                v = _fl(dtypes.get("float16"), v)
-        return super().encode(v, t, **kw)
+                v = _fl(dtypes.get(via), v)
+        return super(cls, self).encode(v, t, **kw)
+
+    cls = type(name, (), {"encode": encode, "__doc__": f"float8/float4/float6 outputs rounded through {via} first."})
+    return cls
+
+
+MinifloatDoubleRounding = _rounded_through("float16", "MinifloatDoubleRounding")
+MinifloatDoubleRoundingViaBfloat16 = _rounded_through("bfloat16", "MinifloatDoubleRoundingViaBfloat16")
 
 
 class SaturateBeforeZeroPoint:
