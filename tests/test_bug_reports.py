@@ -13,14 +13,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 import pytest
 
-from qconform.case import Arg, Draft
+from qconform import schemas
+from qconform.case import Draft
 from qconform.compare import compare
 from qconform.diagnosis import diagnose as dg
 from qconform.diagnosis.models import MODELS
+from qconform.generators.common import array, draft
 from qconform.oracle.base import evaluate
 
 
@@ -37,101 +38,69 @@ class Replay:
     why_strict: str = ""
 
 
-def _q(opset, types, x, s, zp=None, **attrs) -> Draft:
-    ins = (x, s) + ((zp,) if zp is not None else ())
-    return Draft("QuantizeLinear", opset, types, "report", "report", ins, attrs)
+def case(op: str, opset: int, attrs: dict | None = None, **inputs: tuple[str, object]) -> Draft:
+    """The report's inputs, each ``name=(type, values)``, as a draft built the way the generators
+    build theirs (``generators.common.draft``: the schema's types, the project's own codec)."""
+    spec = schemas.get(op, opset)
+    combo = {k: v[0] for k, v in spec.type_params.items() if len(v) == 1}
+    combo.update({f.type_param: inputs[f.name][0] for f in spec.inputs if f.name in inputs})
+    return draft(spec, combo, "report", "report", {n: v for n, (_, v) in inputs.items()}, attrs)
 
 
-def _dq(opset, types, x, s, zp=None, **attrs) -> Draft:
-    ins = (x, s) + ((zp,) if zp is not None else ())
-    return Draft("DequantizeLinear", opset, types, "report", "report", ins, attrs)
-
-
-def _qlmm(a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp, types: str) -> Draft:
-    u8, f32 = np.uint8, np.float32
-    ins = (Arg("a", "uint8", np.array(a, u8)), p("a_scale", "float32", a_s, f32), p("a_zero_point", "uint8", a_zp, u8),
-           Arg("b", "uint8", np.array(b, u8)), p("b_scale", "float32", b_s, f32), p("b_zero_point", "uint8", b_zp, u8),
-           p("y_scale", "float32", y_s, f32), p("y_zero_point", "uint8", y_zp, u8))
-    return Draft("QLinearMatMul", 10, types, "report", "report", ins)
-
-
-def x(t, v, dtype):
-    return Arg("x", t, np.array(v, dtype=dtype))
-
-
-def p(name, t, v, dtype):
-    return Arg(name, t, np.array(v, dtype=dtype), True)
-
-
-def f8(v, dtype):
-    return np.array(v, dtype=np.uint8).view(dtype)
-
-
-F16, E4, E4Z, E5 = np.float16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fnuz, ml_dtypes.float8_e5m2
+Q, DQ, NAN, INF = "QuantizeLinear", "DequantizeLinear", float("nan"), float("inf")
 
 REPLAYS = [
     Replay(1, "microsoft/onnxruntime#18576", "round-toward-zero",
-           _q(19, "float16-int8", x("float16", [0.050018310546875, -0.050018310546875], F16),
-              p("y_scale", "float16", 0.0999755859375, F16), p("y_zero_point", "int8", 0, np.int8)),
-           (np.array([0, 0], np.int8),)),
+           case(Q, 19, x=("float16", [0.050018310546875, -0.050018310546875]), y_scale=("float16", 0.0999755859375),
+                y_zero_point=("int8", 0)),
+           (array("int8", [0, 0]),)),
     Replay(2, "microsoft/onnxruntime#3442", "narrow-signed-range",
-           _q(10, "float32-int8", x("float32", [-129.0, -128.0], np.float32), p("y_scale", "float32", 1.0, np.float32),
-              p("y_zero_point", "int8", 0, np.int8)),
-           (np.array([-127, -127], np.int8),)),
+           case(Q, 10, x=("float32", [-129.0, -128.0]), y_scale=("float32", 1.0), y_zero_point=("int8", 0)),
+           (array("int8", [-127, -127]),)),
     Replay(3, "microsoft/onnxruntime#16938", "float8-round-toward-zero",
-           _q(19, "float32-float8e4m3fn", x("float32", [1.8131605], np.float32), p("y_scale", "float32", 1.0, np.float32),
-              p("y_zero_point", "float8e4m3fn", 0, E4)),
-           (np.array([1.75], E4),)),
+           case(Q, 19, x=("float32", [1.8131605]), y_scale=("float32", 1.0), y_zero_point=("float8e4m3fn", 0)),
+           (array("float8e4m3fn", [1.75]),)),
     Replay(4, "microsoft/onnxruntime#18473", "fnuz-negative-zero",
-           _q(19, "float32-float8e4m3fnuz", x("float32", [-0.0000001], np.float32),
-              p("y_scale", "float32", 1.0, np.float32), p("y_zero_point", "float8e4m3fnuz", 0, E4Z)),
-           (f8([0x80], E4Z),)),
+           case(Q, 19, x=("float32", [-0.0000001]), y_scale=("float32", 1.0), y_zero_point=("float8e4m3fnuz", 0)),
+           (array("float8e4m3fnuz", [NAN]),)),  # the code 0x80: fnuz's NaN, where -0 was meant
     Replay(8, "microsoft/onnxruntime#32730", "blocked-index-per-element",
-           _dq(21, "int8-float32", x("int8", [10, 20, 30, 40, 50, 60, 70, 80], np.int8),
-               p("x_scale", "float32", [0.5, 2.0], np.float32), p("x_zero_point", "int8", [0, 10], np.int8),
-               axis=0, block_size=4),
-           (np.array([5, 20, 0, 0, 0, 0, 0, 0], np.float32),)),
+           case(DQ, 21, {"axis": 0, "block_size": 4}, x=("int8", [10, 20, 30, 40, 50, 60, 70, 80]),
+                x_scale=("float32", [0.5, 2.0]), x_zero_point=("int8", [0, 10])),
+           (array("float32", [5, 20, 0, 0, 0, 0, 0, 0]),)),
     Replay(11, "onnx/onnx#7835", "wrap-around",
-           _qlmm([[100]], 1.0, 0, [[100]], 1.0, 0, 0.2, 0, "uint8-uint8-uint8-float32"),
-           (np.array([[80]], np.uint8),)),
+           case("QLinearMatMul", 10, a=("uint8", [[100]]), a_scale=("float32", 1.0), a_zero_point=("uint8", 0),
+                b=("uint8", [[100]]), b_scale=("float32", 1.0), b_zero_point=("uint8", 0),
+                y_scale=("float32", 0.2), y_zero_point=("uint8", 0)),
+           (array("uint8", [[80]]),)),
     Replay(12, "onnx/onnx#6220", "fnuz-inf-wrong-table",
-           _q(21, "float32-float8e4m3fnuz", x("float32", [np.inf, -np.inf], np.float32),
-              p("y_scale", "float32", 1.0, np.float32), p("y_zero_point", "float8e4m3fnuz", 0, E4Z)),
-           (np.array([240.0, -240.0], E4Z),), "strict",
+           case(Q, 21, x=("float32", [INF, -INF]), y_scale=("float32", 1.0), y_zero_point=("float8e4m3fnuz", 0)),
+           (array("float8e4m3fnuz", [240.0, -240.0]),), "strict",
            "±Inf -> ±max is the 24+ table, permitted before 24 in the default profile (semantics.md#q-float8-fnuz-inf)"),
     Replay(24, "apache/tvm#9558", "cast-before-clip",
-           _q(13, "float32-int8", x("float32", [np.inf], np.float32), p("y_scale", "float32", 1.0, np.float32),
-              p("y_zero_point", "int8", 0, np.int8)),
-           (np.array([-128], np.int8),)),
+           case(Q, 13, x=("float32", [INF]), y_scale=("float32", 1.0), y_zero_point=("int8", 0)),
+           (array("int8", [-128]),)),
     Replay(34, "pytorch/executorch#20655", "dq-subtract-wraps",
-           _dq(13, "int8-float32", x("int8", [-128], np.int8), p("x_scale", "float32", 1.0, np.float32),
-               p("x_zero_point", "int8", 100, np.int8)),
-           (np.array([28.0], np.float32),)),
+           case(DQ, 13, x=("int8", [-128]), x_scale=("float32", 1.0), x_zero_point=("int8", 100)),
+           (array("float32", [28.0]),)),
     Replay(45, "jax-ml/ml_dtypes#260", "float8-never-saturate",
-           _q(19, "float32-float8e4m3fn", x("float32", [500.0], np.float32), p("y_scale", "float32", 1.0, np.float32),
-              p("y_zero_point", "float8e4m3fn", 0, E4)),
-           (f8([0x7F], E4),)),
+           case(Q, 19, x=("float32", [500.0]), y_scale=("float32", 1.0), y_zero_point=("float8e4m3fn", 0)),
+           (array("float8e4m3fn", [NAN]),)),
     Replay(46, "triton-lang/triton#5925", "minifloat-ties-away",
-           _q(19, "float16-float8e5m2", x("float16", [9.0], F16), p("y_scale", "float16", 1.0, F16),
-              p("y_zero_point", "float8e5m2", 0, E5)),
-           (np.array([10.0], E5),)),
+           case(Q, 19, x=("float16", [9.0]), y_scale=("float16", 1.0), y_zero_point=("float8e5m2", 0)),
+           (array("float8e5m2", [10.0]),)),
     Replay(47, "triton-lang/triton#11753", "minifloat-ties-away",
-           _q(19, "float32-float8e5m2", x("float32", [1.125], np.float32), p("y_scale", "float32", 1.0, np.float32),
-              p("y_zero_point", "float8e5m2", 0, E5)),
-           (np.array([1.25], E5),)),
+           case(Q, 19, x=("float32", [1.125]), y_scale=("float32", 1.0), y_zero_point=("float8e5m2", 0)),
+           (array("float8e5m2", [1.25]),)),
     Replay(49, "triton-lang/triton#10745", "fnuz-nan-code-as-negative-zero",
-           _dq(19, "float8e4m3fnuz-float32", Arg("x", "float8e4m3fnuz", f8([0x80], E4Z)),
-               p("x_scale", "float32", 1.0, np.float32)),
-           (np.array([-0.0], np.float32),)),
+           case(DQ, 19, x=("float8e4m3fnuz", [NAN]), x_scale=("float32", 1.0)),
+           (array("float32", [-0.0]),)),
     Replay(54, "llvm/torch-mlir#4487", "saturate-before-zero-point",
-           _q(19, "float32-int8", x("float32", [3.4501], np.float32),
-              p("y_scale", "float32", np.float32(1) / np.float32(66.933334), np.float32),
-              p("y_zero_point", "int8", -128, np.int8)),
-           (np.array([-1], np.int8),)),
+           case(Q, 19, x=("float32", [3.4501]), y_scale=("float32", float(np.float32(1) / np.float32(66.933334))),
+                y_zero_point=("int8", -128)),
+           (array("int8", [-1]),)),
     Replay(55, "llvm/torch-mlir#3009", "unsigned-zero-point-read-as-signed",
-           _q(19, "float32-uint8", x("float32", [1.0, 2.0, 3.0], np.float32), p("y_scale", "float32", 1.0, np.float32),
-              p("y_zero_point", "uint8", 200, np.uint8)),
-           (np.array([0, 0, 0], np.uint8),)),
+           case(Q, 19, x=("float32", [1.0, 2.0, 3.0]), y_scale=("float32", 1.0), y_zero_point=("uint8", 200)),
+           (array("uint8", [0, 0, 0]),)),
 ]
 
 
@@ -162,13 +131,11 @@ def test_the_model_cites_the_report(r: Replay):
 def test_nan_to_an_integer_is_information_not_a_failure():
     """#57 (ROCm/AMDMIGraphX#4914): NaN -> 127 in one runtime, -128 in another. The text leaves NaN to
     an integer type undefined (onnx/onnx#5879), so the suite passes both and fails neither."""
-    d = _q(19, "float32-int8", x("float32", [np.nan, 1.0], np.float32), p("y_scale", "float32", 1.0, np.float32),
-           p("y_zero_point", "int8", 0, np.int8))
-    case = evaluate(d)
-    assert case.dont_care[0] is not None and case.dont_care[0].tolist() == [True, False]
+    c = evaluate(case(Q, 19, x=("float32", [NAN, 1.0]), y_scale=("float32", 1.0), y_zero_point=("int8", 0)))
+    assert c.dont_care[0] is not None and c.dont_care[0].tolist() == [True, False]
     for nan_as in (127, -128, 0):
-        assert compare(case, (np.array([nan_as, 1], np.int8),)).verdict == "pass"
-    assert compare(case, (np.array([127, 2], np.int8),)).verdict == "fail"
+        assert compare(c, (array("int8", [nan_as, 1]),)).verdict == "pass"
+    assert compare(c, (array("int8", [127, 2]),)).verdict == "fail"
 
 
 def _status_rows() -> list[list[str]]:

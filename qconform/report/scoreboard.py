@@ -549,9 +549,9 @@ PER_RUNTIME = ("scopes", "verdicts")
 def render_certificate(rt: Mapping[str, Any]) -> str:
     """runtimes/NAME.certificate.json: the certificate a vendor hands on, machine-readable: what ran
     on what, the overall statement, and a verdict row per op version and per type combination, one
-    row a line (a regression shows as a one-line diff). From the report alone, sorted keys and no
-    run-specific field (date, duration, host), so the same runtime on the same corpus gives the same
-    bytes."""
+    row a line (a regression shows as a one-line diff). From the report alone: the head's keys
+    sorted, the rows last, no run-specific field (date, duration, host), so the same runtime on the
+    same corpus gives the same bytes."""
     head = {"format": CERTIFICATE_FORMAT, "runtime": rt["name"],
             "runner": rt["runner"], "platform": rt["platform"], "qconform_version": rt["qconform_version"],
             "corpus": {"digest": rt["corpus_digest"], "cases": rt["corpus_cases"]},
@@ -559,9 +559,9 @@ def render_certificate(rt: Mapping[str, Any]) -> str:
             "overall": rt["overall"],
             "full_report": f"pytest --runner={rt['name']} --report=DIR (DIR/report.json, report.html)",
             "columns": list(CERTIFICATE_COLUMNS)}
-    text = json.dumps(head, sort_keys=True, indent=1, ensure_ascii=False)
+    text = json.dumps(head, sort_keys=True, indent=1, ensure_ascii=False).removesuffix("\n}")
     rows = [json.dumps(r, ensure_ascii=False) for scope in rt["verdicts"] for r in scope]
-    return text[:-2] + ',\n "rows": [\n  ' + ",\n  ".join(rows) + "\n ]\n}\n"
+    return text + ',\n "rows": [\n  ' + ",\n  ".join(rows) + "\n ]\n}\n"
 
 
 def dumps(data: Mapping[str, Any]) -> str:
