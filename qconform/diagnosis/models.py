@@ -477,10 +477,8 @@ class QlmmAccumulateInFloat32:
 
     def accumulate(self, da, db, raw, zeros, types):
         a, b = np.asarray(da, np.float64), np.asarray(db, np.float64)
-        acc = np.zeros(np.broadcast_shapes(a.shape[:-1] + (1,), b.shape[:-2] + (1, b.shape[-1])), np.float32)
-        for k in range(a.shape[-1]):
-            acc = (acc + (a[..., :, k:k + 1] * b[..., k:k + 1, :]).astype(np.float32)).astype(np.float32)
-        return acc.astype(np.int64)
+        products = (a[..., :, :, None] * b[..., None, :, :]).astype(np.float32)  # [..., M, K, N], each exact
+        return np.add.accumulate(products, axis=-2, dtype=np.float32)[..., -1, :].astype(np.int64)
 
 
 class DqMinifloatZeroPointIgnored:
