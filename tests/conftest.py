@@ -1,13 +1,56 @@
-"""Shared fixtures for the project's own tests (they run without --runner)."""
+"""Shared fixtures for the project's own tests (they run without --runner).
+
+A test that needs an optional tool or package says ``@pytest.mark.needs("clang")`` (names from
+``qconform.tools``); where it is missing the test skips with the tool's one line: what is missing,
+what it adds, how to install it. A fixture that needs one is listed in ``FIXTURE_NEEDS`` and its
+tests get the marker. ``QCONFORM_LIST_NEEDS=FILE`` writes, at collection, each test's needs (and
+whether it is marked skip anyway) as JSON
+(tests/test_tools.py uses it to prove that the suite skips, never fails, with tools hidden)."""
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from qconform import tools
+
 REPO = Path(__file__).resolve().parent.parent
+
+#: Fixtures that need a tool: their tests need it too.
+FIXTURE_NEEDS: dict[str, tuple[str, ...]] = {"cpu_kernel": ("cc",), "nvrtc": ("nvrtc",)}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs(*tools): the test needs these optional tools (qconform.tools names)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for fixture, names in FIXTURE_NEEDS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.needs(*names))
+    listing = os.environ.get("QCONFORM_LIST_NEEDS")
+    if listing:
+        Path(listing).write_text(json.dumps({item.nodeid: {"needs": needs_of(item),
+                                                           "skip": item.get_closest_marker("skip") is not None}
+                                             for item in items}), encoding="utf-8")
+
+
+def needs_of(item) -> list[str]:
+    return sorted({name for mark in item.iter_markers("needs") for name in mark.args})
+
+
+def pytest_runtest_setup(item):
+    for name in needs_of(item):
+        if name not in tools.TOOLS:
+            raise ValueError(f"{item.nodeid}: needs({name!r}) names no tool of qconform.tools")
+        why = tools.missing(name)
+        if why:
+            pytest.skip(why)
 
 
 def pytest_addoption(parser):

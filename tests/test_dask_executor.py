@@ -9,11 +9,13 @@ import numpy as np
 import pytest
 
 from qconform import sweep as S
+from qconform import tools
 from qconform.runners.cpu_ref import CpuRefRunner
 from qconform.sweep.domains import domain, inputs
 from qconform.sweep.units import unit_key
 
-pytest.importorskip("distributed", reason="the Dask executor is the optional extra qconform[dask]")
+if tools.missing("distributed"):
+    pytest.skip(tools.missing("distributed"), allow_module_level=True)
 
 from qconform.sweep.dask_executor import DaskExecutor, parse_cluster  # noqa: E402
 

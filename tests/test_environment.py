@@ -3,16 +3,10 @@ constraints.txt, and the commands README.md gives (and .ci/run runs) install wit
 from __future__ import annotations
 
 import re
-import sys
-
-from packaging.requirements import Requirement
+import tomllib
 
 from conftest import REPO
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from packaging.requirements import Requirement
 
 
 def _pins() -> dict[str, str]:
@@ -50,3 +44,14 @@ def test_readme_and_ci_install_with_the_constraints():
     test_cmd = 'python3 -m venv .venv && .venv/bin/pip install -q -c constraints.txt -e ".[test,runtimes]" && .venv/bin/python -m pytest -n 2'
     assert test_cmd in readme and test_cmd in ci
     assert "pip install -q -c constraints.txt -e . && .venv/bin/python -m pytest --runner=onnxruntime" in readme
+
+
+def test_readme_states_the_python_range_that_pyproject_admits():
+    """README's quick start names the range requires-python admits (and .ci/certify-on-pythons runs
+    the certify command on both its ends)."""
+    spec = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
+    m = re.fullmatch(r">=3\.(\d+),<3\.(\d+)", spec)
+    assert m, f"requires-python {spec!r}: state a bounded range (the versions CI runs the certify command on)"
+    oldest, newest = f"3.{m.group(1)}", f"3.{int(m.group(2)) - 1}"
+    assert f"## Quick start (fresh machine, Python {oldest}–{newest})" in (REPO / "README.md").read_text()
+    assert "bash .ci/certify-on-pythons" in (REPO / ".ci" / "run").read_text()

@@ -53,7 +53,14 @@ def _why_not(meta: dict) -> str:
     return ""
 
 
-@pytest.mark.parametrize("path", METAS, ids=[p.parent.relative_to(ROOT).as_posix() for p in METAS])
+def _param(path: Path):
+    """One finding, marked with the tools its runtime's script needs besides the runtime itself."""
+    tpl = findings.TEMPLATES.get(_meta(path)["runtime"])
+    return pytest.param(path, marks=pytest.mark.needs(*(tpl.tools if tpl else ())),
+                        id=path.parent.relative_to(ROOT).as_posix())
+
+
+@pytest.mark.parametrize("path", [_param(p) for p in METAS])
 def test_reproducer_shows_the_mismatch(path: Path) -> None:
     meta = _meta(path)
     why = _why_not(meta)

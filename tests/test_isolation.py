@@ -1,10 +1,15 @@
 """A runner that crashes, hangs or returns garbage never loses a result (issue 9)."""
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
-from conftest import run_pytest
+from conftest import REPO, run_pytest
 from fault_runners import FAULTS
 
 RUNNER = f"--runner={Path(__file__).with_name('fault_runners.py')}:FaultRunner"
@@ -24,15 +29,53 @@ EXPECTED = {  # fault -> (verdict word in the failure line, detail)
 }
 
 
-def _worker_dirs() -> set[str]:
-    import tempfile
+class BesideRun:
+    """Another qconform run on the same machine (cpu-ref over the whole corpus, isolated workers, the
+    machine's own temp directory), started before the test's own run, still working when it ends,
+    then stopped with Ctrl-C as a user would."""
 
-    return {p.name for p in Path(tempfile.gettempdir()).glob("qconform-worker-*")}
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--runner=cpu-ref",
+                                      "-v", "--tb=short"], cwd=REPO, start_new_session=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        self.lines: list[str] = []
+        self.started = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            if " PASSED" in line:  # its workers are running cases
+                self.started.set()
+        self.started.set()
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> str:
+        """Ctrl-C, then its whole output once it has ended."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGINT)
+            self.proc.wait(timeout=120)
+        finally:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        self._reader.join(timeout=10)
+        return "".join(self.lines)
 
 
-def test_every_fault_is_classified_and_the_run_completes():
-    before = _worker_dirs()
-    r = run_pytest(RUNNER, "-m", "opset_13", "--case-timeout=3", "--worker-memory-mb=3000", "-rA", timeout=300)
+def test_every_fault_is_classified_and_the_run_completes(tmp_path):
+    """The run's workers make their temporary directories in this test's own one (TMPDIR), so the
+    check looks only at what this run made, while another qconform run works beside it."""
+    own = tmp_path / "tmp"
+    own.mkdir()
+    beside = BesideRun()
+    assert beside.started.wait(300) and beside.running(), "".join(beside.lines[-50:])
+    r = run_pytest(RUNNER, "-m", "opset_13", "--case-timeout=3", "--worker-memory-mb=3000", "-rA", timeout=300,
+                   env={"TMPDIR": str(own)})
+    overlapped = beside.running()
     out = r.stdout
     assert r.returncode == 1, out[-3000:]
     lines = {m.group(1): m.group(2) for m in re.finditer(r"^(?:FAILED|PASSED) qconform/golden/MANIFEST::(\S+)(.*)$", out, re.M)}
@@ -52,7 +95,10 @@ def test_every_fault_is_classified_and_the_run_completes():
     assert ran == len(lines)  # every collected case has exactly one verdict
     info = sum(int(n) for n in re.findall(r"^SKIPPED \[(\d+)\] .*information: ", out, re.M))  # invalid by text
     assert sum(int(n) for n, what in counts if what == "skipped") == info
-    assert _worker_dirs() <= before, "a worker's temporary directory survived a crash, a kill or the run"
+    assert not list(own.glob("qconform-worker-*")), "a worker's temporary directory survived a crash, a kill or the run"
+    other = beside.stop()
+    assert overlapped, "the other run ended before this one: no overlap was shown"
+    assert " PASSED" in other and " FAILED" not in other and "INTERNALERROR" not in other, other[-3000:]
 
 
 def test_without_isolation_exceptions_and_garbage_are_still_classified():

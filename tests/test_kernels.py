@@ -226,6 +226,7 @@ def test_every_vector_width_gives_the_golden_bits(cpu_kernel, level):
             assert got == goldens[chunk], f"{level}: {sweep.id} sampled chunk {chunk} differs from the golden"
 
 
+@pytest.mark.needs("cc")  # TiesAwayRunner wraps cpu-kernel
 def test_sweep_names_the_exact_inputs_of_a_deviation(tmp_path):
     """A runner that rounds ties away from zero: the digest differs, the oracle names the inputs."""
     sweep = S.select(["QuantizeLinear-25/float16-int8/scale=float16:1.0"])[0]

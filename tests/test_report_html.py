@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import struct
 import subprocess
 import zlib
@@ -17,15 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from qconform import tools
 from qconform.report import html
 from qconform.report.html import COLOURS
 from support import SUPPORT, FlipInt8Runner, copy_group  # noqa: F401
 
 pytest_plugins = ["pytester"]
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (Debian: apt-get install -y "
-                                                              "chromium); report.html is not rendered")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run")
 
@@ -46,7 +43,7 @@ def ort_report(pytester: pytest.Pytester, golden: Path) -> Path:
 
 
 def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *args],
+    return subprocess.run([tools.find("chromium"), *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *args],
                           capture_output=True, text=True, timeout=120)
 
 
@@ -92,7 +89,7 @@ def png_rgb(path: Path) -> np.ndarray:
     return out.reshape(height, width, bpp)[:, :, :3]
 
 
-@needs_chromium
+@pytest.mark.needs("chromium")
 def test_report_html_in_chromium(pytester: pytest.Pytester, golden: Path, tmp_path: Path):
     out = ort_report(pytester, golden)
     text = (out / "report.html").read_text()
@@ -159,7 +156,7 @@ def _measure(tmp_path: Path, out: Path, width: int, height: int, print_rules: bo
     return json.loads(m.group(1).replace("&quot;", '"'))
 
 
-@needs_chromium
+@pytest.mark.needs("chromium")
 def test_the_certificate_fits_a_laptop_screen_and_prints(pytester: pytest.Pytester, golden: Path, tmp_path: Path):
     """At 1280x800: no horizontal scrolling, the identity block and the overall verdict on the first
     screen; clause links resolve in the shipped semantics page; printed, no table is cut off."""

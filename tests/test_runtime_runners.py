@@ -5,38 +5,32 @@ gets a verdict (the runtime's own failures are verdicts; a crash, a hang or a ha
 acceptable). Where it is not, choosing the runner says in one line which extra to install."""
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 from conftest import run_pytest
 
+from qconform import tools
 from qconform.runner import EXTRAS, RunnerError, resolve
 
 SLICE = "opset_21 and (family_basic or family_specials or family_ties)"
-
-
-def _installed(name: str) -> bool:
-    return importlib.util.find_spec(EXTRAS[name]) is not None
+#: What each runtime's runner needs besides its package (qconform.tools names).
+ALSO_NEEDS = {"tinygrad": ("clang",)}
 
 
 @pytest.mark.parametrize("name", sorted(EXTRAS))
 def test_a_missing_runtime_names_the_extra_to_install(name):
-    if _installed(name):
+    if tools.find(EXTRAS[name]):
         pytest.skip(f"{EXTRAS[name]} is installed here")
     with pytest.raises(RunnerError, match=rf"^runner '{name}' needs the {EXTRAS[name]} package: "
                                           rf"pip install 'qconform\[{name}\]'$"):
         resolve(name)
 
 
-@pytest.mark.parametrize("name", sorted(EXTRAS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.needs(EXTRAS[n], *ALSO_NEEDS.get(n, ())))
+                                  for n in sorted(EXTRAS)])
 def test_a_runtime_runner_gives_every_case_of_a_slice_a_verdict(name, tmp_path):
-    if not _installed(name):
-        pytest.skip(f"pip install 'qconform[{name}]' to run {name}")
-    try:
-        runner = resolve(name)
-    except RunnerError as exc:  # installed, but cannot start here (tinygrad without a clang)
-        pytest.skip(str(exc))
+    runner = resolve(name)
     ident = runner.describe()
     assert ident["name"] == name and ident["version"] and ident["device"]
     r = run_pytest(f"--runner={name}", f"--report={tmp_path}", "-q", "--tb=no", "-m", SLICE, timeout=900)

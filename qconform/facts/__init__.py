@@ -29,7 +29,7 @@ import functools
 import importlib
 import importlib.metadata
 import re
-import sys
+import tomllib
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -38,11 +38,6 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from qconform import platform as plat
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 HERE = Path(__file__).resolve().parent
 KINDS = ("erratum", "reading", "oracle-gap", "unsupported", "must-reject")

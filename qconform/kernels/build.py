@@ -12,7 +12,6 @@ import ctypes
 import functools
 import hashlib
 import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -39,13 +38,13 @@ def cache_root() -> Path:
 
 
 def find_compiler() -> str:
-    """The C compiler: ``$CC``, else ``cc``, ``gcc`` or ``clang`` on PATH."""
-    candidates = [os.environ["CC"]] if os.environ.get("CC") else ["cc", "gcc", "clang"]
-    for cand in candidates:
-        path = shutil.which(cand)
-        if path:
-            return path
-    raise Unsupported(f"no C compiler: none of {', '.join(candidates)} on PATH (set CC or install gcc)")
+    """The C compiler: ``$CC``, else ``cc``, ``gcc`` or ``clang`` on PATH (``qconform.tools``' "cc")."""
+    from qconform import tools
+
+    path = tools.find("cc")
+    if path is None:
+        raise Unsupported(f"no C compiler: {tools.missing('cc')}")
+    return path
 
 
 def _compiler_id(cc: str) -> str:

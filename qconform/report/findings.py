@@ -54,6 +54,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -65,11 +66,6 @@ from typing import Any
 import numpy as np
 
 import qconform
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 PKG = Path(qconform.__file__).resolve().parent
 CHECKOUT = PKG.parent if (PKG.parent / "pyproject.toml").is_file() else None
@@ -126,6 +122,8 @@ class Template:
     version_of: Callable[[], str | None] | None = None
     #: README's install line, where it is not ``pip install PACKAGE==VERSION numpy`` ({version}).
     install: str = ""
+    #: Tools the script needs besides the runtime itself (names of ``qconform.tools``).
+    tools: tuple[str, ...] = ()
 
     def installed_version(self) -> str | None:
         if self.version_of is not None:
@@ -153,13 +151,12 @@ def _ml_dtype(t) -> str:
 
 
 def _tinygrad_env() -> dict[str, str]:
-    """tinygrad's CPU device compiles C with $CC; clang 14 rejects __bf16, so the newest clang."""
-    if "CC" in os.environ:
+    """tinygrad's CPU device compiles C with $CC; clang 14 rejects __bf16, so the newest clang >= 15."""
+    from qconform import tools
+
+    if "CC" in os.environ or tools.find("clang") is None:
         return {}
-    for cc in ("clang-19", "clang-18", "clang-17"):
-        if shutil.which(cc):
-            return {"CC": cc}
-    return {}
+    return {"CC": os.path.basename(tools.find("clang"))}
 
 
 _ORT_SESSION = """\
@@ -327,7 +324,7 @@ actual = {k: res[k].bitcast(dtypes.uint16).numpy() if res[k].dtype == CODES.get(
 """,
         note="tinygrad's CPU device compiles C with `$CC` (default `clang`); bfloat16 needs clang 17 or newer "
              "(`CC=clang-19 python repro.py`).",
-        env=_tinygrad_env),
+        env=_tinygrad_env, tools=("clang",)),
     Template(
         "onnxruntime-web", "onnxruntime-web", "import base64\nimport json\nimport subprocess",
         "subprocess.run([\"node\", \"-p\", \"require('onnxruntime-web').env.versions.web\"], capture_output=True, "
@@ -335,7 +332,7 @@ actual = {k: res[k].bitcast(dtypes.uint16).numpy() if res[k].dtype == CODES.get(
         _ORTWEB_JS,
         note="The script drives Node.js (`node` on PATH) with onnxruntime-web's WASM backend, one thread, "
              "graph optimisations off, as qconform's runner does; inputs and outputs travel as raw bytes.",
-        env=_ortweb_env, version_of=_ortweb_version,
+        env=_ortweb_env, version_of=_ortweb_version, tools=("node",),
         install="pip install numpy && npm install onnxruntime-web@{version}   # into this folder"),
 )}
 

@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from qconform import adapt, platform
+from qconform import adapt, platform, tools
 from qconform.kernels.build import cache_root
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
 
@@ -89,13 +89,13 @@ def install_dir() -> Path:
 def pinned_version() -> str | None:
     """The version this runner runs where it can (Node.js and npm on PATH: it installs that version
     on first use), else None: what qconform's facts key onnxruntime-web's rows by."""
-    return VERSION if shutil.which("node") and shutil.which("npm") else None
+    return VERSION if tools.find("node") and tools.find("npm") else None
 
 
 def installed_version() -> str | None:
     """The version installed in qconform's cache where node can run it (what a finding's script
     runs), else None; unlike ``pinned_version`` it installs nothing and promises nothing."""
-    return _installed_version(install_dir()) if shutil.which("node") else None
+    return _installed_version(install_dir()) if tools.find("node") else None
 
 
 def _installed_version(prefix: Path) -> str | None:
@@ -126,9 +126,9 @@ def ensure_installed() -> Path:
     dest = install_dir()
     if _installed_version(dest) == VERSION:
         return dest
-    npm = shutil.which("npm")
+    npm = tools.find("npm")
     if npm is None:
-        raise Unsupported(f"npm is not on PATH: it installs {PACKAGE}@{VERSION} on first use (install Node.js and npm)")
+        raise Unsupported(tools.missing("npm"))
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -302,9 +302,9 @@ class OrtWebRunner(BaseRunner):
             raise TypeError(f"optimize={optimize!r}: use 0 (graphOptimizationLevel 'disabled', default) or 1 ('all')")
         if not SERVER.is_file():
             raise Unsupported(f"{SERVER} is missing from this qconform installation (package data)")
-        node = shutil.which("node")
+        node = tools.find("node")
         if node is None:
-            raise Unsupported(f"node is not on PATH: {PACKAGE} runs in Node.js (install Node.js 18 or newer)")
+            raise Unsupported(tools.missing("node"))
         self.node = node
         self.prefix = ensure_installed()
         self._lock = threading.RLock()

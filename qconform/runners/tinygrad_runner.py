@@ -1,6 +1,6 @@
 """tinygrad's ONNX frontend (``tinygrad.nn.onnx.OnnxRunner``) on its CPU device:
 ``pip install 'qconform[tinygrad]'``, and a clang on PATH (the CPU device compiles C with ``$CC``;
-Debian's clang 14 rejects ``__bf16`` on x86-64, so the newest of clang-19/18/17/clang is chosen).
+Debian's clang 14 rejects ``__bf16`` on x86-64, so ``qconform.tools`` picks the newest clang >= 15).
 
 ``THREADS=0``: one thread per kernel (qconform already runs two workers). The model is parsed from
 a temporary file. Inputs: numpy-native arrays as they are; bfloat16 as its uint16 codes bitcast to
@@ -12,28 +12,15 @@ in the dtype tinygrad produced (a mismatch with the declared type is a fail)."""
 from __future__ import annotations
 
 import os
+from importlib.metadata import version as _pkg_version
+from typing import Any
 
-os.environ.setdefault("DEV", "CPU")
-os.environ.setdefault("THREADS", "0")
-# tinygrad's CPU backend compiles C with $CC (default "clang"); clang 14 rejects __bf16 on x86-64,
-# so prefer a newer clang where one is installed.
-if "CC" not in os.environ:
-    import shutil as _shutil
-    for _cc in ("clang-19", "clang-18", "clang-17", "clang"):
-        if _shutil.which(_cc):
-            os.environ["CC"] = _cc
-            break
+import numpy as np
+import onnx
 
-from importlib.metadata import version as _pkg_version  # noqa: E402
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
-import onnx  # noqa: E402
-import tinygrad  # noqa: E402, F401  (imported here so a missing extra is said when the runner is chosen)
-
-from qconform import adapt, platform  # noqa: E402
-from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported  # noqa: E402
-from qconform.runners.common import io_types, joined_lines, model_file  # noqa: E402
+from qconform import adapt, platform, tools
+from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
+from qconform.runners.common import io_types, joined_lines, model_file
 
 TP = onnx.TensorProto
 
@@ -42,12 +29,17 @@ class TinygradRunner(BaseRunner):
     name = "tinygrad"
 
     def __init__(self) -> None:
-        import shutil
+        # tinygrad reads DEV and THREADS when it is imported and $CC when it compiles: set them here,
+        # when the runner is chosen, never when this module is imported.
+        os.environ.setdefault("DEV", "CPU")
+        os.environ.setdefault("THREADS", "0")
+        import tinygrad  # noqa: F401  (here, so a missing extra is said when the runner is chosen)
 
-        cc = os.environ.get("CC", "clang")
-        if os.environ.get("DEV", "CPU") == "CPU" and not shutil.which(cc):
-            raise Unsupported(f"tinygrad's CPU device compiles C with {cc!r}, which is not on PATH "
-                              "(apt install clang-19: Debian's clang 14 rejects __bf16)")
+        if os.environ["DEV"] == "CPU":
+            why = tools.missing("clang")
+            if why:
+                raise Unsupported(f"tinygrad's CPU device compiles C with clang: {why}")
+            os.environ.setdefault("CC", os.path.basename(tools.find("clang") or "clang"))
 
     def describe(self) -> dict[str, Any]:
         from tinygrad import Device
