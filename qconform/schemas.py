@@ -110,5 +110,24 @@ def get(op: str, since: int, domain: str = ONNX_DOMAIN) -> OpSpec:
     return _from_onnx(op, since)
 
 
+@cache
+def since_version(domain: str, op: str, opset: int) -> int:
+    """The version of ``op`` a model importing ``opset`` of its domain runs: the newest in scope at or
+    below it. An opset newer than the schemas know (onnx.defs' newest; com.microsoft's is 1) raises:
+    the op may have a version there that neither the schemas nor the oracle have."""
+    newest = onnx.defs.onnx_opset_version() if domain == ONNX_DOMAIN else 1
+    if opset > newest:
+        raise LookupError(f"{domain or 'ai.onnx'} opset {opset} is newer than the schemas know ({newest}): "
+                          f"{op} may have a version there that qconform does not model")
+    versions = [v for v in IN_SCOPE.get((domain, op), ()) if v <= opset]
+    if not versions:
+        raise LookupError(f"{domain or 'ai.onnx'} {op} has no version in scope at opset {opset}")
+    if domain == ONNX_DOMAIN:
+        since = onnx.defs.get_schema(op, opset, domain).since_version
+        if since != versions[-1]:
+            raise LookupError(f"{op} at opset {opset} is {op}-{since} in onnx.defs, not a version in scope")
+    return versions[-1]
+
+
 def all_specs() -> list[OpSpec]:
     return [get(op, v, dom) for (dom, op), versions in IN_SCOPE.items() for v in versions]

@@ -17,3 +17,28 @@ def test_seed_example(example, draft):
     assert len(case.readings) == 1
     got = as_float64(case.expected[0], case.output_types[0])
     np.testing.assert_array_equal(got, np.asarray(example.expected, dtype=np.float64))
+
+
+def test_the_oracle_registry_is_the_schemas_scope():
+    """Every op version in scope has its oracle class and no other is registered (issue 33)."""
+    from qconform import schemas
+    from qconform.oracle import ORACLES
+
+    assert sorted(ORACLES) == sorted((d, op, v) for (d, op), vs in schemas.IN_SCOPE.items() for v in vs)
+
+
+def test_an_opset_the_schemas_do_not_know_raises():
+    """opset 29 may bring a QuantizeLinear-29: never answered with version 28's class."""
+    import onnx.defs
+    import pytest
+
+    from qconform.oracle import oracle_for
+
+    newest = onnx.defs.onnx_opset_version()
+    assert oracle_for("", "QuantizeLinear", newest).since == max(v for v in (10, 13, 19, 21, 23, 24, 25, 28)
+                                                                    if v <= newest)
+    assert oracle_for("", "QuantizeLinear", 22).since == 21  # a model importing opset 22 runs version 21
+    with pytest.raises(LookupError, match="newer than the schemas know"):
+        oracle_for("", "QuantizeLinear", newest + 1)
+    with pytest.raises(LookupError, match="newer than the schemas know"):
+        oracle_for("com.microsoft", "QuantizeLinear", 2)

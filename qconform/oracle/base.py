@@ -84,11 +84,14 @@ def register(*oracles: OpOracle) -> None:
 
 
 def oracle_for(domain: str, op: str, opset: int) -> OpOracle:
-    """The oracle of the newest version of ``op`` at or below ``opset``."""
-    versions = sorted(v for (d, o, v) in ORACLES if d == domain and o == op and v <= opset)
-    if not versions:
-        raise LookupError(f"no oracle for {domain or 'ai.onnx'} {op} at opset {opset}")
-    return ORACLES[(domain, op, versions[-1])]
+    """The oracle of the version of ``op`` that ``opset`` runs (``schemas.since_version``); an opset
+    or a version the schemas do not know raises LookupError, never an older version's class."""
+    from qconform import schemas
+
+    key = (domain, op, schemas.since_version(domain, op, opset))
+    if key not in ORACLES:
+        raise LookupError(f"no oracle for {domain or 'ai.onnx'} {op}-{key[2]}")
+    return ORACLES[key]
 
 
 def evaluate(draft: Draft, primary_only: bool = False) -> Case:
