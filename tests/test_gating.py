@@ -78,6 +78,54 @@ def test_baseline_covers_known_deviations_and_reports_stale_entries(pytester, go
                                  "*stale baseline entry 3 (NoSuchOp-1/*): matches no case in this run*"])
 
 
+def test_a_blanket_baseline_never_reads_as_conformance(pytester, golden, ids):
+    """A baseline that accepts every deviation passes the gate, but no document calls the runner
+    conformant where it deviates, or shows that in a passing colour: not the HTML, not summary.md,
+    not the machine-readable certificate (issue 36)."""
+    import re
+
+    from qconform.report import certificate, scoreboard
+    from qconform.report.html import SCOPE_COLOURS
+
+    path = write_baseline(pytester, {"id": "*", "reason": "accept everything"})
+    result, report = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", f"--baseline={path}")
+    assert result.ret == pytest.ExitCode.OK and report["gate"]["passed"], result.stdout.str()
+    out = pytester.path / "out"
+    scoped = certificate.scopes(report)
+    rows = [r for s in scoped for r in [s, *s["types"]]]
+    assert any(r["accepted"] for r in rows) and any(r["verdict"] == certificate.CONFORMANT for r in rows)
+    for r in rows:  # conformant only where nothing deviates
+        assert (r["verdict"] == certificate.CONFORMANT) == (r["pass"] > 0 and not r["accepted"] and not r["new"]), r
+        assert "conform" not in r["verdict"] or not r["accepted"], r
+    assert all(r["accepted_unnamed"] == r["accepted"] for r in rows)  # a flipped bit: no model names it
+
+    def honest(sentence: str) -> None:
+        assert "conforms" not in sentence, sentence
+        counted = re.findall(r"(\d+) of \d+ op versions conformant", sentence)
+        assert counted == [str(sum(s["verdict"] == certificate.CONFORMANT for s in scoped))], sentence
+        assert sentence.count("conformant") == 1, sentence
+        assert f"{len(ids['int8'])} deviating cases accepted by baseline" in sentence
+        assert f"{len(ids['int8'])} of them named by no diagnosis model" in sentence
+
+    honest(certificate.overall(report, scoped))
+    html = (out / "report.html").read_text()
+    (statement,) = re.findall(r'<div class="overall (\w+)" id="overall">([^<]*)</div>', html)
+    assert statement[0] == "bad"
+    honest(statement[1].replace("&#x27;", "'"))
+    greens = {SCOPE_COLOURS[certificate.CONFORMANT]}
+    for cell in re.findall(r'<td class="sv[^"]*" style="background:([^"]+)">([^<]*)</td>', html):
+        assert cell[0] not in greens or cell[1] == certificate.CONFORMANT, cell
+    summary = (out / "summary.md").read_text()
+    assert "✅" not in summary and "passed" not in summary.splitlines()[0], summary.splitlines()[0]
+    assert f"{len(ids['int8'])} deviation(s), every one accepted by the baseline" in summary.splitlines()[0]
+    (cert,) = scoreboard.build({"flip-int8": report})["runtimes"]
+    honest(cert["overall"])
+    for op_rows in cert["verdicts"]:
+        for row in op_rows:
+            values = dict(zip(scoreboard.CERTIFICATE_COLUMNS, row))
+            assert values["verdict"] != certificate.CONFORMANT or not values["deviate"], values
+
+
 def test_uncovered_deviations_still_fail(pytester, golden, ids):
     covered = sorted(ids["int8"])[0]
     path = write_baseline(pytester, {"id": covered, "reason": "vendor bug 1234"})

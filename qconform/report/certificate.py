@@ -2,9 +2,12 @@
 and the integrity digests that let ``qconform report verify`` show the documents were not edited.
 
 Scopes are op versions and, inside each, type combinations. A scope is *conformant* when every
-case that ran passed; *conformant with accepted deviations* when its only deviations are covered
-by the baseline (each with its reason); *deviates* when a deviation is not covered; *not
-supported* when the runner ran none of its cases. CI's words (gate, passed/failed) stay in CI output.
+case that ran passed, and only then; *deviates, accepted by baseline* when it deviates and every
+deviation is covered by the baseline (each with its reason): an accepted deviation is still a
+deviation, and is never worded or coloured as conformance; *deviates* when a deviation is not
+covered; *not supported* when the runner ran none of its cases. CI's words (gate, passed/failed)
+stay in CI output. Accepted deviations that no diagnosis model names are counted apart, so a
+blanket baseline cannot hide a deviation nobody has explained.
 """
 from __future__ import annotations
 
@@ -17,18 +20,20 @@ from typing import Any
 from qconform.report.model import BAD
 
 CONFORMANT = "conformant"
-ACCEPTED = "conformant with accepted deviations"
+ACCEPTED = "deviates, accepted by baseline"
 DEVIATES = "deviates"
 UNSUPPORTED = "not supported"
 NOT_RUN = "not run"
 INFORMATION = "information only"  # every case a model the text makes invalid
 
 
-def verdict_of(cases: list[dict]) -> dict[str, Any]:
-    """The verdict of one scope from its compact case rows (id, verdict, baseline)."""
+def verdict_of(cases: list[dict], unnamed: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The verdict of one scope from its compact case rows (id, verdict, baseline); ``unnamed``: the
+    ids of deviations no diagnosis model names."""
     cnt = Counter(c["verdict"] for c in cases)
     new = sum(1 for c in cases if c["verdict"] in BAD and not c.get("baseline"))
     accepted = sum(1 for c in cases if c["verdict"] in BAD and c.get("baseline"))
+    accepted_unnamed = sum(1 for c in cases if c["verdict"] in BAD and c.get("baseline") and c["id"] in unnamed)
     reasons = sorted({c["baseline"] for c in cases if c["verdict"] in BAD and c.get("baseline")})
     if new:
         word = DEVIATES
@@ -43,7 +48,13 @@ def verdict_of(cases: list[dict]) -> dict[str, Any]:
     else:
         word = NOT_RUN
     return {"verdict": word, "cases": len(cases), "pass": cnt["pass"], "new": new, "accepted": accepted,
-            "unsupported": cnt["unsupported"], "info": cnt["info"], "reasons": reasons}
+            "accepted_unnamed": accepted_unnamed, "unsupported": cnt["unsupported"], "info": cnt["info"],
+            "reasons": reasons}
+
+
+def unnamed_deviations(report: dict) -> frozenset[str]:
+    """Ids of the deviating cases no diagnosis model names (errors, crashes, unexplained failures)."""
+    return frozenset(f["id"] for f in report.get("failures") or () if not f.get("diagnosis"))
 
 
 def scopes(report: dict) -> list[dict]:
@@ -58,11 +69,12 @@ def scopes(report: dict) -> list[dict]:
         op, _, v = ov.rpartition("-")
         return (op, int(v) if v.isdigit() else 0)
 
+    unnamed = unnamed_deviations(report)
     out = []
     for ov in sorted(by_ov, key=key):
         every = [c for cs in by_ov[ov].values() for c in cs]
-        out.append({"op_version": ov, **verdict_of(every),
-                    "types": [{"types": t, **verdict_of(cs)} for t, cs in sorted(by_ov[ov].items())]})
+        out.append({"op_version": ov, **verdict_of(every, unnamed),
+                    "types": [{"types": t, **verdict_of(cs, unnamed)} for t, cs in sorted(by_ov[ov].items())]})
     return out
 
 
@@ -72,15 +84,26 @@ def overall(report: dict, scoped: list[dict] | None = None) -> str:
     n = Counter(s["verdict"] for s in scoped)
     runner = " ".join(str(x) for x in (report["runner"].get("name"), report["runner"].get("version")) if x)
     parts = [f"{n[CONFORMANT]} of {len(scoped)} op versions conformant"]
-    if n[ACCEPTED]:
-        parts.append(f"{n[ACCEPTED]} conformant with accepted deviations")
+    accepted = sum(s["accepted"] for s in scoped)
     if n[DEVIATES]:
         new = sum(s["new"] for s in scoped)
         parts.append(f"{n[DEVIATES]} deviate ({new} deviating case{'s' if new != 1 else ''} not accepted)")
+    if n[ACCEPTED]:
+        parts.append(f"{n[ACCEPTED]} deviate only where the baseline accepts it")
+    if accepted:
+        base = ((report.get("invocation") or {}).get("baseline") or {}).get("path")
+        unnamed = sum(s["accepted_unnamed"] for s in scoped)
+        parts.append(f"{accepted} deviating case{'s' if accepted != 1 else ''} accepted by "
+                     + (f"baseline {base}" if base else "a baseline")
+                     + (f", {unnamed} of them named by no diagnosis model" if unnamed else ""))
     if n[UNSUPPORTED]:
         parts.append(f"{n[UNSUPPORTED]} not supported")
-    head = (f"{runner} conforms bit-exactly wherever it runs these operators" if not n[DEVIATES]
-            else f"{runner} deviates from the ONNX specification")
+    if not n[DEVIATES] and not n[ACCEPTED]:
+        head = f"{runner} conforms bit-exactly wherever it runs these operators"
+    elif not n[DEVIATES]:
+        head = f"{runner} deviates from the ONNX specification; a baseline accepts every deviation"
+    else:
+        head = f"{runner} deviates from the ONNX specification"
     if not report.get("complete", True):
         head += " (incomplete run: not every case ran)"
     return f"{head}: {', '.join(parts)}."

@@ -47,7 +47,7 @@ html.print body{margin:0;max-width:none;font-size:11px} html.print .filters{disp
 """
 
 #: Colour of each scope verdict (qconform/report/certificate.py).
-SCOPE_COLOURS = {"deviates": "#c62828", "conformant with accepted deviations": "#9ccc65",
+SCOPE_COLOURS = {"deviates": "#c62828", "deviates, accepted by baseline": "#ef6c00",
                  "conformant": "#2e7d32", "not supported": "#9e9e9e", "information only": "#90caf9",
                  "not run": "#eceff1"}
 
@@ -122,12 +122,13 @@ def _identity(report: dict) -> str:
 
 def _scope_cell(sc: dict) -> str:
     word = sc["verdict"]
-    light = " light" if word in ("not run", "conformant with accepted deviations") else ""
+    light = " light" if word == "not run" else ""
     label = word
     if sc["new"]:
         label += f" ({sc['new']} new)"
     elif sc["accepted"]:
-        label = f"{word} ({sc['accepted']})"
+        label = f"{word} ({sc['accepted']}" + (f", {sc['accepted_unnamed']} named by no diagnosis model"
+                                               if sc["accepted_unnamed"] else "") + ")"
     return f'<td class="sv{light}" style="background:{SCOPE_COLOURS[word]}">{_e(label)}</td>'
 
 
@@ -251,11 +252,12 @@ def render(report: dict) -> str:
     tps = "".join(f'<option value="{_e(t)}">{_e(t)}</option>'
                   for t in sorted({m["type_pair"] for m in report["matrix"]}))
     failures = "\n".join(_failure(f) for f in report["failures"]) or "<p>No failures.</p>"
-    from qconform.report.certificate import CONFORMANT, DEVIATES, overall, scopes
+    from qconform.report.certificate import ACCEPTED, CONFORMANT, DEVIATES, overall, scopes
 
     scoped = scopes(report)
     statement = overall(report, scoped)
-    tone = "bad" if any(x["verdict"] == DEVIATES for x in scoped) or not report["complete"] else \
+    # Passing colours only where nothing deviates: accepted deviations are still deviations.
+    tone = "bad" if any(x["verdict"] in (DEVIATES, ACCEPTED) for x in scoped) or not report["complete"] else \
         ("ok" if any(x["verdict"] == CONFORMANT for x in scoped) else "warn")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">

@@ -17,7 +17,12 @@ def render(report: dict) -> str:
     r, c, g = report["runner"], report["counts"], report.get("gate") or {}
     runner = " ".join(str(x) for x in (r.get("name"), r.get("version"), r.get("device")) if x)
     ok = g.get("passed", not any(c.get(v) for v in BAD)) and report["complete"]
-    lines = [f"## qconform: {runner} — {'✅ passed' if ok else '❌ failed'}", ""]
+    deviating = sum(c.get(v, 0) for v in BAD)
+    if ok and deviating:  # the gate passed on accepted deviations: still deviations, never a green tick
+        head = f"⚠️ deviates: {deviating} deviation(s), every one accepted by the baseline (no new ones)"
+    else:
+        head = "✅ passed" if ok else "❌ failed"
+    lines = [f"## qconform: {runner} — {head}", ""]
     if not report["complete"]:
         lines += [f"**Incomplete run**{' (interrupted)' if report['interrupted'] else ''}: "
                   f"{c['not-run']} of {c['collected']} collected cases did not run.", ""]
