@@ -22,9 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from qconform import corpus as corpus_mod  # noqa: E402
 from qconform.diagnosis import diagnose as dg  # noqa: E402
-from qconform.model import build_model  # noqa: E402
 from qconform.plugin import default_golden  # noqa: E402
-from qconform.runner import prepare, resolve  # noqa: E402
+from qconform.runner import resolve  # noqa: E402
 
 
 def make_runner(spec: str):
@@ -37,17 +36,13 @@ def make_runner(spec: str):
 
 def bench(spec: str, cases, repeat: int, per_group: int | None = None) -> dg.Run:
     runner = make_runner(spec)
-
-    def run(case):
-        return prepare(runner, build_model(case))({k: v.copy() for k, v in case.feeds.items()})
-
     best_off, best_on, last = float("inf"), float("inf"), None
     for _ in range(repeat):
         t0 = time.perf_counter()
-        dg.run_cases(run, cases, diagnose=False)
+        dg.run_cases(runner, cases, diagnose=False)
         best_off = min(best_off, time.perf_counter() - t0)
         t0 = time.perf_counter()
-        last = dg.run_cases(run, cases, diagnose=True, per_group=per_group)
+        last = dg.run_cases(runner, cases, diagnose=True, per_group=per_group)
         best_on = min(best_on, time.perf_counter() - t0)
     verdicts: dict[str, int] = {}
     for r in last.records:

@@ -1,9 +1,12 @@
 """Running cases: one case's whole pipeline, and the engines that run many, in order, ahead of pytest.
 
-``Pipeline.run(case_id)`` is everything that happens to one case -- load it, build its model (a
-prepared model is reused when a later case has the very same model bytes), call the runner through
-``isolation.execute`` (which classifies everything a runner can do wrong), compare, diagnose -- and
-returns a small ``CaseResult``: the verdict, the per-case record of the report, and the failure text.
+This is the one path from a case to a verdict. ``Pipeline.judge(case)`` is everything that happens
+to one case -- build its model (a prepared model is reused when a later case has the very same model
+bytes), call the runner (``isolation.call`` classifies everything a runner can do wrong), compare,
+diagnose -- and returns a small ``CaseResult``: the verdict, the per-case record of the report, and
+the failure text. Every application judges through it: the pytest plugin (``Pipeline.run`` by case
+id, in a worker or in process), facts observation and drift, findings, the diagnosis run, explore.
+``judge(runner, case)`` is the one-case form; ``Pipeline.local(runner)`` the form for a loop.
 
 Engines hand case ids to a pipeline and give results back in the order the ids were submitted:
 
@@ -51,21 +54,39 @@ class CaseResult:
     record: dict[str, Any]  # the report's per-case record
     message: str = ""  # the failure text for the terminal ('' for a pass)
     runner_seconds: float = 0.0
+    detail: str = ""  # the comparison's own text for a failure (``message`` without the diagnosis lines)
+    outputs: list | None = None  # the runner's outputs, kept only where asked (``keep_outputs``)
 
 
 class Pipeline:
     """One case at a time: corpus -> model -> runner -> compare -> diagnosis -> record."""
 
-    def __init__(self, options: Options, runner: Any, cases=None) -> None:
-        from qconform import corpus as corpus_mod
-
+    def __init__(self, options: Options, runner: Any, cases=None, keep_outputs: bool = False) -> None:
         self.options = options
         self.runner = runner
         #: anything with .case(id): the controller's Index in process, a Groups loader in a worker
-        self.cases = cases if cases is not None else corpus_mod.Groups(Path(options.golden))
+        self._cases = cases
+        self.keep_outputs = keep_outputs
         self._prepared: OrderedDict[str, Callable] = OrderedDict()
         self.prepared_hits = 0
         self._budget = None
+
+    @classmethod
+    def local(cls, runner: Any, *, diagnose: bool = False, strict_nan: bool = False, profile: str = "default",
+              keep_outputs: bool = False) -> "Pipeline":
+        """A pipeline over cases the caller holds (``judge``), in this process: what the applications
+        that are not the pytest plugin use. Every failure is diagnosed where ``diagnose`` is set."""
+        name = getattr(runner, "name", type(runner).__name__)
+        return cls(Options(golden="", runner=name, strict_nan=strict_nan, profile=profile, diagnose=diagnose,
+                           diagnose_per_group=None), runner, keep_outputs=keep_outputs)
+
+    @property
+    def cases(self):
+        if self._cases is None:
+            from qconform import corpus as corpus_mod
+
+            self._cases = corpus_mod.Groups(Path(self.options.golden))
+        return self._cases
 
     def _prepare(self, model) -> tuple[Callable | None, CallResult | None]:
         """The runner's prepared callable for this model (reused for identical model bytes)."""
@@ -89,17 +110,29 @@ class Pipeline:
         return run, None
 
     def run(self, case_id: str) -> CaseResult:
+        return self.judge(self.cases.case(case_id))
+
+    def call(self, case) -> tuple[CallResult, float]:
+        """The runner on one case: build its model, prepare it (or reuse an identical one), call it.
+        Never raises for anything the runner does; the seconds are the call's own."""
         from qconform.model import build_model
 
-        case = self.cases.case(case_id)
         try:
             model = build_model(case, check=False)  # every corpus model passed onnx.checker when it was written
         except Exception as exc:  # noqa: BLE001 — a model qconform cannot build is that case's error
-            return self._finish(case, CallResult("error", message=f"build_model: {type(exc).__name__}: {exc}"))
+            return CallResult("error", message=f"build_model: {type(exc).__name__}: {exc}"), 0.0
         run, refused = self._prepare(model)
         t0 = time.perf_counter()
         result = refused or call(run, case.feeds)
-        return self._finish(case, result, time.perf_counter() - t0)
+        return result, time.perf_counter() - t0
+
+    def judge(self, case) -> CaseResult:
+        """One case's verdict, record and failure text: the one path every application takes."""
+        result, seconds = self.call(case)
+        out = self._finish(case, result, seconds)
+        if self.keep_outputs and result.kind == "ok":
+            out.outputs = list(result.outputs)
+        return out
 
     def _finish(self, case, call: CallResult, seconds: float = 0.0) -> CaseResult:
         from qconform.compare import Outcome, compare
@@ -112,7 +145,7 @@ class Pipeline:
             rec = record(case, outcome)
             if call.traceback:
                 rec["traceback"] = call.traceback
-            message = "" if call.kind == "unsupported" else f"{case.id}: {call.kind}: {call.message}"
+            message = "" if call.kind == "unsupported" else f"{case.id}: {call.kind}: {_terminal(call.message)}"
             return CaseResult(case.id, call.kind, rec, message, seconds)
         outcome = compare(case, call.outputs, strict_nan=o.strict_nan, profile=o.profile)
         diagnosis, diagnosis_errors, step = self._diagnose(case, outcome, call.outputs)
@@ -131,7 +164,7 @@ class Pipeline:
             from qconform.diagnosis.diagnose import message_lines
 
             lines += message_lines(diagnosis, step)
-        return CaseResult(case.id, outcome.verdict, rec, "\n".join(lines), seconds)
+        return CaseResult(case.id, outcome.verdict, rec, "\n".join(lines), seconds, detail=lines[0])
 
     def _inform(self, case, call: CallResult, seconds: float) -> CaseResult:
         """A model the text makes invalid: what the runner did with it, as information (never a pass
@@ -180,6 +213,22 @@ class Pipeline:
             except Exception as exc:  # noqa: BLE001
                 errors.append(f"localise: {type(exc).__name__}: {exc}")
         return found, errors, step
+
+
+#: The terminal (and JUnit) shows a runner's message up to this many characters; report.json keeps
+#: the whole text once beside it (qconform.report.model).
+TERMINAL_CHARS = 4000
+
+
+def _terminal(text: str) -> str:
+    return text if len(text) <= TERMINAL_CHARS else f"{text[:TERMINAL_CHARS]}… [{len(text):,} characters in all]"
+
+
+def judge(runner: Any, case, *, diagnose: bool = False, strict_nan: bool = False, profile: str = "default",
+          keep_outputs: bool = False) -> CaseResult:
+    """One case through the one engine, in this process (``Pipeline.local(...).judge`` for a loop)."""
+    return Pipeline.local(runner, diagnose=diagnose, strict_nan=strict_nan, profile=profile,
+                          keep_outputs=keep_outputs).judge(case)
 
 
 def record(case, outcome, diagnosis: list | None = None, diagnosis_errors: Sequence[str] = (),
@@ -425,4 +474,4 @@ class IsolatedEngine:
             lane.child.close()
 
 
-__all__ = ["CaseResult", "InProcessEngine", "IsolatedEngine", "Options", "Pipeline", "crash_result", "record"]
+__all__ = ["CaseResult", "InProcessEngine", "IsolatedEngine", "Options", "Pipeline", "crash_result", "judge", "record"]

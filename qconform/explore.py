@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from qconform import schemas
@@ -88,30 +87,31 @@ class ExploreItem(pytest.Item):
         return path
 
     def check(self, draft) -> None:
-        """One example: the oracle's case, the runner's outputs, the comparison."""
+        """One example: the oracle's case judged by the engine every application uses."""
         from hypothesis import reject
 
-        from qconform.compare import compare
-        from qconform.model import build_model
         from qconform.oracle import evaluate
-        from qconform.plugin import RUNNER_KEY
-        from qconform.runner import Unsupported, prepare
 
         case = evaluate(draft)
-        feeds = {k: np.array(v, copy=True) for k, v in case.feeds.items()}
-        try:
-            outputs = prepare(self.config.stash[RUNNER_KEY], build_model(case))(feeds)
-        except Unsupported:
+        res = self._pipeline().judge(case)
+        if res.verdict in ("unsupported", "info"):  # the runner declines it; a model the text makes invalid
             reject()
-        except Exception as exc:
+        if res.verdict in ("error", "crashed", "timeout"):
             path = self._save(draft)
-            raise ExploreFailure(f"runner raised {type(exc).__name__}: {exc}\n  saved {path}") from None
-        outcome = compare(case, outputs, strict_nan=self.config.getoption("strict_nan"),
-                          profile=self.config.getoption("profile"))
-        if outcome.verdict != "pass":
+            raise ExploreFailure(f"runner raised: {res.record.get('problem')}\n  saved {path}") from None
+        if res.verdict != "pass":
             path = self._save(draft)
-            raise ExploreFailure(f"{outcome.message(case)}\n  saved {path}; add it to the corpus with "
+            raise ExploreFailure(f"{res.detail}\n  saved {path}; add it to the corpus with "
                                  f"`qconform explore promote {path}`")
+
+    def _pipeline(self):
+        from qconform.execution import Pipeline
+        from qconform.plugin import RUNNER_KEY
+
+        if getattr(self, "_engine", None) is None:
+            self._engine = Pipeline.local(self.config.stash[RUNNER_KEY], strict_nan=self.config.getoption("strict_nan"),
+                                          profile=self.config.getoption("profile"))
+        return self._engine
 
     def runtest(self) -> None:
         from hypothesis import HealthCheck, Phase, given, settings

@@ -68,3 +68,39 @@ def test_in_process_and_isolated_engines_agree():
         iso.close()
     assert {c: (r.verdict, r.message) for c, r in a.items()} == {c: (r.verdict, r.message) for c, r in b.items()}
     assert {r.verdict for r in a.values()} >= {"pass", "fail"}
+
+
+# --------------------------------------------------------------------------------------------
+# One engine: every application's verdict is the engine's (issue 33)
+# --------------------------------------------------------------------------------------------
+SLICE = "QuantizeLinear-21/float32-float8e4m3fn/granularity/*"
+INFO_CASE = "QuantizeLinear-21/float32-float8e4m3fn/granularity/scale-shape-1"  # invalid by the text
+
+
+def test_every_application_gives_the_engines_verdicts(corpus, tmp_path):
+    """One slice with an information case through the pytest plugin, facts observation, findings,
+    the diagnosis run and the engine itself: the same verdict for every case in each. (Facts once
+    called the information case a pass where the plugin said info.)"""
+    import json
+    from fnmatch import fnmatchcase
+
+    from conftest import run_pytest
+
+    from qconform.diagnosis import diagnose as dg
+    from qconform.execution import judge
+    from qconform.facts.observe import observe
+    from qconform.report import findings
+    from qconform.runner import resolve
+
+    cases = [c for c in corpus.cases if fnmatchcase(c.id, SLICE)]
+    assert any(c.id == INFO_CASE and c.information for c in cases)
+    runner = resolve("onnx-reference")
+    engine = {c.id: judge(runner, c).verdict for c in cases}
+    r = run_pytest("--runner=onnx-reference", "--case", SLICE, f"--report={tmp_path}", "-q", "-p", "no:randomly")
+    plugin = {c["id"]: c["verdict"] for c in json.loads((tmp_path / "report.json").read_text())["cases"]}
+    facts = {k: v.verdict for k, v in observe("onnx-reference", corpus.root, probes=False, select=(SLICE,)).items()}
+    found = {c.id: findings.observe(runner, c).verdict for c in cases}
+    diagnosed = {rec["id"]: rec["verdict"] for rec in dg.run_cases(runner, cases).records}
+    assert plugin == engine, r.stdout[-2000:]
+    assert facts == found == diagnosed == engine
+    assert engine[INFO_CASE] == "info"

@@ -24,13 +24,13 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from qconform import dtypes
 from qconform.case import Case
-from qconform.compare import check_structure, compare
+from qconform.compare import check_structure
 from qconform.diagnosis.models import MODELS, Deviation, combine, get
 from qconform.oracle.granularity import InvalidModel
 
@@ -541,48 +541,30 @@ class Run:
     seconds_ranking: float = 0.0  # the rank() part
 
 
-def run_cases(run: Callable[[Case], Sequence[np.ndarray]], cases: Iterable[Case], *, diagnose: bool = True,
-              strict_nan: bool = False, profile: str = "default",
-              models: Iterable[Deviation] | None = None, per_group: int | None = None) -> Run:
-    """Run ``run(case)`` over the cases like the plugin does, diagnose the failures, rank them.
-
-    ``run`` raises qconform.runner.Unsupported for an unsupported case (recorded, not failed)."""
-    from qconform.runner import Unsupported
+def run_cases(runner: Any, cases: Iterable[Case], *, diagnose: bool = True, strict_nan: bool = False,
+              profile: str = "default", per_group: int | None = None) -> Run:
+    """Judge the cases through the engine the plugin uses (``qconform.execution``, in this process),
+    diagnosing the failures (at most ``per_group`` per type group), then rank them."""
+    from qconform.execution import Options, Pipeline
 
     cases = list(cases)
-    models = list(MODELS.values() if models is None else models)
-    budget = Budget(per_group)
-    records, t_run, t_diag = [], 0.0, 0.0
+    pipeline = Pipeline(Options(golden="", runner=getattr(runner, "name", type(runner).__name__),
+                                strict_nan=strict_nan, profile=profile, diagnose=diagnose,
+                                diagnose_per_group=per_group), runner)
+    records, t_all, t_run = [], 0.0, 0.0
     for case in cases:
-        rec = {"id": case.id, "domain": case.domain, "op": case.op, "opset": case.opset, "types": case.types,
-               "family": case.family}
         t0 = time.perf_counter()
-        try:
-            actual = run(case)
-        except Unsupported as exc:
-            t_run += time.perf_counter() - t0
-            records.append({**rec, "verdict": "unsupported", "problem": str(exc)})
-            continue
-        except Exception as exc:
-            t_run += time.perf_counter() - t0
-            records.append({**rec, "verdict": "error", "problem": f"{type(exc).__name__}: {exc}"})
-            continue
-        outcome = compare(case, actual, strict_nan=strict_nan, profile=profile)
-        t_run += time.perf_counter() - t0
-        rec.update(verdict=outcome.verdict, reading=outcome.reading, mismatches=outcome.mismatch_count)
-        if diagnose and outcome.verdict == "fail" and budget.allow(case):
-            t0 = time.perf_counter()
-            rec.update(record_fields(diagnose_case(case, actual, strict_nan=strict_nan, profile=profile,
-                                                   models=models)))
-            t_diag += time.perf_counter() - t0
-        records.append(rec)
+        res = pipeline.judge(case)
+        t_all += time.perf_counter() - t0
+        t_run += res.runner_seconds
+        records.append(res.record)
     groups: list[GroupDiagnosis] = []
     t_rank = 0.0
     if diagnose:
         t0 = time.perf_counter()
         groups = rank(records, {c.id: c for c in cases}, strict_nan=strict_nan, profile=profile)
         t_rank = time.perf_counter() - t0
-    return Run(records, groups, t_run, t_diag + t_rank, t_rank)
+    return Run(records, groups, t_run, t_all - t_run + t_rank, t_rank)
 
 
 def render_text(groups: Sequence[GroupDiagnosis], *, per_group: int = 3) -> list[str]:

@@ -1,8 +1,10 @@
 """What a runner does on every corpus case and every probe, observed in-process.
 
 This is the evidence the facts are checked against (tests/test_facts.py) and the drift command
-compares with (``qconform.facts.drift``). One process, no isolation: the bundled third-party
-runners are trusted not to crash, and a whole-corpus pass takes seconds this way.
+compares with (``qconform.facts.drift``). Each case is judged by the engine the plugin uses
+(``qconform.execution``), in one process without isolation: the bundled third-party runners are
+trusted not to crash, and a whole-corpus pass takes seconds this way. A ``Result`` is the facts'
+view of the engine's verdict, never a second judgement.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from qconform.facts.probes import PROBES, probe_case
 class Result:
     """One case under one runner: the verdict, and for a pass the reading it matched."""
 
-    verdict: str  # "pass" | "fail" | "error" | "unsupported"; must-reject probes: "ran" | "rejected"
+    verdict: str  # the engine's verdict ("pass", "fail", "error", "unsupported", "info"); must-reject probes: "ran" | "rejected"
     reading: str | None = None  # default profile: the reading matched (pass) or compared against (fail)
     first: str | None = None  # the case's first (strict) reading
     message: str = ""  # first lines of the failure, or the runner's message
@@ -38,40 +40,34 @@ class Result:
 
 
 def run_case(runner, case, diagnose: bool = False) -> Result:
-    """build_model + execute + compare, as the plugin does in-process; with ``diagnose`` a failure
-    also carries the deviation model qconform's diagnosis names first (what drift groups by)."""
-    from qconform.compare import compare
-    from qconform.isolation import execute
-    from qconform.model import build_model
+    """One case judged by the engine; with ``diagnose`` a failure also carries the deviation model
+    qconform's diagnosis names first (what drift groups by). ``runner`` may be a ``Pipeline``."""
+    from qconform.execution import Pipeline
 
-    try:
-        model = build_model(case)
-    except Exception as exc:  # noqa: BLE001 — a model qconform cannot build is that case's error
-        return Result("error", message=f"build_model: {type(exc).__name__}: {exc}")
-    call = execute(runner, model, case.feeds)
-    if call.kind != "ok":
-        kind = "unsupported" if call.kind == "unsupported" else "error"
-        return Result(kind, message=call.message, clause=case.clause)
-    out = compare(case, call.outputs)
-    msg = "" if out.verdict == "pass" else "\n".join(out.message(case).splitlines()[:3])
-    named = ""
-    if diagnose and out.verdict == "fail":
-        from qconform.diagnosis.diagnose import diagnose_case
+    pipeline = runner if isinstance(runner, Pipeline) else Pipeline.local(runner, diagnose=diagnose)
+    return _view(case, pipeline.judge(case))
 
-        found = diagnose_case(case, call.outputs)
-        named = found[0].model if found else ""
-    return Result(out.verdict, out.reading, case.readings[0].name, msg, named, case.clause)
+
+def _view(case, res) -> Result:
+    """The facts' view of one engine result."""
+    rec = res.record
+    if res.verdict in ("unsupported", "error", "crashed", "timeout"):
+        return Result("unsupported" if res.verdict == "unsupported" else "error", message=rec.get("problem") or "",
+                      clause=case.clause)
+    msg = "" if res.verdict == "pass" else "\n".join((res.detail or rec.get("problem") or "").splitlines()[:3])
+    return Result(res.verdict, rec.get("reading"), case.readings[0].name, msg, (rec.get("diagnosis") or [""])[0],
+                  case.clause)
 
 
 def run_probe(runner, name: str) -> Result:
     """A probe under a runner; a must-reject probe reports whether the runner ran the invalid model."""
-    from qconform.isolation import execute
-    from qconform.model import build_model
+    from qconform.execution import Pipeline
 
+    pipeline = runner if isinstance(runner, Pipeline) else Pipeline.local(runner)
     case, invalid = probe_case(name)
     if not invalid:
-        return run_case(runner, case)
-    call = execute(runner, build_model(case), case.feeds)
+        return run_case(pipeline, case)
+    call, _ = pipeline.call(case)
     return Result("ran" if call.kind == "ok" else "rejected", message=call.message)
 
 
@@ -82,16 +78,18 @@ def observe(runner_name: str, root: str | Path, probes: bool = True, select: tup
     from qconform import corpus as corpus_mod
     from qconform.runner import resolve
 
-    runner = resolve(runner_name)
+    from qconform.execution import Pipeline
+
+    pipeline = Pipeline.local(resolve(runner_name), diagnose=diagnose)
     results = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # numpy overflow warnings inside the runners
         for case in corpus_mod.load(Path(root)).cases:
             if not select or case.id in also or any(fnmatchcase(case.id, g) for g in select):
-                results[case.id] = run_case(runner, case, diagnose)
+                results[case.id] = run_case(pipeline, case)
         if probes:
             for name in PROBES:
-                results[PROBE + name] = run_probe(runner, name)
+                results[PROBE + name] = run_probe(pipeline, name)
     return results
 
 

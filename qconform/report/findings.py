@@ -526,9 +526,10 @@ def load_report(path: Path, digest: str) -> tuple[str, list[dict]]:
 # ----------------------------------------------------------------------------------------------
 @dataclass
 class Observation:
-    verdict: str  # pass | fail | error | unsupported | ran | rejected
+    verdict: str  # the engine's verdict (pass | fail | error | unsupported | info), or ran | rejected
     outputs: list[np.ndarray] | None
     message: str = ""
+    diagnosis: list[str] | None = None  # a failure's deviation models, where the pipeline diagnoses
 
 
 def case_of(ref: str, index) -> tuple[Any, bool]:
@@ -542,22 +543,23 @@ def case_of(ref: str, index) -> tuple[Any, bool]:
 
 
 def observe(runner, case, must_reject: bool = False) -> Observation:
+    """One case judged by the engine (``qconform.execution``), its outputs kept for the finding's
+    files; a must-reject probe says whether the runner ran the invalid model. ``runner`` may be a
+    ``Pipeline`` (one per runtime: prepared models are reused, failures diagnosed)."""
     import warnings
 
-    from qconform.compare import compare
-    from qconform.isolation import execute
-    from qconform.model import build_model
+    from qconform.execution import Pipeline
 
+    pipeline = runner if isinstance(runner, Pipeline) else Pipeline.local(runner, keep_outputs=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        call = execute(runner, build_model(case), case.feeds)
-    if must_reject:
-        return Observation("ran" if call.kind == "ok" else "rejected", call.outputs if call.kind == "ok" else None,
-                           call.message)
-    if call.kind != "ok":
-        return Observation("unsupported" if call.kind == "unsupported" else "error", None, call.message)
-    out = compare(case, call.outputs)
-    return Observation(out.verdict, list(call.outputs), out.problem)
+        if must_reject:
+            call, _ = pipeline.call(case)
+            return Observation("ran" if call.kind == "ok" else "rejected",
+                               list(call.outputs) if call.kind == "ok" else None, call.message)
+        res = pipeline.judge(case)
+    verdict = "error" if res.verdict in ("crashed", "timeout") else res.verdict
+    return Observation(verdict, res.outputs, res.record.get("problem") or "", res.record.get("diagnosis"))
 
 
 def storable(arr: np.ndarray) -> tuple[np.ndarray, Any]:
@@ -1048,7 +1050,7 @@ def generate(runtime: str, out: Path, *, failures: Sequence[Mapping[str, Any]] |
     if version is None:
         raise RuntimeError(f"{runtime}: {tpl.package} is not installed here")
     index = corpus.index(corpus.DEFAULT_ROOT)
-    runner = resolve(runtime)
+    runner = _pipeline(resolve(runtime))
     outcome = Outcome()
     if runtime in SOURCES and failures is None:
         groups, skipped = fact_groups(runtime, version)
@@ -1092,20 +1094,23 @@ def generate(runtime: str, out: Path, *, failures: Sequence[Mapping[str, Any]] |
     return outcome
 
 
+def _pipeline(runner):
+    """The engine for one runtime's findings: outputs kept, every failure diagnosed."""
+    from qconform.execution import Pipeline
+
+    return runner if isinstance(runner, Pipeline) else Pipeline.local(runner, diagnose=True, keep_outputs=True)
+
+
 def run_corpus(runner, index, select: str | None, log: Callable[[str], None]) -> list[dict]:
     """The failing cases of a runner over the corpus (``select``: fnmatch over case ids), diagnosed."""
-    from qconform.diagnosis.diagnose import diagnose_case
-
+    pipeline = _pipeline(runner)
     failures = []
     refs = [r for r in index.refs if not select or fnmatchcase(r.id, select)]
     log(f"  running {len(refs)} case(s)")
     for cid, case in sorted(index.cases_of([r.id for r in refs]).items()):
-        if case.information:
-            continue
-        obs = observe(runner, case)
+        obs = observe(pipeline, case)
         if obs.verdict == "fail":
-            names = [d.model for d in diagnose_case(case, obs.outputs)]
-            failures.append({"id": cid, "verdict": "fail", "diagnosis": names, "problem": obs.message})
+            failures.append({"id": cid, "verdict": "fail", "diagnosis": obs.diagnosis or [], "problem": obs.message})
         elif obs.verdict == "error":
             failures.append({"id": cid, "verdict": "error", "problem": obs.message})
     return failures
@@ -1114,8 +1119,7 @@ def run_corpus(runner, index, select: str | None, log: Callable[[str], None]) ->
 def _diagnosed(runner, failures: Sequence[Mapping[str, Any]], index, log, rediagnose: bool = False) -> list[dict]:
     """The failures, each failing one with a diagnosis (run and diagnosed here where the report has
     none; with ``rediagnose`` also where it named no model: a report made before a model existed)."""
-    from qconform.diagnosis.diagnose import diagnose_case
-
+    pipeline = _pipeline(runner)
     out = []
     todo = [f["id"] for f in failures if f["verdict"] == "fail"
             and (f.get("diagnosis") is None or (rediagnose and not f["diagnosis"]))]
@@ -1126,8 +1130,8 @@ def _diagnosed(runner, failures: Sequence[Mapping[str, Any]], index, log, rediag
     for f in failures:
         f = dict(f)
         if f["id"] in cases:
-            obs = observe(runner, cases[f["id"]])
-            f["diagnosis"] = [d.model for d in diagnose_case(cases[f["id"]], obs.outputs)] if obs.outputs else []
+            obs = observe(pipeline, cases[f["id"]])
+            f["diagnosis"] = (obs.diagnosis or []) if obs.outputs else []
         out.append(f)
     return out
 
