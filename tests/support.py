@@ -41,6 +41,20 @@ class FlipInt8NoUint8Runner(FlipInt8Runner):
         return super().prepare(model)
 
 
+class LoudRunner(CpuRefRunner):
+    """Raises a 6 MB message on every case: what a runtime that dumps its whole graph into an
+    exception does. The report must stay small and keep the text whole once."""
+
+    name = "loud"
+    MESSAGE = "graph dump: " + "0123456789abcdef" * (6 * 1024 * 1024 // 16)
+
+    def prepare(self, model):
+        def run(feeds):
+            raise RuntimeError(self.MESSAGE)
+
+        return run
+
+
 def copy_group(root: Path, group: str = "QuantizeLinear-21") -> Path:
     """A real corpus made of one golden group of the bundled corpus (files copied, MANIFEST rewritten)."""
     src = default_golden()

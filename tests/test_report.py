@@ -174,3 +174,29 @@ def test_artifacts_stay_compact_and_the_summary_comes_last(pytester: pytest.Pyte
     out = result.stdout.str()
     assert out.index("short test summary info") < out.index("qconform summary") < out.index("qconform report")
     assert out.rstrip().splitlines()[-1].startswith("=") and " failed" in out.rstrip().splitlines()[-1]
+
+
+def test_a_runner_raising_megabytes_keeps_report_json_small(tmp_path):
+    """A 6 MB message on every case: report.json stays under 10 MB, every case keeps its verdict,
+    and the whole message is kept once, by its SHA-256, beside the report (issue 36)."""
+    import json
+
+    from conftest import run_pytest
+    from support import LoudRunner
+
+    from qconform.report import certificate
+
+    golden = copy_group(tmp_path / "golden", "QuantizeLinear-10")
+    out = tmp_path / "out"
+    r = run_pytest(f"--runner={SUPPORT}:LoudRunner", f"--golden={golden}", f"--report={out}", "-q", "--tb=no",
+                   "-p", "no:randomly", timeout=900)
+    report = json.loads((out / "report.json").read_text())
+    assert (out / "report.json").stat().st_size <= 10 * 1024 * 1024
+    assert report["counts"]["error"] == report["counts"]["collected"] > 50, (report["counts"], r.stdout[-2000:])
+    assert all(c["verdict"] == "error" for c in report["cases"])
+    (kept,) = {re.search(r"the whole text: (texts/\w+\.txt)\]$", f["problem"]).group(1) for f in report["failures"]}
+    whole = (out / kept).read_text()
+    assert whole.endswith(LoudRunner.MESSAGE) and model.text_digest(whole) in kept  # once, by its digest
+    assert all(len(f["problem"]) <= model.FAILURE_PROBLEM_CHARS for f in report["failures"])
+    assert len(r.stdout) < 10 * 1024 * 1024  # the terminal is not flooded either
+    assert certificate.verify(out) == []

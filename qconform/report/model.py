@@ -23,8 +23,13 @@ VERDICTS = ("pass", "fail", "error", "crashed", "timeout", "unsupported", "info"
 #: Verdicts that are deviations: they fail a run unless a baseline entry covers them.
 BAD = frozenset({"fail", "error", "crashed", "timeout"})
 
-#: The failures list keeps a runner's message up to this many characters (the rest: see the reasons).
+#: The failures list keeps a runner's message up to this many characters; a longer one is cut there
+#: and kept whole, once per distinct text, in ``texts/<sha256>.txt`` beside report.json.
 FAILURE_PROBLEM_CHARS = 4000
+#: The same for a traceback, an unsupported reason and a diagnosis model's error: whatever a runner
+#: raises, report.json stays small (a 6 MB message on every case once made it 433 MB).
+TRACEBACK_CHARS = 8000
+REASON_CHARS = 1000
 
 
 def op_version(r: Mapping[str, Any]) -> str:
@@ -76,8 +81,22 @@ def _mismatches(rec: Mapping[str, Any]) -> list[dict]:
     return out
 
 
-def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
+def text_digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _bounded(text: str, n: int, texts: dict[str, str] | None) -> str:
+    """``text`` when it is short; else its first ``n`` characters and where the whole text is kept
+    (``texts``: digest -> text, written once each as ``texts/<digest>.txt``)."""
+    if len(text) <= n:
+        return text
+    digest = text_digest(text)
+    if texts is not None:
+        texts[digest] = text
+    tail = f"… [{len(text):,} characters; the whole text: texts/{digest}.txt]"
+    return text[: max(0, n - len(tail))] + tail
 
 
 def _case_row(rec: Mapping[str, Any]) -> dict:
@@ -97,8 +116,11 @@ def _case_row(rec: Mapping[str, Any]) -> dict:
 
 
 def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str, Any]],
-          meta: Mapping[str, Any]) -> dict:
+          meta: Mapping[str, Any], texts: dict[str, str] | None = None) -> dict:
     """The report dict.
+
+    Runner texts (messages, tracebacks, reasons) longer than their cap are cut; where ``texts`` is
+    given, each whole text is put there once, by its SHA-256, for the writer to keep beside it.
 
     ``collected``: one stub per collected case (id and the case's static fields), in collection
     order; ``records``: the results that arrived, keyed by their ``id``. A collected case without
@@ -119,7 +141,7 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
         row = _case_row(rec)
         if row["verdict"] == "unsupported":
             text = rec.get("problem") or ""
-            row["reason"] = reasons.setdefault(text, len(reasons))
+            row["reason"] = reasons.setdefault(text, len(reasons))  # one entry per whole text
             reason_counts[text] += 1
         cases.append(row)
 
@@ -147,12 +169,13 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
             failures.append({"id": c["id"], "verdict": c["verdict"], "op_version": op_version(c),
                              "type_pair": type_pair(c), "clause": c.get("clause"), "reading": c.get("reading"),
                              "mismatches": c.get("mismatches") or 0, "masked": c.get("masked") or 0,
-                             "problem": _clip(c.get("problem") or "", FAILURE_PROBLEM_CHARS), "baseline": None,
-                             "first_mismatches": _mismatches(c)}
+                             "problem": _bounded(c.get("problem") or "", FAILURE_PROBLEM_CHARS, texts),
+                             "baseline": None, "first_mismatches": _mismatches(c)}
                             | ({"diagnosis": c["diagnosis"]} if "diagnosis" in c else {})
-                            | ({"diagnosis_errors": c["diagnosis_errors"]} if c.get("diagnosis_errors") else {})
+                            | ({"diagnosis_errors": [_bounded(e, REASON_CHARS, texts) for e in c["diagnosis_errors"]]}
+                               if c.get("diagnosis_errors") else {})
                             | ({"diagnosis_step": c["diagnosis_step"]} if c.get("diagnosis_step") else {})
-                            | ({"traceback": c["traceback"]} if c.get("traceback") else {})
+                            | ({"traceback": _bounded(c["traceback"], TRACEBACK_CHARS, texts)} if c.get("traceback") else {})
                             | ({"evidence": c["evidence"]} if c.get("evidence") else {}))
 
     return {
@@ -171,7 +194,7 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
         "matrix": matrix,
         "readings_followed": readings,
         "failures": failures,
-        "reasons": [{"text": text, "cases": reason_counts[text]} for text in reasons],
+        "reasons": [{"text": _bounded(text, REASON_CHARS, texts), "cases": reason_counts[text]} for text in reasons],
         "cases": cases,
     }
 

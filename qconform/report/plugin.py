@@ -299,6 +299,17 @@ def _write_evidence(root: Path, report: dict) -> list[str]:
     return written
 
 
+def _write_texts(root: Path, texts: dict[str, str]) -> list[str]:
+    """Each runner text report.json cut short, whole, once: ``texts/<sha256>.txt``."""
+    written = []
+    for digest, text in sorted(texts.items()):
+        (root / "texts").mkdir(exist_ok=True)
+        name = f"texts/{digest}.txt"
+        (root / name).write_text(text, encoding="utf-8", errors="surrogateescape")
+        written.append(name)
+    return written
+
+
 def _command_line(config: pytest.Config) -> str:
     import shlex
 
@@ -328,7 +339,8 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, dict]) -> N
             got[cid] = {**stubs[cid], "verdict": "error", "problem": why}
     records = [{**stubs.get(r["id"], {}), **r, "duration_s": state.durations.get(r["id"], 0.0)}
                for r in got.values()]
-    report = model.build(records, collected, _meta(session, state, session.exitstatus))
+    texts: dict[str, str] = {}  # whole runner texts too long for report.json, by SHA-256
+    report = model.build(records, collected, _meta(session, state, session.exitstatus), texts)
     report["diagnosis"] = _diagnosis(records, config)
     filters = _filters(config, state.deselected)
     floor = config.getoption("min_cases")
@@ -348,7 +360,7 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, dict]) -> N
 
         root = Path(out)
         root.mkdir(parents=True, exist_ok=True)
-        evidence = _write_evidence(root, report)
+        evidence = _write_evidence(root, report) + _write_texts(root, texts)
         report["integrity"] = {"content_sha256": certificate.content_digest(report),
                                "corpus_digest": report["corpus"].get("digest")}
         files = {"report.json": model.dumps(report), "report.html": html.render(report),
