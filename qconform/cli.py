@@ -62,14 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     regen.add_argument("--dir", type=Path, default=None)
     verify = gsub.add_parser("verify", help="check qconform/golden/ against its MANIFEST")
     verify.add_argument("--dir", type=Path, default=None)
-    cert = sub.add_parser(
-        "certify", help="run the whole corpus against a runner and write a report directory",
-        description="Run the whole golden corpus against a runner and write report.json, report.html and "
-                    "summary.md. Every other option is passed to pytest as is, e.g. --runner-opt K=V, "
-                    "--baseline FILE, -n 2, -k EXPR.")
-    cert.add_argument("--runner", required=True, help="bundled name, entry point, package.module:Attr or file.py:Attr")
-    cert.add_argument("--report", default="qconform-report", metavar="DIR",
-                      help="report directory (default qconform-report)")
+    from qconform import certify
+
+    certify.add_arguments(sub.add_parser(
+        "certify", help="run the corpus against a runner and write a report directory",
+        description="Run the golden corpus (or --case globs) against a runner through qconform's engine, "
+                    "-j N runner workers, each case isolated, and write report.json, report.html and summary.md: "
+                    "the report pytest --runner=NAME --report=DIR writes, without a pytest item per case. "
+                    "Options only pytest knows (-m, -k, -n, --from-report, ...) run it through pytest instead, "
+                    "every option passed on."))
     init = sub.add_parser("init-runner", help="write a starter runner file to fill in for your runtime")
     init.add_argument("path", type=Path, help="file to write, e.g. my_runner.py")
     init.add_argument("--bytes", action="store_true",
@@ -184,10 +185,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return explored.promote_main(args.file, args.dir)
     if args.cmd == "certify":
-        import pytest
-
-        return int(pytest.main([f"--runner={args.runner}", f"--report={args.report}", "-p", "no:cacheprovider",
-                                *args.extra]))
+        return certify.main(args, argv[argv.index("certify") + 1:])
     if args.cmd == "init-runner":
         return init_runner(args.path, bytes_binding=args.bytes, force=args.force)
     if args.cmd == "baseline":

@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -567,6 +567,30 @@ def run_cases(runner: Any, cases: Iterable[Case], *, diagnose: bool = True, stri
     return Run(records, groups, t_run, t_all - t_run + t_rank, t_rank)
 
 
+def report_section(records: Sequence[Mapping[str, Any]], cases_of: Callable[[Iterable[str]], Mapping[str, Case]], *,
+                   strict_nan: bool = False, profile: str = "default") -> dict[str, Any]:
+    """report.json's ``diagnosis``: the models ranked per op-version/type group over the diagnosed
+    failures, the cover over all groups, and every model error (``cases_of``: ids -> cases)."""
+    import dataclasses
+    from collections import Counter
+
+    errors = error_summary(records)
+    if not any(r.get("verdict") == "fail" and "diagnosis" in r for r in records):
+        return {"groups": [], "overall": [], "errors": errors}
+    key = lambda r: (r.get("domain"), r.get("op"), r.get("opset"), r.get("types"))  # noqa: E731
+    failing = {key(r) for r in records if r.get("verdict") == "fail"}
+    cases = cases_of(r["id"] for r in records if key(r) in failing)
+    ranking: list[str] = []
+    try:
+        groups = rank(records, cases, strict_nan=strict_nan, profile=profile, errors=ranking)
+    except Exception as exc:  # noqa: BLE001 - advice only: a report is never lost to it, but it shows
+        ranking.append(f"rank: {type(exc).__name__}: {exc}")
+        groups = []
+    errors += [{"error": e, "cases": n, "example": ""} for e, n in sorted(Counter(ranking).items())]
+    return {"groups": [g.to_json() for g in groups], "overall": [dataclasses.asdict(o) for o in overall(groups)],
+            "errors": errors}
+
+
 def render_text(groups: Sequence[GroupDiagnosis], *, per_group: int = 3) -> list[str]:
     """Terminal lines: the run's cover (which deviations explain the failures), then one headline
     per group with its first candidates."""
@@ -593,6 +617,6 @@ def render_markdown(groups: Sequence[GroupDiagnosis], *, max_ids: int = 4) -> st
     return "\n".join(lines)
 
 
-__all__ = ["Budget", "Candidate", "Diagnosis", "GroupDiagnosis", "NO_EXPLANATION", "Overall", "Run", "applicable",
+__all__ = ["report_section", "Budget", "Candidate", "Diagnosis", "GroupDiagnosis", "NO_EXPLANATION", "Overall", "Run", "applicable",
            "diagnose_case", "error_summary", "localise", "message_lines", "overall", "rank", "record_fields", "render_markdown", "render_text",
            "reproduces", "run_cases", "same_outputs"]

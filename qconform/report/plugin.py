@@ -22,11 +22,8 @@ to every run (0 disables it). Items dropped without ``pytest_deselected`` are wh
 from __future__ import annotations
 
 import datetime as _dt
-import platform
 import time
-from collections import Counter
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytest
@@ -34,8 +31,7 @@ import pytest
 import qconform
 from qconform.plugin import CORPUS_KEY, RECORDS_KEY, RUNNER_KEY, identity
 from qconform.report import baseline as baseline_mod
-from qconform.report import model
-from qconform import platform as machine
+from qconform.report import model, writer
 
 
 @dataclass
@@ -103,21 +99,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_Session(config, state), "qconform-report-session")
 
 
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
 def _case_id(nodeid: str) -> str:
     return nodeid.split("::", 1)[-1]
-
-
-def _stub(c) -> dict:
-    """A case's static fields (from a Case or a corpus.CaseRef): what the report shows for a case
-    that produced no result."""
-    readings = c.readings if isinstance(c.readings, int) else len(c.readings)
-    return {"id": c.id, "op": c.op, "domain": c.domain, "opset": c.opset, "types": c.types, "family": c.family,
-            "clause": c.clause, "readings": readings, "output_types": list(c.output_types),
-            "output_names": list(c.output_names)}
 
 
 def _controller(config: pytest.Config) -> bool:
@@ -134,12 +117,12 @@ class _Session:
     def stubs(self) -> dict[str, dict]:
         """Static fields of every corpus case, for cases that never produced a record."""
         if self._stubs is None:
-            self._stubs = {r.id: _stub(r) for r in self.config.stash[CORPUS_KEY].refs}
+            self._stubs = {r.id: writer.stub(r) for r in self.config.stash[CORPUS_KEY].refs}
         return self._stubs
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.state.started = time.perf_counter()
-        self.state.started_iso = _now()
+        self.state.started_iso = writer.now()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         stubs = self.stubs()
@@ -150,7 +133,7 @@ class _Session:
             elif hasattr(item, "case"):  # a case outside the corpus (generated at collection time)
                 c = item.case
                 if c.id not in stubs:
-                    stubs[c.id] = _stub(c)
+                    stubs[c.id] = writer.stub(c)
                     self.state.extra_cases[c.id] = c
                 ids.append(c.id)
         self.state.collected = ids
@@ -239,16 +222,6 @@ def _workers(config: pytest.Config) -> int:
     return n if isinstance(n, int) and getattr(config.option, "dist", "no") != "no" else 0
 
 
-def _package_versions() -> dict[str, str]:
-    out = {}
-    for name in ("numpy", "onnx", "ml_dtypes", "pytest", "pytest-xdist", "hypothesis"):
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            pass
-    return out
-
-
 def _meta(session: pytest.Session, state: _State, exitstatus: int) -> dict:
     config = session.config
     corpus = config.stash[CORPUS_KEY]
@@ -258,56 +231,14 @@ def _meta(session: pytest.Session, state: _State, exitstatus: int) -> dict:
         "exit_status": int(exitstatus),
         "runner": identity(config),
         "corpus": {"digest": corpus.digest, "cases": len(corpus), "root": str(corpus.root)},
-        "platform": {"python": platform.python_version(), "implementation": platform.python_implementation(),
-                     "system": platform.system(), "release": platform.release(), "machine": platform.machine(),
-                     "platform": platform.platform(), "packages": _package_versions(),
-                     # the ISA class that selects a runtime's kernels (facts are keyed by it)
-                     **{k: v for k, v in machine.info().items() if k in ("label", "arch", "cpu", "features")}},
+        "platform": writer.platform_meta(),
         "invocation": {"args": [str(a) for a in config.invocation_params.args],
                        "profile": config.getoption("profile"), "strict_nan": bool(config.getoption("strict_nan")),
                        "filters": _filters(config, state.deselected), "workers": _workers(config),
                        "command_line": _command_line(config), "baseline": _baseline_identity(config)},
-        "timing": {"started": state.started_iso, "finished": _now(),
+        "timing": {"started": state.started_iso, "finished": writer.now(),
                    "duration_s": round(time.perf_counter() - state.started, 3)},
     }
-
-
-def _write_evidence(root: Path, report: dict) -> list[str]:
-    """Every mismatch of every failing case, one CSV per case in ``evidence/`` (a download beside
-    the report; report.json keeps the first few inline and names the file)."""
-    import csv
-    import io
-    import re
-
-    from qconform.compare import EVIDENCE_HEADER
-
-    written = []
-    for f in report["failures"]:
-        rows = f.pop("evidence", None)
-        if not rows:
-            continue
-        name = "evidence/" + re.sub(r"[^A-Za-z0-9._-]+", "_", f["id"]) + ".csv"
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(EVIDENCE_HEADER)
-        w.writerows(rows)
-        (root / "evidence").mkdir(exist_ok=True)
-        (root / name).write_text(buf.getvalue(), encoding="utf-8")
-        f["evidence_file"] = name
-        f["evidence_rows"] = len(rows)
-        written.append(name)
-    return written
-
-
-def _write_texts(root: Path, texts: dict[str, str]) -> list[str]:
-    """Each runner text report.json cut short, whole, once: ``texts/<sha256>.txt``."""
-    written = []
-    for digest, text in sorted(texts.items()):
-        (root / "texts").mkdir(exist_ok=True)
-        name = f"texts/{digest}.txt"
-        (root / name).write_text(text, encoding="utf-8", errors="surrogateescape")
-        written.append(name)
-    return written
 
 
 def _command_line(config: pytest.Config) -> str:
@@ -319,14 +250,7 @@ def _command_line(config: pytest.Config) -> str:
 def _baseline_identity(config: pytest.Config) -> dict | None:
     """The baseline file a certificate's accepted deviations come from, and its SHA-256."""
     path = config.getoption("baseline", None)
-    if not path:
-        return None
-    from qconform.report.certificate import sha256_file
-
-    try:
-        return {"path": str(path), "sha256": sha256_file(Path(path))}
-    except OSError:
-        return {"path": str(path), "sha256": None}
+    return writer.baseline_identity(path) if path else None
 
 
 def _finish(session: pytest.Session, state: _State, stubs: dict[str, dict]) -> None:
@@ -354,21 +278,9 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, dict]) -> N
 
     out = config.getoption("report")
     if out:
-        from qconform.report import html, markdown
+        from qconform.report import writer
 
-        from qconform.report import certificate, semantics_html
-
-        root = Path(out)
-        root.mkdir(parents=True, exist_ok=True)
-        evidence = _write_evidence(root, report) + _write_texts(root, texts)
-        report["integrity"] = {"content_sha256": certificate.content_digest(report),
-                               "corpus_digest": report["corpus"].get("digest")}
-        files = {"report.json": model.dumps(report), "report.html": html.render(report),
-                 "summary.md": markdown.render(report), "semantics.html": semantics_html.render()}
-        for name, text in files.items():
-            (root / name).write_text(text, encoding="utf-8")
-            state.written.append(root / name)
-        (root / certificate.SUMS).write_text(certificate.sums_text(root, [*files, *evidence]), encoding="utf-8")
+        state.written += writer.write(Path(out), report, texts)
     export_dir = config.getoption("export_failures")
     if export_dir:
         from qconform.report import export
@@ -381,26 +293,10 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, dict]) -> N
 
 def _diagnosis(records: list[dict], config: pytest.Config) -> dict:
     """Rank the deviation models per op-version/type group over the diagnosed failures."""
-    import dataclasses
+    from qconform.diagnosis.diagnose import report_section
 
-    from qconform.diagnosis.diagnose import error_summary, overall, rank
-
-    errors = error_summary(records)
-    if not any(r.get("verdict") == "fail" and "diagnosis" in r for r in records):
-        return {"groups": [], "overall": [], "errors": errors}
-    key = lambda r: (r.get("domain"), r.get("op"), r.get("opset"), r.get("types"))  # noqa: E731
-    failing = {key(r) for r in records if r.get("verdict") == "fail"}
-    cases = config.stash[CORPUS_KEY].cases_of(r["id"] for r in records if key(r) in failing)
-    ranking: list[str] = []
-    try:
-        groups = rank(records, cases, strict_nan=bool(config.getoption("strict_nan")),
-                      profile=config.getoption("profile"), errors=ranking)
-    except Exception as exc:  # noqa: BLE001 - advice only: a report is never lost to it, but it shows
-        ranking.append(f"rank: {type(exc).__name__}: {exc}")
-        groups = []
-    errors += [{"error": e, "cases": n, "example": ""} for e, n in sorted(Counter(ranking).items())]
-    return {"groups": [g.to_json() for g in groups], "overall": [dataclasses.asdict(o) for o in overall(groups)],
-            "errors": errors}
+    return report_section(records, config.stash[CORPUS_KEY].cases_of, strict_nan=bool(config.getoption("strict_nan")),
+                          profile=config.getoption("profile"))
 
 
 def _summary(tr, config: pytest.Config, state: _State) -> None:

@@ -1,0 +1,235 @@
+"""``qconform certify``: the engine driven directly, no pytest item per case, the same report.
+
+The pytest plugin gives a case per item (select, rerun, read case by case) and pays pytest's
+per-item machinery for it. A certification wants the verdicts and the report: this front-end hands
+the selected cases to the same engine (``qconform.execution.IsolatedEngine``, ``-j N`` runner
+workers, each case isolated as under pytest), builds report.json with the same ``report.model``,
+gates it with the same baseline code and writes it with the same ``report.writer``. Options that
+only pytest knows (``-m``, ``-k``, ``-n``, ``--from-report``, ...) send the run through pytest, as
+before, with everything else passed along.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import shlex
+import sys
+import time
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+#: certify's own options, each also a pytest plugin option of the same name (so a run that must go
+#: through pytest passes them on unchanged); ``-j`` is pytest's ``--runner-workers``.
+ENGINE_OPTIONS = ("--runner-opt", "--golden", "--case", "--baseline", "--min-cases", "--profile", "--strict-nan",
+                  "--case-timeout", "--worker-memory-mb", "--batch", "--diagnose", "--diagnose-per-group")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--runner", required=True, help="bundled name, entry point, package.module:Attr or file.py:Attr")
+    p.add_argument("--report", default="qconform-report", metavar="DIR",
+                   help="report directory (default qconform-report)")
+    p.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
+                   help="runner worker processes (default: the number of cores, at most 8)")
+    p.add_argument("--runner-opt", action="append", default=[], metavar="KEY=VALUE",
+                   help="option passed to the runner's constructor (repeatable)")
+    p.add_argument("--golden", default=None, metavar="DIR", help="golden corpus directory (default: the bundled one)")
+    p.add_argument("--case", action="append", default=[], metavar="ID",
+                   help="run only this case: an id or an fnmatch glob over ids (repeatable)")
+    p.add_argument("--baseline", default=None, metavar="FILE", help="known deviations: fail only on new ones")
+    p.add_argument("--min-cases", type=int, default=None, metavar="N",
+                   help="fail unless at least N cases are selected (default: the whole corpus without --case)")
+    p.add_argument("--profile", choices=("default", "strict"), default="default",
+                   help="default: any permitted reading passes; strict: only the latest spec text's reading")
+    p.add_argument("--strict-nan", action="store_true", help="NaN outputs must match the expected NaN bits exactly")
+    p.add_argument("--case-timeout", type=float, default=120.0, metavar="S",
+                   help="a case with no result after S seconds is a timeout (default 120)")
+    p.add_argument("--worker-memory-mb", type=int, default=0, metavar="MB",
+                   help="address-space limit of each runner worker (default: none)")
+    p.add_argument("--batch", type=int, default=64, metavar="N", help="cases per round trip to a worker (default 64)")
+    p.add_argument("--diagnose", choices=("on", "off"), default="on",
+                   help="name the known deviation that reproduces each failure (default: on)")
+    p.add_argument("--diagnose-per-group", type=int, default=16, metavar="N",
+                   help="diagnose at most N failing cases per op-version/type group and worker (0: no limit)")
+
+
+def main(args: argparse.Namespace, argv: list[str]) -> int:
+    """Run the certification; ``argv``: the words after ``certify``, as typed."""
+    if args.extra:
+        return _through_pytest(args, argv)
+    try:
+        return _certify(args, argv)
+    except _Usage as exc:
+        print(f"qconform certify: {exc}", file=sys.stderr)
+        return 2
+
+
+class _Usage(Exception):
+    """Bad input: one line, nothing run."""
+
+
+def _through_pytest(args: argparse.Namespace, argv: list[str]) -> int:
+    """Options only pytest knows: the pytest front-end, with every option passed on."""
+    import pytest
+
+    words, it = [], iter(argv)
+    for w in it:
+        if w in ("-j", "--jobs"):
+            words += ["--runner-workers", next(it, "0")]
+        elif w.startswith(("-j", "--jobs=")):
+            words.append("--runner-workers=" + w.split("=", 1)[-1].removeprefix("-j"))
+        else:
+            words.append(w)
+    if not any(w == "--report" or w.startswith("--report=") for w in words):
+        words.append(f"--report={args.report}")
+    print(f"qconform certify: {' '.join(args.extra)} is pytest's: running through pytest", file=sys.stderr)
+    return int(pytest.main(["-p", "no:cacheprovider", *[w for w in words if w != "--"]]))
+
+
+def _runner_options(items: list[str]) -> dict[str, str]:
+    opts = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise _Usage(f"--runner-opt {item!r} is not KEY=VALUE")
+        opts[key] = value
+    return opts
+
+
+def _certify(args: argparse.Namespace, argv: list[str]) -> int:
+    from qconform import corpus as corpus_mod
+    from qconform.execution import IsolatedEngine, Options
+    from qconform.plugin import case_pattern, default_golden
+    from qconform.report import baseline as baseline_mod
+    from qconform.report import model, writer
+    from qconform.runner import RunnerError, describe, resolve
+
+    started, started_iso = time.perf_counter(), writer.now()
+    opts = _runner_options(args.runner_opt)
+    if args.batch < 1:
+        raise _Usage(f"--batch={args.batch}: expected a number of cases >= 1")
+    if args.min_cases is not None and args.min_cases < 0:
+        raise _Usage(f"--min-cases={args.min_cases}: expected a number of cases >= 0 (0 disables the floor)")
+    try:
+        runner = resolve(args.runner, opts)
+        ident = json.loads(json.dumps(describe(runner), default=str))
+    except RunnerError as exc:
+        raise _Usage(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - describe() is the runner's: its mistake, said in one line
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise _Usage(f"runner {args.runner!r}: describe() raised {type(exc).__name__}: {first} (no case was run)") \
+            from None
+    golden = Path(args.golden or default_golden())
+    try:
+        index = corpus_mod.index(golden)
+    except corpus_mod.CorpusError as exc:
+        raise _Usage(str(exc)) from None
+    base = None
+    if args.baseline:
+        try:
+            base = baseline_mod.load(args.baseline)
+        except baseline_mod.BaselineError as exc:
+            raise _Usage(str(exc)) from None
+
+    patterns = [case_pattern(c) for c in args.case if c.strip()]
+    refs = [r for r in index.refs if not patterns or any(fnmatchcase(r.id, p) for p in patterns)]
+    if not refs:
+        raise _Usage(f"--case {' '.join(patterns)}: no case of the corpus at {golden} matches")
+    jobs = args.jobs or min(8, os.cpu_count() or 1)
+    options = Options(str(golden), args.runner, opts, bool(args.strict_nan), args.profile, args.diagnose == "on",
+                      args.diagnose_per_group or None)
+    engine = IsolatedEngine(options, index, args.case_timeout, args.worker_memory_mb, args.batch, workers=jobs)
+    stubs = {r.id: writer.stub(r) for r in refs}
+    records: list[dict] = []
+    interrupted = False
+    progress = _Progress(len(refs))
+    try:
+        engine.submit([r.id for r in refs])
+        for r in refs:
+            res = engine.result(r.id)
+            records.append({**stubs[r.id], **res.record, "duration_s": res.runner_seconds})
+            progress.step(res.verdict)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        engine.close()
+    progress.done()
+
+    filters = ["--case"] if patterns else []
+    texts: dict[str, str] = {}
+    meta = {
+        "qconform_version": _version(), "interrupted": interrupted,
+        "runner": ident, "corpus": {"digest": index.digest, "cases": len(index), "root": str(index.root)},
+        "platform": writer.platform_meta(),
+        "invocation": {"args": list(argv), "profile": args.profile, "strict_nan": bool(args.strict_nan),
+                       "filters": filters, "workers": 0, "runner_workers": jobs, "front_end": "qconform certify",
+                       "command_line": shlex.join(["qconform", "certify", *argv]),
+                       "baseline": writer.baseline_identity(args.baseline) if args.baseline else None},
+        "timing": {"started": started_iso, "finished": writer.now(),
+                   "duration_s": round(time.perf_counter() - started, 3)},
+    }
+    report = model.build(records, list(stubs.values()), meta, texts)
+    from qconform.diagnosis.diagnose import report_section
+
+    report["diagnosis"] = report_section(records, index.cases_of, strict_nan=bool(args.strict_nan),
+                                         profile=args.profile)
+    floor = args.min_cases if args.min_cases is not None else (0 if filters else len(index))
+    report["gate"] = baseline_mod.gate(report, base, _dt.date.today(), min_cases=floor, filtered=bool(filters))
+    status = 2 if interrupted else (0 if report["gate"]["passed"] else 1)
+    report["exit_status"] = status
+    written = writer.write(Path(args.report), report, texts)
+    _summary(report, written)
+    return status
+
+
+def _version() -> str:
+    import qconform
+
+    return qconform.__version__
+
+
+class _Progress:
+    """One line on stderr, rewritten at most twice a second (a terminal) or every 10 % (a log)."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.n, self.bad = total, 0, 0
+        self.t0 = self.last = time.perf_counter()
+        self.tty = sys.stderr.isatty()
+        self.next_mark = 0.1
+
+    def step(self, verdict: str) -> None:
+        from qconform.report.model import BAD
+
+        self.n += 1
+        self.bad += verdict in BAD
+        now = time.perf_counter()
+        if (self.tty and now - self.last >= 0.5) or (not self.tty and self.n >= self.next_mark * self.total):
+            self.last = now
+            self.next_mark += 0.1
+            self._write(now)
+
+    def _write(self, now: float) -> None:
+        line = (f"certify: {self.n:,} of {self.total:,} cases ({100 * self.n // self.total}%), "
+                f"{self.bad:,} deviating, {now - self.t0:.0f} s")
+        print(("\r" + line) if self.tty else line, end="" if self.tty else "\n", file=sys.stderr, flush=True)
+
+    def done(self) -> None:
+        if self.tty:
+            print(file=sys.stderr)
+
+
+def _summary(report: dict, written: list[Path]) -> None:
+    from qconform.report.certificate import overall
+    from qconform.report.model import VERDICTS
+
+    c, gate = report["counts"], report["gate"]
+    print(", ".join(f"{c[v]:,} {v}" for v in VERDICTS if c.get(v)) + f" — {c['collected']:,} cases in "
+          f"{report['timing']['duration_s']:.1f} s")
+    print(overall(report))
+    for entry in gate["stale"]:
+        print(f"stale baseline entry {entry['entry']} ({entry['id']}): {entry['why']}")
+    for msg in gate["messages"]:
+        print(f"gate: {msg}")
+    for p in written:
+        print(f"wrote {p}")

@@ -1,0 +1,115 @@
+"""Writing a report directory, and the report's fields that do not depend on how the run was driven.
+
+Both front-ends -- the pytest plugin (``qconform.report.plugin``) and ``qconform certify``'s own loop
+(``qconform.certify``) -- build report.json with ``model.build`` and write it here, so the same run
+gives the same files whichever drove it.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from qconform import platform as machine
+from qconform.report import model
+
+#: Packages whose versions every report names (a runtime's own comes from its runner's describe()).
+PACKAGES = ("numpy", "onnx", "ml_dtypes", "pytest", "pytest-xdist", "hypothesis")
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def stub(c) -> dict:
+    """A case's static fields (from a Case or a corpus.CaseRef): what the report shows for a case
+    that produced no result."""
+    readings = c.readings if isinstance(c.readings, int) else len(c.readings)
+    return {"id": c.id, "op": c.op, "domain": c.domain, "opset": c.opset, "types": c.types, "family": c.family,
+            "clause": c.clause, "readings": readings, "output_types": list(c.output_types),
+            "output_names": list(c.output_names)}
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def platform_meta() -> dict:
+    """The machine a run happened on: Python, OS, packages, and the ISA class that selects a
+    runtime's kernels (facts are keyed by it)."""
+    return {"python": platform.python_version(), "implementation": platform.python_implementation(),
+            "system": platform.system(), "release": platform.release(), "machine": platform.machine(),
+            "platform": platform.platform(), "packages": package_versions(),
+            **{k: v for k, v in machine.info().items() if k in ("label", "arch", "cpu", "features")}}
+
+
+def baseline_identity(path: str | Path) -> dict:
+    """The baseline file a certificate's accepted deviations come from, and its SHA-256."""
+    from qconform.report.certificate import sha256_file
+
+    try:
+        return {"path": str(path), "sha256": sha256_file(Path(path))}
+    except OSError:
+        return {"path": str(path), "sha256": None}
+
+
+def write(root: Path, report: dict, texts: dict[str, str] | None = None) -> list[Path]:
+    """report.json, report.html, summary.md, semantics.html, evidence/, texts/ and SHA256SUMS;
+    adds the integrity block to ``report``. Returns the main files written."""
+    from qconform.report import certificate, html, markdown, semantics_html
+
+    root.mkdir(parents=True, exist_ok=True)
+    extra = _write_evidence(root, report) + _write_texts(root, texts or {})
+    report["integrity"] = {"content_sha256": certificate.content_digest(report),
+                           "corpus_digest": report["corpus"].get("digest")}
+    files = {"report.json": model.dumps(report), "report.html": html.render(report),
+             "summary.md": markdown.render(report), "semantics.html": semantics_html.render()}
+    for name, text in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+    (root / certificate.SUMS).write_text(certificate.sums_text(root, [*files, *extra]), encoding="utf-8")
+    return [root / name for name in files]
+
+
+def _write_evidence(root: Path, report: dict) -> list[str]:
+    """Every mismatch of every failing case, one CSV per case in ``evidence/`` (a download beside
+    the report; report.json keeps the first few inline and names the file)."""
+    import csv
+    import io
+    import re
+
+    from qconform.compare import EVIDENCE_HEADER
+
+    written = []
+    for f in report["failures"]:
+        rows = f.pop("evidence", None)
+        if not rows:
+            continue
+        name = "evidence/" + re.sub(r"[^A-Za-z0-9._-]+", "_", f["id"]) + ".csv"
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(EVIDENCE_HEADER)
+        w.writerows(rows)
+        (root / "evidence").mkdir(exist_ok=True)
+        (root / name).write_text(buf.getvalue(), encoding="utf-8")
+        f["evidence_file"] = name
+        f["evidence_rows"] = len(rows)
+        written.append(name)
+    return written
+
+
+def _write_texts(root: Path, texts: dict[str, str]) -> list[str]:
+    """Each runner text report.json cut short, whole, once: ``texts/<sha256>.txt``."""
+    written = []
+    for digest, text in sorted(texts.items()):
+        (root / "texts").mkdir(exist_ok=True)
+        name = f"texts/{digest}.txt"
+        (root / name).write_text(text, encoding="utf-8", errors="surrogateescape")
+        written.append(name)
+    return written

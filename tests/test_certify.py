@@ -1,0 +1,57 @@
+"""``qconform certify``: the engine driven without a pytest item per case writes the report the
+pytest front-end writes for the same run (issue 33)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO, run_pytest
+
+#: A slice with passes, failures (diagnosed), errors, unsupported and information cases.
+SLICE = "QuantizeLinear-21/*"
+#: Fields that say how and when the run was driven, not what it found.
+DRIVEN = ("invocation", "timing", "integrity")
+
+
+def certify(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "qconform.cli", "certify", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=900)
+
+
+def _found(path: Path) -> dict:
+    report = json.loads((path / "report.json").read_text())
+    return {k: v for k, v in report.items() if k not in DRIVEN}
+
+
+def test_both_front_ends_write_the_same_report(tmp_path):
+    c = certify("--runner", "onnxruntime", "--case", SLICE, "--report", str(tmp_path / "certify"), "-j", "2")
+    assert c.returncode == 1, c.stdout + c.stderr  # onnxruntime deviates in this slice
+    p = run_pytest("--runner=onnxruntime", "--case", SLICE, f"--report={tmp_path / 'pytest'}", "-q",
+                   "--runner-workers=2")
+    assert p.returncode == 1, p.stdout[-2000:]
+    a, b = _found(tmp_path / "certify"), _found(tmp_path / "pytest")
+    assert a["counts"]["fail"] and a["counts"]["error"] and a["counts"]["unsupported"] and a["counts"]["info"]
+    assert a == b
+    inv = json.loads((tmp_path / "certify" / "report.json").read_text())["invocation"]
+    assert inv["command_line"].startswith("qconform certify --runner onnxruntime")  # as typed
+    assert inv["front_end"] == "qconform certify" and inv["runner_workers"] == 2
+    assert "deviates from the ONNX specification" in c.stdout and "wrote " in c.stdout
+
+
+def test_pytest_only_options_run_through_pytest(tmp_path):
+    c = certify("--runner", "cpu-ref", "--report", str(tmp_path), "-m", "opset_10 and family_basic", "-j", "1")
+    assert c.returncode == 0, c.stdout[-2000:] + c.stderr
+    assert "-m opset_10 and family_basic is pytest's: running through pytest" in c.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["counts"]["pass"] > 0 and "-m 'opset_10 and family_basic'" in report["invocation"]["filters"]
+
+
+def test_bad_input_is_one_line_and_runs_nothing(tmp_path):
+    for args, says in ((("--runner", "no-such-runner"), "unknown runner 'no-such-runner'"),
+                       (("--runner", "cpu-ref", "--case", "NoSuchOp-1/*"), "no case of the corpus"),
+                       (("--runner", "cpu-ref", "--runner-opt", "oops"), "is not KEY=VALUE")):
+        c = certify(*args, "--report", str(tmp_path / "r"), cwd=tmp_path)
+        assert c.returncode == 2 and c.stderr.count("\n") == 1 and says in c.stderr, (args, c.stderr)
+        assert not (tmp_path / "r").exists()
