@@ -22,27 +22,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from qconform import corpus as corpus_mod  # noqa: E402
 from qconform.diagnosis import diagnose as dg  # noqa: E402
+from qconform.diagnosis.run import Run, run_cases  # noqa: E402
 from qconform.plugin import default_golden  # noqa: E402
 from qconform.runner import resolve  # noqa: E402
 
 
 def make_runner(spec: str):
     if spec.startswith("deviation:"):
-        from qconform.runners.deviation import DeviationRunner
+        from qconform.diagnosis.runner import DeviationRunner
 
         return DeviationRunner(model=spec.split(":", 1)[1])
     return resolve(spec)
 
 
-def bench(spec: str, cases, repeat: int, per_group: int | None = None) -> dg.Run:
+def bench(spec: str, cases, repeat: int, per_group: int | None = None) -> Run:
     runner = make_runner(spec)
     best_off, best_on, last = float("inf"), float("inf"), None
     for _ in range(repeat):
         t0 = time.perf_counter()
-        dg.run_cases(runner, cases, diagnose=False)
+        run_cases(runner, cases, diagnose=False)
         best_off = min(best_off, time.perf_counter() - t0)
         t0 = time.perf_counter()
-        last = dg.run_cases(runner, cases, diagnose=True, per_group=per_group)
+        last = run_cases(runner, cases, diagnose=True, per_group=per_group)
         best_on = min(best_on, time.perf_counter() - t0)
     verdicts: dict[str, int] = {}
     for r in last.records:

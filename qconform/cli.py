@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 from qconform import corpus
-from qconform.plugin import default_golden
 
 
 def regenerate(root: Path, jobs: int | None = None) -> tuple[int, str]:
@@ -34,14 +33,15 @@ def regenerate(root: Path, jobs: int | None = None) -> tuple[int, str]:
 
 def _facts(args) -> int:
     from qconform import facts
-    from qconform.facts import docs, drift
+    from qconform.apps import facts_drift as drift
+    from qconform.facts import docs
 
     try:
         if args.facts_cmd == "drift":
             return drift.main(args)
         files = facts.load_all()
         if args.facts_cmd == "render":
-            docs.RENDERED.write_text(docs.render(files))
+            docs.RENDERED.write_text(docs.render(files, facts.SOURCES))
             print(f"wrote {docs.RENDERED}")
         else:
             for ff in files.values():
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     regen.add_argument("--dir", type=Path, default=None)
     verify = gsub.add_parser("verify", help="check qconform/golden/ against its MANIFEST")
     verify.add_argument("--dir", type=Path, default=None)
-    from qconform import certify
+    from qconform.apps import certify
 
     certify.add_arguments(sub.add_parser(
         "certify", help="run the corpus against a runner and write a report directory",
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     cov = sub.add_parser("coverage", help="op x version x type table of cases per family; exit 1 on gaps")
     cov.add_argument("--dir", type=Path, default=None, help="golden corpus directory")
     cov.add_argument("--missing", action="store_true", help="list only the applicable pairs without a case")
-    from qconform.report import scoreboard
+    from qconform.apps import scoreboard
 
     scoreboard.add_arguments(sub.add_parser(
         "scoreboard", help="run every installed bundled runtime over the corpus and compare them "
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
                     "onnx-reference, openvino, tract, tinygrad), then one comparison of their report.json "
                     "files. Exit 0 once written, whatever the runtimes did; 1 when a runtime produced no "
                     "report; 2 on bad arguments."))
-    from qconform.report import findings
+    from qconform.apps import findings
 
     findings.add_arguments(sub.add_parser(
         "findings", help="upstream-ready reproducers: per deviation group of a runtime, a directory with the "
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                     "once and must show the mismatch. Then index.md, with the status from status.toml."))
     fct = sub.add_parser("facts", help="what qconform knows about other runtimes (qconform/facts/*.toml)")
     fsub = fct.add_subparsers(dest="facts_cmd", required=True)
-    from qconform.facts import drift
+    from qconform.apps import facts_drift as drift
 
     drift.add_arguments(fsub.add_parser(
         "drift", help="run the bundled third-party runners and propose the facts to add, close or re-bound "
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     promote = esub.add_parser("promote", help="turn a saved draft into a corpus case (family 'explored')")
     promote.add_argument("file", type=Path, help="a JSON draft saved by pytest --explore")
     promote.add_argument("--dir", type=Path, default=None, help="destination (default qconform/golden/explored)")
-    from qconform.report import backend_export
+    from qconform.apps import backend_export
 
     xport = sub.add_parser("export", help="the golden corpus in other tools' layouts")
     xsub = xport.add_subparsers(dest="export_cmd", required=True)
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     args.extra = [a for a in extra if a != "--"]
 
     if args.cmd == "golden":
-        root = args.dir or default_golden()
+        root = args.dir or corpus.DEFAULT_ROOT
         try:
             if args.golden_cmd == "regen":
                 n, digest = regenerate(root)
@@ -177,13 +177,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "coverage":
         from qconform import coverage
 
-        return coverage.main(args.dir or default_golden(), only_missing=args.missing)
+        return coverage.main(args.dir or corpus.DEFAULT_ROOT, only_missing=args.missing)
     if args.cmd == "facts":
         return _facts(args)
     if args.cmd == "explore":
-        from qconform.generators import explored
+        from qconform.apps.explore import promote_main
 
-        return explored.promote_main(args.file, args.dir)
+        return promote_main(args.file, args.dir)
     if args.cmd == "certify":
         return certify.main(args, argv[argv.index("certify") + 1:])
     if args.cmd == "init-runner":

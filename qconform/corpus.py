@@ -348,3 +348,9 @@ def index(root: Path) -> Index:
             except Exception as exc:
                 raise CorpusError(f"golden index malformed: {path}:{n}: {type(exc).__name__}: {exc}") from None
     return Index(root, digest, tuple(refs))
+
+
+def case_pattern(text: str) -> str:
+    """A case id as the user pasted it: the id itself, a glob, or pytest's node id
+    (``path/to/MANIFEST::ID``, from any checkout or site-packages)."""
+    return text.strip().rsplit("::", 1)[-1].strip("'\"")

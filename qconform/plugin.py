@@ -38,10 +38,13 @@ SENT_KEY = pytest.StashKey[bool]()  # the plan was handed to the engine
 FAST_KEY = pytest.StashKey[bool]()  # case items use the fast protocol
 CHOSEN_KEY = pytest.StashKey[Any]()  # --case / --from-report: case id -> selected?
 IDENTITY_KEY = pytest.StashKey[dict]()  # the runner's describe(), called once at the start
+#: Feature modules' terminal sections (callables of terminalreporter, config), printed after the
+#: plugin's own summary: they register here, so this module never imports them.
+SUMMARY_KEY = pytest.StashKey[list]()
 WORKERINPUT_RECORDS = "qconform_records"
 
 # Feature modules, each with its own options and hooks (reports, exploration).
-pytest_plugins: list[str] = ["qconform.report.plugin", "qconform.explore"]
+pytest_plugins: list[str] = ["qconform.apps.pytest_report", "qconform.apps.explore"]
 
 
 def default_golden() -> Path:
@@ -153,17 +156,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args[:] = [str(golden)]
 
 
-def case_pattern(text: str) -> str:
-    """A case id as the user pasted it: the id itself, a glob, or pytest's node id
-    (``path/to/MANIFEST::ID``, from any checkout or site-packages)."""
-    return text.strip().rsplit("::", 1)[-1].strip("'\"")
-
-
 def _chosen_cases(config: pytest.Config):
     """The ``--case``/``--from-report`` selection as a predicate over case ids (None: no selection)."""
     from fnmatch import fnmatchcase
 
-    patterns = [case_pattern(c) for c in config.getoption("case") if c.strip()]
+    patterns = [corpus_mod.case_pattern(c) for c in config.getoption("case") if c.strip()]
     exact: set[str] = {p for p in patterns if not any(ch in p for ch in "*?[")}
     globs = [p for p in patterns if p not in exact]
     source = config.getoption("from_report")
@@ -584,9 +581,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     if RECORDS_KEY in config.stash and config.stash[RECORDS_KEY].by_id and not _is_xdist_worker(config):
         _summary(terminalreporter, config.stash[RECORDS_KEY].by_id.values())
         _rerun_hint(terminalreporter, config, config.stash[RECORDS_KEY].by_id.values())
-        from qconform.report import plugin as report_plugin
-
-        report_plugin.terminal_lines(terminalreporter, config)
+        for lines in config.stash.get(SUMMARY_KEY, []):  # feature modules' sections, last
+            lines(terminalreporter, config)
     return result
 
 

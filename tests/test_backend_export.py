@@ -22,7 +22,7 @@ from qconform import corpus as corpus_mod
 from qconform import dtypes
 from qconform.model import build_model
 from qconform.plugin import default_golden
-from qconform.report import backend_export as bx
+from qconform.apps import backend_export as bx
 from qconform.report.export import dirname
 
 MULTI_F32 = "DequantizeLinear-13/int32-float32/precision/wide-differences"  # 2 readings, float32 out

@@ -24,6 +24,7 @@ import pytest
 from qconform.case import Case
 from qconform.compare import compare
 from qconform.diagnosis import diagnose as dg
+from qconform.diagnosis.run import run_cases
 from qconform.diagnosis.models import (MODELS, Deviation, Spec, get, round_fraction, round_with,
                                           swap_slots)
 from qconform.model import build_model
@@ -272,7 +273,7 @@ def test_each_deviation_fails_the_corpus_and_is_named_first(name, groups):
                       f"with every passing one: the corpus cannot tell them apart here ({[g.label for g in found]})")
 
     # The same model through the runner adapter (model file in, arrays out) gives the same outputs.
-    from qconform.runners.deviation import DeviationRunner
+    from qconform.diagnosis.runner import DeviationRunner
 
     case, out = example
     via_runner = prepare(DeviationRunner(model=name), build_model(case))({k: v.copy() for k, v in case.feeds.items()})
@@ -291,7 +292,7 @@ def test_spec_exact_runner_gets_no_diagnosis(sample):
     from qconform.runners.cpu_ref import CpuRefRunner
 
     runner = CpuRefRunner()
-    run = dg.run_cases(runner, sample)
+    run = run_cases(runner, sample)
     assert {r["verdict"] for r in run.records} == {"pass", "info"}  # info: a model the text makes invalid
     assert run.groups == [] and not any("diagnosis" in r for r in run.records)
 
@@ -308,7 +309,7 @@ def test_onnxruntime_failures_are_diagnosed(corpus, sample, capsys):
 
     runner = OnnxRuntimeRunner()
     cases = corpus.cases if os.environ.get("QCONFORM_DIAGNOSIS_FULL") else sample
-    run = dg.run_cases(runner, cases)
+    run = run_cases(runner, cases)
     failing = [r for r in run.records if r["verdict"] == "fail"]
     assert all("diagnosis" in r for r in failing)
     assert sorted(r["id"] for r in failing) == sorted(i for g in run.groups for i in g.failing)

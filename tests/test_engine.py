@@ -86,10 +86,10 @@ def test_every_application_gives_the_engines_verdicts(corpus, tmp_path):
 
     from conftest import run_pytest
 
-    from qconform.diagnosis import diagnose as dg
+    from qconform.diagnosis.run import run_cases
     from qconform.execution import judge
     from qconform.facts.observe import observe
-    from qconform.report import findings
+    from qconform.apps import findings
     from qconform.runner import resolve
 
     cases = [c for c in corpus.cases if fnmatchcase(c.id, SLICE)]
@@ -100,7 +100,7 @@ def test_every_application_gives_the_engines_verdicts(corpus, tmp_path):
     plugin = {c["id"]: c["verdict"] for c in json.loads((tmp_path / "report.json").read_text())["cases"]}
     facts = {k: v.verdict for k, v in observe("onnx-reference", corpus.root, probes=False, select=(SLICE,)).items()}
     found = {c.id: findings.observe(runner, c).verdict for c in cases}
-    diagnosed = {rec["id"]: rec["verdict"] for rec in dg.run_cases(runner, cases).records}
+    diagnosed = {rec["id"]: rec["verdict"] for rec in run_cases(runner, cases).records}
     assert plugin == engine, r.stdout[-2000:]
     assert facts == found == diagnosed == engine
     assert engine[INFO_CASE] == "info"

@@ -18,7 +18,7 @@ import pytest
 
 from qconform import corpus
 from qconform import platform as plat
-from qconform.report import findings
+from qconform.apps import findings
 
 ROOT = findings.default_out()
 METAS = sorted(ROOT.glob(f"*/*/{findings.META}"))

@@ -84,7 +84,8 @@ def test_a_blanket_baseline_never_reads_as_conformance(pytester, golden, ids):
     not the machine-readable certificate (issue 36)."""
     import re
 
-    from qconform.report import certificate, scoreboard
+    from qconform.apps import scoreboard
+    from qconform.report import certificate
     from qconform.report.html import SCOPE_COLOURS
 
     path = write_baseline(pytester, {"id": "*", "reason": "accept everything"})

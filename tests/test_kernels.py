@@ -334,6 +334,6 @@ def test_gpu_kernel_reports_unsupported_without_a_device():
 
 def test_gpu_kernel_shares_the_header():
     import qconform.runners.gpu_kernel as g
-    from qconform.kernels.build import HEADER
+    from qconform.kernels import HEADER
 
     assert g.HEADER == HEADER and "extern \"C\" __global__ void qk_quantize_kernel" in HEADER.read_text()

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from qconform import cli
-from qconform.report import scoreboard
+from qconform.apps import scoreboard
 from qconform.report.diff import load
 from qconform.report.model import BAD
 
@@ -273,6 +273,6 @@ def test_arguments_and_defaults(tmp_path):
 def test_the_committed_scoreboard_is_current():
     """qconform/docs/scoreboard (linked from README) describes this corpus and every installed runtime
     at the version it was measured on; after a corpus change or a pin move, rerun `qconform scoreboard`."""
-    from qconform.report import scoreboard
+    from qconform.apps import scoreboard
 
     assert scoreboard.stale(scoreboard.default_out()) == []

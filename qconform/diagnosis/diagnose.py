@@ -21,7 +21,6 @@ diagnosed failing cases per group (the rest are recorded as not diagnosed, never
 """
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -532,41 +531,6 @@ def overall(groups: Sequence[GroupDiagnosis]) -> list[Overall]:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Run:
-    records: list[dict]
-    groups: list[GroupDiagnosis]
-    seconds_running: float = 0.0
-    seconds_diagnosing: float = 0.0  # diagnose_case on the failing cases plus rank()
-    seconds_ranking: float = 0.0  # the rank() part
-
-
-def run_cases(runner: Any, cases: Iterable[Case], *, diagnose: bool = True, strict_nan: bool = False,
-              profile: str = "default", per_group: int | None = None) -> Run:
-    """Judge the cases through the engine the plugin uses (``qconform.execution``, in this process),
-    diagnosing the failures (at most ``per_group`` per type group), then rank them."""
-    from qconform.execution import Options, Pipeline
-
-    cases = list(cases)
-    pipeline = Pipeline(Options(golden="", runner=getattr(runner, "name", type(runner).__name__),
-                                strict_nan=strict_nan, profile=profile, diagnose=diagnose,
-                                diagnose_per_group=per_group), runner)
-    records, t_all, t_run = [], 0.0, 0.0
-    for case in cases:
-        t0 = time.perf_counter()
-        res = pipeline.judge(case)
-        t_all += time.perf_counter() - t0
-        t_run += res.runner_seconds
-        records.append(res.record)
-    groups: list[GroupDiagnosis] = []
-    t_rank = 0.0
-    if diagnose:
-        t0 = time.perf_counter()
-        groups = rank(records, {c.id: c for c in cases}, strict_nan=strict_nan, profile=profile)
-        t_rank = time.perf_counter() - t0
-    return Run(records, groups, t_run, t_all - t_run + t_rank, t_rank)
-
-
 def report_section(records: Sequence[Mapping[str, Any]], cases_of: Callable[[Iterable[str]], Mapping[str, Case]], *,
                    strict_nan: bool = False, profile: str = "default") -> dict[str, Any]:
     """report.json's ``diagnosis``: the models ranked per op-version/type group over the diagnosed
@@ -617,6 +581,6 @@ def render_markdown(groups: Sequence[GroupDiagnosis], *, max_ids: int = 4) -> st
     return "\n".join(lines)
 
 
-__all__ = ["report_section", "Budget", "Candidate", "Diagnosis", "GroupDiagnosis", "NO_EXPLANATION", "Overall", "Run", "applicable",
+__all__ = ["Budget", "Candidate", "Diagnosis", "GroupDiagnosis", "NO_EXPLANATION", "Overall", "applicable",
            "diagnose_case", "error_summary", "localise", "message_lines", "overall", "rank", "record_fields", "render_markdown", "render_text",
-           "reproduces", "run_cases", "same_outputs"]
+           "report_section", "reproduces", "same_outputs"]

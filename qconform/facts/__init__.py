@@ -7,7 +7,7 @@ source's own version) and on which platforms (a condition over CPU features, see
 ``qconform.platform``). ``measured`` lists the versions and platforms on which the file was
 checked complete: the project's tests assert facts only there, in both directions (every
 disagreement is in a fact, every fact still shows), and skip naming ``qconform facts drift``
-elsewhere. The drift command (``qconform.facts.drift``) proposes the rows to add, close or
+elsewhere. The drift command (``qconform.apps.facts_drift``) proposes the rows to add, close or
 re-bound when a source releases; ``qconform/docs/facts.md`` is rendered from these files.
 
 Kinds (what a fact's example must show):

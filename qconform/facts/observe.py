@@ -1,7 +1,7 @@
 """What a runner does on every corpus case and every probe, observed in-process.
 
 This is the evidence the facts are checked against (tests/test_facts.py) and the drift command
-compares with (``qconform.facts.drift``). Each case is judged by the engine the plugin uses
+compares with (``qconform.apps.facts_drift``). Each case is judged by the engine the plugin uses
 (``qconform.execution``), in one process without isolation: the bundled third-party runners are
 trusted not to crash, and a whole-corpus pass takes seconds this way. A ``Result`` is the facts'
 view of the engine's verdict, never a second judgement.

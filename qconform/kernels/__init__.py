@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -17,6 +18,9 @@ from onnx import helper, numpy_helper
 
 from qconform import dtypes
 from qconform.runner import Unsupported
+
+#: The one C source of the kernels, for the host (build.py) and the device (ptx.py).
+HEADER = Path(__file__).with_name("qkernels.h")
 
 #: Kernel kind numbers, in the order of the header's enum (tests check each row against dtypes).
 KINDS: tuple[str, ...] = (

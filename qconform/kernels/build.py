@@ -16,9 +16,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from qconform.kernels import HEADER
 from qconform.runner import Unsupported
 
-HEADER = Path(__file__).with_name("qkernels.h")
 #: No fast-math, no FMA contraction: the header's arithmetic is IEEE float32 as written.
 #: -ftree-vectorize -fno-trapping-math let gcc vectorize the branch-free integer-output loops (with
 #: trapping math on, a float comparison that may raise "invalid" on NaN blocks if-conversion). Not

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from qconform.kernels.build import HEADER
+from qconform.kernels import HEADER
 from qconform.runner import Unsupported
 
 ARCHS = ("sm_80", "sm_89", "sm_90", "sm_100")

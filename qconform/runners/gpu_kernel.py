@@ -20,7 +20,7 @@ import qconform
 from qconform import dtypes
 from qconform import kernels as K
 from qconform.kernels import ptx
-from qconform.kernels.build import HEADER
+from qconform.kernels import HEADER
 from qconform.runner import BaseRunner, Prepared, Unsupported
 
 THREADS = 256

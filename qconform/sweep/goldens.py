@@ -15,9 +15,9 @@ from qconform.sweep.table import FORMAT, Sweep
 def golden_dir(root: Path | None = None) -> Path:
     if root is not None:
         return Path(root)
-    from qconform.plugin import default_golden
+    from qconform.corpus import DEFAULT_ROOT
 
-    return default_golden() / "sweeps"
+    return DEFAULT_ROOT / "sweeps"
 
 
 def golden_path(sweep: Sweep, root: Path | None = None) -> Path:

@@ -273,9 +273,9 @@ def from_report(path: Path, golden: Path, against: str | None = None) -> Drift:
 
 
 def main(args) -> int:
-    from qconform.plugin import default_golden
+    from qconform.corpus import DEFAULT_ROOT
 
-    golden = Path(args.golden or default_golden())
+    golden = Path(args.golden or DEFAULT_ROOT)
     if args.from_report:
         try:
             d = from_report(Path(args.from_report), golden, args.against)

@@ -100,7 +100,6 @@ def _runner_options(items: list[str]) -> dict[str, str]:
 def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     from qconform import corpus as corpus_mod
     from qconform.execution import IsolatedEngine, Options
-    from qconform.plugin import case_pattern, default_golden
     from qconform.report import baseline as baseline_mod
     from qconform.report import model, writer
     from qconform.runner import RunnerError, describe, resolve
@@ -120,7 +119,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         first = (str(exc).strip().splitlines() or [""])[0]
         raise _Usage(f"runner {args.runner!r}: describe() raised {type(exc).__name__}: {first} (no case was run)") \
             from None
-    golden = Path(args.golden or default_golden())
+    golden = Path(args.golden or corpus_mod.DEFAULT_ROOT)
     try:
         index = corpus_mod.index(golden)
     except corpus_mod.CorpusError as exc:
@@ -132,7 +131,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         except baseline_mod.BaselineError as exc:
             raise _Usage(str(exc)) from None
 
-    patterns = [case_pattern(c) for c in args.case if c.strip()]
+    patterns = [corpus_mod.case_pattern(c) for c in args.case if c.strip()]
     refs = [r for r in index.refs if not patterns or any(fnmatchcase(r.id, p) for p in patterns)]
     if not refs:
         raise _Usage(f"--case {' '.join(patterns)}: no case of the corpus at {golden} matches")

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 import qconform
-from qconform.plugin import CORPUS_KEY, RECORDS_KEY, RUNNER_KEY, identity
+from qconform.plugin import CORPUS_KEY, RECORDS_KEY, RUNNER_KEY, SUMMARY_KEY, identity
 from qconform.report import baseline as baseline_mod
 from qconform.report import model, writer
 
@@ -96,6 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
         except baseline_mod.BaselineError as exc:
             raise pytest.UsageError(str(exc)) from None
     config.stash[STATE] = state
+    config.stash.setdefault(SUMMARY_KEY, []).append(terminal_lines)
     config.pluginmanager.register(_Session(config, state), "qconform-report-session")
 
 

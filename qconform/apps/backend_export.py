@@ -230,7 +230,8 @@ def marker_predicate(expr: str) -> Callable[[set[str]], bool]:
 def selection(patterns: Sequence[str] = (), marker: str | None = None) -> Callable[[object], bool]:
     """A predicate over cases (``Case`` or ``CaseRef``): ids or fnmatch globs (any of them), and the
     marker expression; no pattern and no expression select everything."""
-    from qconform.plugin import case_markers, case_pattern
+    from qconform.corpus import case_pattern
+    from qconform.plugin import case_markers
 
     pats = [case_pattern(p) for p in patterns if p.strip()]
     exact = {p for p in pats if not any(ch in p for ch in "*?[")}
@@ -263,9 +264,9 @@ def add_arguments(p) -> None:
 
 def main(args) -> int:
     from qconform import corpus
-    from qconform.plugin import default_golden
+    from qconform.corpus import DEFAULT_ROOT
 
-    root = Path(args.golden) if args.golden else default_golden()
+    root = Path(args.golden) if args.golden else DEFAULT_ROOT
     try:
         chosen = selection(args.case, args.marker)
         idx = corpus.index(root)

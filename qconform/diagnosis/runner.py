@@ -1,6 +1,6 @@
 """deviation: the oracle with one known implementation deviation, run as if it were a runtime.
 
-    pytest --runner=qconform.runners.deviation:DeviationRunner --runner-opt model=round-half-away
+    pytest --runner=qconform.diagnosis.runner:DeviationRunner --runner-opt model=round-half-away
 
 Like cpu-ref it reads the single node from the model and computes from the inputs only (never the
 goldens); unlike cpu-ref it computes through ``qconform.diagnosis.models.get(model)``, so each

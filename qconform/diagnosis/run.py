@@ -1,0 +1,49 @@
+"""The diagnosis run: judge cases through the engine, diagnose the failures, rank the models.
+
+What the project's diagnosis tests and ``benchmarks/bench_diagnosis.py`` drive. It sits beside
+``diagnose.py`` (which the engine calls per failing case), so the engine and the diagnosis never
+import each other.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from qconform.case import Case
+from qconform.diagnosis.diagnose import GroupDiagnosis, rank
+
+
+@dataclass
+class Run:
+    records: list[dict]
+    groups: list[GroupDiagnosis]
+    seconds_running: float = 0.0
+    seconds_diagnosing: float = 0.0  # diagnose_case on the failing cases plus rank()
+    seconds_ranking: float = 0.0  # the rank() part
+
+
+def run_cases(runner: Any, cases: Iterable[Case], *, diagnose: bool = True, strict_nan: bool = False,
+              profile: str = "default", per_group: int | None = None) -> Run:
+    """Judge the cases through the engine the plugin uses (``qconform.execution``, in this process),
+    diagnosing the failures (at most ``per_group`` per type group), then rank them."""
+    from qconform.execution import Options, Pipeline
+
+    cases = list(cases)
+    pipeline = Pipeline(Options(golden="", runner=getattr(runner, "name", type(runner).__name__),
+                                strict_nan=strict_nan, profile=profile, diagnose=diagnose,
+                                diagnose_per_group=per_group), runner)
+    records, t_all, t_run = [], 0.0, 0.0
+    for case in cases:
+        t0 = time.perf_counter()
+        res = pipeline.judge(case)
+        t_all += time.perf_counter() - t0
+        t_run += res.runner_seconds
+        records.append(res.record)
+    groups: list[GroupDiagnosis] = []
+    t_rank = 0.0
+    if diagnose:
+        t0 = time.perf_counter()
+        groups = rank(records, {c.id: c for c in cases}, strict_nan=strict_nan, profile=profile)
+        t_rank = time.perf_counter() - t0
+    return Run(records, groups, t_run, t_all - t_run + t_rank, t_rank)
