@@ -8,7 +8,8 @@ the failure text. Every application judges through it: the pytest plugin (``Pipe
 id, in a worker or in process), facts observation and drift, findings, the diagnosis run, explore.
 ``judge(runner, case)`` is the one-case form; ``Pipeline.local(runner)`` the form for a loop.
 
-Engines hand case ids to a pipeline and give results back in the order the ids were submitted:
+Executors hand case ids to pipelines and give one result back per id (``Executor``, the seam the
+front-ends drive; a remote device, a Dask cluster or offline result files are executors too):
 
 * ``InProcessEngine`` (``--isolate=off``): the pipeline in this process, computed on demand.
 * ``IsolatedEngine`` (``--isolate=on``): the pipeline in a worker process (``isolation.Child``).
@@ -24,7 +25,7 @@ import traceback
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from qconform.isolation import CallResult, Child, _raised, call, describe_exit
 
@@ -261,8 +262,36 @@ def crash_result(case_ref, kind: str, message: str) -> CaseResult:
 
 
 # ----------------------------------------------------------------------------------------------
-# Engines
+# Executors
 # ----------------------------------------------------------------------------------------------
+@runtime_checkable
+class Executor(Protocol):
+    """Where cases run. A front-end submits case ids (as many as it likes, ahead) and asks for each
+    id's result once, in any order; the executor owns isolation, retries and attribution: a crash
+    or hang is that case's verdict, never a lost result. ``InProcessEngine`` and ``IsolatedEngine``
+    are the local ones; an executor for a device over the network, a Dask cluster or offline result
+    files implements these three calls and the front-ends need no change."""
+
+    runs_ahead: bool  # whether submit() starts work before result() is asked (pytest then feeds it ahead)
+
+    def submit(self, case_ids: Sequence[str]) -> None: ...
+
+    def result(self, case_id: str) -> CaseResult: ...
+
+    def close(self) -> None: ...
+
+
+def local_executor(options: Options, index, *, isolate: bool = True, workers: int = 1, timeout: float | None = 120.0,
+                   memory_mb: int = 0, batch: int = 64, runner: Any = None) -> Executor:
+    """This machine's executor: ``workers`` isolated worker processes, or (``isolate=False``) the
+    pipeline in this process with ``runner``."""
+    if isolate:
+        return IsolatedEngine(options, index, timeout, memory_mb, batch, workers=workers)
+    from qconform.runner import resolve
+
+    return InProcessEngine(options, runner or resolve(options.runner, options.runner_options), index)
+
+
 class InProcessEngine:
     """``--isolate=off``: the pipeline in this process; a case is computed when pytest asks for it."""
 
@@ -474,4 +503,5 @@ class IsolatedEngine:
             lane.child.close()
 
 
-__all__ = ["CaseResult", "InProcessEngine", "IsolatedEngine", "Options", "Pipeline", "crash_result", "judge", "record"]
+__all__ = ["CaseResult", "Executor", "InProcessEngine", "IsolatedEngine", "Options", "Pipeline", "crash_result", "judge",
+           "local_executor", "record"]

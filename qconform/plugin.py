@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from qconform import corpus as corpus_mod
-from qconform.execution import CaseResult, InProcessEngine, IsolatedEngine, Options
+from qconform.execution import CaseResult, Options, local_executor
 from qconform.runner import Runner, RunnerError, describe, resolve
 
 RUNNER_KEY = pytest.StashKey[Runner]()
@@ -239,13 +239,11 @@ def _engine(config: pytest.Config):
         opts = Options(str(config.stash[CORPUS_KEY].root), config.getoption("runner"), _options(config),
                        bool(config.getoption("strict_nan")), config.getoption("profile"),
                        config.getoption("diagnose") == "on", config.getoption("diagnose_per_group") or None)
-        if config.getoption("isolate") == "on":
-            workers = config.getoption("runner_workers") or (1 if _is_xdist_worker(config) else min(2, os.cpu_count() or 1))
-            config.stash[ENGINE_KEY] = IsolatedEngine(opts, config.stash[CORPUS_KEY], config.getoption("case_timeout"),
-                                                      config.getoption("worker_memory_mb"), config.getoption("batch"),
-                                                      workers)
-        else:
-            config.stash[ENGINE_KEY] = InProcessEngine(opts, config.stash[RUNNER_KEY], config.stash[CORPUS_KEY])
+        workers = config.getoption("runner_workers") or (1 if _is_xdist_worker(config) else min(2, os.cpu_count() or 1))
+        config.stash[ENGINE_KEY] = local_executor(opts, config.stash[CORPUS_KEY], isolate=config.getoption("isolate") == "on",
+                                                  workers=workers, timeout=config.getoption("case_timeout"),
+                                                  memory_mb=config.getoption("worker_memory_mb"),
+                                                  batch=config.getoption("batch"), runner=config.stash[RUNNER_KEY])
     return config.stash[ENGINE_KEY]
 
 

@@ -104,3 +104,22 @@ def test_every_application_gives_the_engines_verdicts(corpus, tmp_path):
     assert plugin == engine, r.stdout[-2000:]
     assert facts == found == diagnosed == engine
     assert engine[INFO_CASE] == "info"
+
+
+def test_the_local_executors_are_executors():
+    """The seam the front-ends drive: both local executors implement it (a device, a cluster or
+    offline results slot in the same way)."""
+    from qconform.execution import Executor, local_executor
+    from qconform.runners.cpu_ref import CpuRefRunner
+
+    index = corpus_mod.index(corpus_mod.DEFAULT_ROOT)
+    opts = Options(str(index.root), "cpu-ref")
+    for isolate in (False, True):
+        ex = local_executor(opts, index, isolate=isolate, runner=CpuRefRunner())
+        try:
+            assert isinstance(ex, Executor)
+            cid = _healthy(index, "QuantizeLinear-13", 1)[0]
+            ex.submit([cid])
+            assert ex.result(cid).verdict == "pass"
+        finally:
+            ex.close()

@@ -2,8 +2,8 @@
 
 The pytest plugin gives a case per item (select, rerun, read case by case) and pays pytest's
 per-item machinery for it. A certification wants the verdicts and the report: this front-end hands
-the selected cases to the same engine (``qconform.execution.IsolatedEngine``, ``-j N`` runner
-workers, each case isolated as under pytest), builds report.json with the same ``report.model``,
+the selected cases to an executor of the same engine (``qconform.execution.Executor``; here the
+local one, ``-j N`` runner workers, each case isolated as under pytest), builds report.json with the same ``report.model``,
 gates it with the same baseline code and writes it with the same ``report.writer``. Options that
 only pytest knows (``-m``, ``-k``, ``-n``, ``--from-report``, ...) send the run through pytest, as
 before, with everything else passed along.
@@ -99,7 +99,7 @@ def _runner_options(items: list[str]) -> dict[str, str]:
 
 def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     from qconform import corpus as corpus_mod
-    from qconform.execution import IsolatedEngine, Options
+    from qconform.execution import Executor, Options, local_executor
     from qconform.report import baseline as baseline_mod
     from qconform.report import model, writer
     from qconform.runner import RunnerError, describe, resolve
@@ -138,7 +138,8 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     jobs = args.jobs or min(8, os.cpu_count() or 1)
     options = Options(str(golden), args.runner, opts, bool(args.strict_nan), args.profile, args.diagnose == "on",
                       args.diagnose_per_group or None)
-    engine = IsolatedEngine(options, index, args.case_timeout, args.worker_memory_mb, args.batch, workers=jobs)
+    engine: Executor = local_executor(options, index, workers=jobs, timeout=args.case_timeout,
+                                      memory_mb=args.worker_memory_mb, batch=args.batch)
     stubs = {r.id: writer.stub(r) for r in refs}
     records: list[dict] = []
     interrupted = False
