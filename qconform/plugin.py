@@ -27,7 +27,7 @@ import pytest
 
 from qconform import corpus as corpus_mod
 from qconform.execution import CaseResult, Options, local_executor
-from qconform.runner import Runner, RunnerError, describe, resolve
+from qconform.runner import Runner, RunnerError, resolve
 
 RUNNER_KEY = pytest.StashKey[Runner]()
 CORPUS_KEY = pytest.StashKey[corpus_mod.Index]()
@@ -181,8 +181,10 @@ def _chosen_cases(config: pytest.Config):
 def _identity(name: str, runner: Runner) -> dict:
     """The runner's ``describe()``, once, before any case runs: a runner whose identity cannot be
     read would produce a report nobody can attribute, so the run stops here with one line."""
+    from qconform.report.writer import runner_identity
+
     try:
-        return json.loads(json.dumps(describe(runner), default=str))
+        return runner_identity(runner)
     except Exception as exc:  # noqa: BLE001 - the runner's own mistake, reported as such
         first = (str(exc).strip().splitlines() or [""])[0]
         raise pytest.UsageError(f"runner {name!r}: describe() raised {type(exc).__name__}: {first} "

@@ -40,6 +40,24 @@ def test_both_front_ends_write_the_same_report(tmp_path):
     assert "deviates from the ONNX specification" in c.stdout and "wrote " in c.stdout
 
 
+def test_identity_names_the_runner_source_and_every_runtime_distribution(tmp_path):
+    """Where an execution provider's settings live (the runner file) is hashed, and which onnxruntime
+    distribution is installed is named: its variants share one import package (issue 36)."""
+    import hashlib
+    from importlib.metadata import version
+
+    from qconform.runners import onnxruntime_runner
+
+    c = certify("--runner", "onnxruntime", "--case", "QuantizeLinear-10/*", "--report", str(tmp_path))
+    assert c.returncode in (0, 1), c.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    src = Path(onnxruntime_runner.__file__)
+    assert report["runner"]["source"] == {"path": str(src), "sha256": hashlib.sha256(src.read_bytes()).hexdigest()}
+    assert report["platform"]["packages"]["onnxruntime"] == version("onnxruntime")
+    html = (tmp_path / "report.html").read_text()
+    assert report["runner"]["source"]["sha256"] in html and "qconform certify --runner onnxruntime" in html
+
+
 def test_pytest_only_options_run_through_pytest(tmp_path):
     c = certify("--runner", "cpu-ref", "--report", str(tmp_path), "-m", "opset_10 and family_basic", "-j", "1")
     assert c.returncode == 0, c.stdout[-2000:] + c.stderr

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import os
 import shlex
 import sys
@@ -102,7 +101,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     from qconform.execution import Executor, Options, local_executor
     from qconform.report import baseline as baseline_mod
     from qconform.report import model, writer
-    from qconform.runner import RunnerError, describe, resolve
+    from qconform.runner import RunnerError, resolve
 
     started, started_iso = time.perf_counter(), writer.now()
     opts = _runner_options(args.runner_opt)
@@ -112,7 +111,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         raise _Usage(f"--min-cases={args.min_cases}: expected a number of cases >= 0 (0 disables the floor)")
     try:
         runner = resolve(args.runner, opts)
-        ident = json.loads(json.dumps(describe(runner), default=str))
+        ident = writer.runner_identity(runner)
     except RunnerError as exc:
         raise _Usage(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - describe() is the runner's: its mistake, said in one line

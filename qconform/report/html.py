@@ -95,13 +95,16 @@ def _identity(report: dict) -> str:
     """What was tested, on what, with which suite: the block a customer reads first."""
     r, p, corpus, inv = report["runner"], report["platform"], report["corpus"], report["invocation"]
     opts = ", ".join(f"{k}={v}" for k, v in sorted((r.get("options") or {}).items())) or "none"
-    extra = {k: v for k, v in r.items() if k not in ("name", "version", "device", "options", "platform")}
+    extra = {k: v for k, v in r.items() if k not in ("name", "version", "device", "options", "platform", "source")}
+    src = r.get("source") or {}
     pk = p.get("packages") or {}
     packages = ", ".join(f"{k} {v}" for k, v in sorted(pk.items()))
     base = inv.get("baseline")
     rows = [
         ("runner", f"<b>{_e(r.get('name', '?'))}</b> {_e(r.get('version', ''))} on {_e(r.get('device', '?'))}"),
         ("runner options", _e(opts) + ("".join(f" · {_e(k)}: {_e(v)}" for k, v in sorted(extra.items())))),
+        ("runner source", f"<code>{_e(src.get('path', '?'))}</code> SHA-256 <code>{_e(src.get('sha256', ''))}</code>"
+                          if src else "not known"),
         ("platform", f"{_e(p.get('cpu', '?'))} · {_e(p.get('label', ''))} · {_e(p.get('platform', ''))} · "
                      f"Python {_e(p.get('python', ''))}"),
         ("ISA features", _e(" ".join(p.get("features") or []) or "?")),

@@ -14,8 +14,12 @@ from pathlib import Path
 from qconform import platform as machine
 from qconform.report import model
 
-#: Packages whose versions every report names (a runtime's own comes from its runner's describe()).
-PACKAGES = ("numpy", "onnx", "ml_dtypes", "pytest", "pytest-xdist", "hypothesis")
+#: Packages whose versions every report names, and every runtime distribution that is installed:
+#: onnxruntime's variants share one import package, so which of them is there is part of identity.
+PACKAGES = ("numpy", "onnx", "ml_dtypes", "pytest", "pytest-xdist", "hypothesis",
+            "onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml", "onnxruntime-qnn",
+            "onnxruntime-training", "openvino", "tract", "tinygrad", "apache-tvm", "iree-base-runtime",
+            "iree-base-compiler", "cupy-cuda12x")
 
 
 def now() -> str:
@@ -48,6 +52,25 @@ def platform_meta() -> dict:
             "system": platform.system(), "release": platform.release(), "machine": platform.machine(),
             "platform": platform.platform(), "packages": package_versions(),
             **{k: v for k, v in machine.info().items() if k in ("label", "arch", "cpu", "features")}}
+
+
+def runner_identity(runner) -> dict:
+    """The runner's ``describe()`` (JSON-safe), and the file its class is defined in with its SHA-256:
+    where a vendor's runner keeps its settings (an execution provider's options), the certificate
+    says which code produced it. Raises what describe() raises."""
+    import hashlib
+    import inspect
+    import json
+
+    from qconform.runner import describe
+
+    ident = json.loads(json.dumps(describe(runner), default=str))
+    try:
+        path = Path(inspect.getsourcefile(type(runner)) or "")
+        ident.setdefault("source", {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
+    except (OSError, TypeError):
+        pass
+    return ident
 
 
 def baseline_identity(path: str | Path) -> dict:
