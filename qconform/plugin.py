@@ -41,6 +41,8 @@ IDENTITY_KEY = pytest.StashKey[dict]()  # the runner's describe(), called once a
 #: Feature modules' terminal sections (callables of terminalreporter, config), printed after the
 #: plugin's own summary: they register here, so this module never imports them.
 SUMMARY_KEY = pytest.StashKey[list]()
+#: Set where every failure must be diagnosed (a baseline that accepts deviations by behaviour).
+DIAGNOSE_ALL_KEY = pytest.StashKey[bool]()
 WORKERINPUT_RECORDS = "qconform_records"
 
 # Feature modules, each with its own options and hooks (reports, exploration).
@@ -240,7 +242,8 @@ def _engine(config: pytest.Config):
     if ENGINE_KEY not in config.stash:
         opts = Options(str(config.stash[CORPUS_KEY].root), config.getoption("runner"), _options(config),
                        bool(config.getoption("strict_nan")), config.getoption("profile"),
-                       config.getoption("diagnose") == "on", config.getoption("diagnose_per_group") or None)
+                       config.getoption("diagnose") == "on",
+                       None if config.stash.get(DIAGNOSE_ALL_KEY, False) else config.getoption("diagnose_per_group") or None)
         workers = config.getoption("runner_workers") or (1 if _is_xdist_worker(config) else min(2, os.cpu_count() or 1))
         config.stash[ENGINE_KEY] = local_executor(opts, config.stash[CORPUS_KEY], isolate=config.getoption("isolate") == "on",
                                                   workers=workers, timeout=config.getoption("case_timeout"),

@@ -55,6 +55,38 @@ class LoudRunner(CpuRefRunner):
         return run
 
 
+class TiesAwayAndSpecialsFlipped(CpuRefRunner):
+    """Two bugs side by side: every tie rounded away from zero (the diagnosis names it
+    ``round-half-away``), and, where an input is NaN or infinite, the int8 output's low bit flipped
+    (a deviation no model names). What a baseline made for the first must not accept."""
+
+    name = "ties-away-and-specials-flipped"
+
+    def prepare(self, model):
+        from qconform.diagnosis.runner import DeviationRunner
+
+        run = DeviationRunner(model="round-half-away").prepare(model)
+
+        def wrong(feeds):
+            special = any(a.dtype.kind == "f" and not np.isfinite(a.astype(np.float64)).all() for a in feeds.values())
+            outs = run(feeds)
+            return [(o.view(np.uint8) ^ np.uint8(1)).view(np.int8) if special and o.dtype == np.int8 else o
+                    for o in outs]
+
+        return wrong
+
+
+class TiesAway(CpuRefRunner):
+    """The first of those bugs alone."""
+
+    name = "ties-away"
+
+    def prepare(self, model):
+        from qconform.diagnosis.runner import DeviationRunner
+
+        return DeviationRunner(model="round-half-away").prepare(model)
+
+
 def copy_group(root: Path, group: str = "QuantizeLinear-21") -> Path:
     """A real corpus made of one golden group of the bundled corpus (files copied, MANIFEST rewritten)."""
     src = default_golden()

@@ -127,6 +127,39 @@ def test_a_blanket_baseline_never_reads_as_conformance(pytester, golden, ids):
             assert values["verdict"] != certificate.CONFORMANT or not values["deviate"], values
 
 
+def test_a_baseline_by_behaviour_never_accepts_another_bug_beside_it(pytester, golden):
+    """``baseline create`` writes one entry per op version, types and diagnosis model; a later run
+    with a second bug in the same cases' types fails on exactly the second bug (issue 36)."""
+    _, first = run(pytester, golden, f"{SUPPORT}:TiesAway", "--diagnose-per-group=0", out="first")
+    data = baseline_mod.create(first, reason="known: ties rounded away (vendor bug 12)")
+    assert data["entries"] and all(e["diagnosis"] == "round-half-away" and e["id"].endswith("/*")
+                                   for e in data["entries"])
+    assert sum(e["cases"] for e in data["entries"]) == first["counts"]["fail"] > len(data["entries"])
+    path = pytester.path / "behaviour.json"
+    path.write_text(baseline_mod.dumps(data))
+    result, second = run(pytester, golden, f"{SUPPORT}:TiesAwayAndSpecialsFlipped", f"--baseline={path}",
+                         out="second")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    named = {f["id"]: baseline_mod.behaviour(f) for f in second["failures"]}
+    new = set(second["gate"]["new_failures"])
+    assert new and all(named[cid] != "round-half-away" for cid in new)  # the flipped specials, and only them
+    assert {cid for cid, n in named.items() if n == "round-half-away"} == \
+        {f["id"] for f in second["failures"] if f["baseline"]}
+    for f in second["failures"]:  # every failure was diagnosed: the baseline names behaviours
+        assert "diagnosis" in f, f["id"]
+
+
+def test_a_baseline_with_placeholders_is_refused_with_every_unfilled_entry(pytester):
+    path = write_baseline(pytester, {"id": "A-1/*", "reason": baseline_mod.PLACEHOLDER},
+                          {"id": "B-2/*", "diagnosis": "round-half-away", "reason": baseline_mod.PLACEHOLDER},
+                          {"id": "C-3/*", "reason": "known"})
+    with pytest.raises(baseline_mod.BaselineError) as exc:
+        baseline_mod.load(path)
+    text = str(exc.value)
+    assert "2 entries still have the placeholder reason" in text and "--reason TEXT" in text
+    assert "entry 1: A-1/*" in text and "entry 2: B-2/* [round-half-away]" in text and "C-3" not in text
+
+
 def test_uncovered_deviations_still_fail(pytester, golden, ids):
     covered = sorted(ids["int8"])[0]
     path = write_baseline(pytester, {"id": covered, "reason": "vendor bug 1234"})

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 import qconform
-from qconform.plugin import CORPUS_KEY, RECORDS_KEY, RUNNER_KEY, SUMMARY_KEY, identity
+from qconform.plugin import CORPUS_KEY, DIAGNOSE_ALL_KEY, RECORDS_KEY, RUNNER_KEY, SUMMARY_KEY, identity
 from qconform.report import baseline as baseline_mod
 from qconform.report import model, writer
 
@@ -95,6 +95,10 @@ def pytest_configure(config: pytest.Config) -> None:
             state.baseline = baseline_mod.load(path)
         except baseline_mod.BaselineError as exc:
             raise pytest.UsageError(str(exc)) from None
+    if state.baseline is not None and state.baseline.by_behaviour:  # entries name diagnosis models
+        if config.getoption("diagnose") == "off":
+            raise pytest.UsageError(f"--baseline={path} accepts deviations by their diagnosis: it needs --diagnose=on")
+        config.stash[DIAGNOSE_ALL_KEY] = True
     config.stash[STATE] = state
     config.stash.setdefault(SUMMARY_KEY, []).append(terminal_lines)
     config.pluginmanager.register(_Session(config, state), "qconform-report-session")
@@ -151,7 +155,9 @@ class _Session:
         rep = yield
         baseline = self.state.baseline
         if baseline and rep.when == "call" and rep.failed and (hasattr(item, "case_id") or hasattr(item, "case")):
-            entry = baseline.live_match(getattr(item, "case_id", None) or item.case.id, self.state.today)
+            result = getattr(item, "_result", None)
+            named = baseline_mod.behaviour(result.record) if result is not None else None
+            entry = baseline.live_match(getattr(item, "case_id", None) or item.case.id, self.state.today, named)
             if entry is not None:
                 rep.outcome = "skipped"
                 rep.wasxfail = f"baseline: {entry.reason}"

@@ -14,6 +14,12 @@ well in a diff)::
 ``id`` is a case id or an ``fnmatch`` glob over the whole id (``*`` also crosses ``/``). An entry
 covers the deviating verdicts (fail, error, crashed, timeout), never ``unsupported``. An entry
 whose ``expires`` date (ISO, inclusive) has passed covers nothing and fails the run by itself.
+
+An entry accepts a *behaviour* where it names one: ``"diagnosis": "round-half-away"`` covers only
+the deviations of its ids that the diagnosis names with that model first, and ``"diagnosis": "none"``
+only those no model names; a run with such a baseline diagnoses every failure. ``qconform baseline
+create`` writes one entry per op version, types and behaviour (``cases`` says how many it covered
+then), so accepting one known bug never accepts another that appears beside it.
 """
 from __future__ import annotations
 
@@ -31,6 +37,8 @@ FORMAT_VERSION = 1
 #: What ``qconform baseline create`` writes when no ``--reason`` is given. The gate refuses a file
 #: that still holds it: accepting a deviation takes a sentence saying why.
 PLACEHOLDER = "TODO: why is this deviation accepted?"
+#: ``"diagnosis"`` of an entry that accepts the deviations no model names.
+UNNAMED = "none"
 
 
 class BaselineError(Exception):
@@ -43,8 +51,12 @@ class Entry:
     reason: str
     expires: _dt.date | None = None
     number: int = 0  # 1-based position in the file, for messages
+    diagnosis: str | None = None  # the behaviour it accepts: a model name, UNNAMED, or None (any)
 
-    def matches(self, case_id: str) -> bool:
+    def matches(self, case_id: str, named: str | None = None) -> bool:
+        """Whether it covers the case; ``named``: the case's behaviour (``behaviour(record)``)."""
+        if self.diagnosis is not None and named != self.diagnosis:
+            return False
         return case_id == self.pattern or fnmatchcase(case_id, self.pattern)
 
     def expired(self, today: _dt.date) -> bool:
@@ -52,7 +64,8 @@ class Entry:
 
     def as_dict(self) -> dict[str, Any]:
         return {"entry": self.number, "id": self.pattern, "reason": self.reason,
-                "expires": self.expires.isoformat() if self.expires else None}
+                "expires": self.expires.isoformat() if self.expires else None} \
+            | ({"diagnosis": self.diagnosis} if self.diagnosis is not None else {})
 
 
 @dataclass(frozen=True)
@@ -60,25 +73,39 @@ class Baseline:
     path: str
     entries: tuple[Entry, ...]
 
-    def live_match(self, case_id: str, today: _dt.date) -> Entry | None:
-        """The first unexpired entry covering this case id, if any."""
-        return next((e for e in self.entries if not e.expired(today) and e.matches(case_id)), None)
+    def live_match(self, case_id: str, today: _dt.date, named: str | None = None) -> Entry | None:
+        """The first unexpired entry covering this case (id and behaviour), if any."""
+        return next((e for e in self.entries if not e.expired(today) and e.matches(case_id, named)), None)
+
+    @property
+    def by_behaviour(self) -> bool:
+        """Whether an entry names a behaviour: the run must then diagnose every failure."""
+        return any(e.diagnosis is not None for e in self.entries)
+
+
+def behaviour(record: dict) -> str | None:
+    """A deviation's behaviour as baselines name it: its first diagnosis model, ``UNNAMED`` where the
+    diagnosis names none, None where it was not diagnosed."""
+    if "diagnosis" not in record or record["diagnosis"] is None:
+        return None
+    return record["diagnosis"][0] if record["diagnosis"] else UNNAMED
 
 
 def _entry(raw: Any, n: int, where: str) -> Entry:
     if not isinstance(raw, dict):
         raise BaselineError(f"{where}: entry {n} is {type(raw).__name__}, not an object with id and reason")
-    unknown = sorted(set(raw) - {"id", "reason", "expires"})
+    unknown = sorted(set(raw) - {"id", "reason", "expires", "diagnosis", "cases"})
     if unknown:
-        raise BaselineError(f"{where}: entry {n} has unknown key(s) {unknown}; allowed: id, reason, expires")
+        raise BaselineError(f"{where}: entry {n} has unknown key(s) {unknown}; allowed: id, reason, expires, "
+                            f"diagnosis, cases")
+    diagnosis = raw.get("diagnosis")
+    if diagnosis is not None and (not isinstance(diagnosis, str) or not diagnosis):
+        raise BaselineError(f"{where}: entry {n}: \"diagnosis\" names a deviation model, or \"{UNNAMED}\"")
     pattern, reason = raw.get("id"), raw.get("reason")
     if not isinstance(pattern, str) or not pattern:
         raise BaselineError(f"{where}: entry {n} needs \"id\": a case id or glob pattern")
     if not isinstance(reason, str) or not reason.strip():
         raise BaselineError(f"{where}: entry {n} ({pattern}) needs a non-empty \"reason\"")
-    if reason.strip() == PLACEHOLDER:
-        raise BaselineError(f"{where}: entry {n} ({pattern}) still has the placeholder reason: write why "
-                            f"this deviation is accepted (or remove the entry)")
     expires = raw.get("expires")
     if expires is not None:
         try:
@@ -86,7 +113,7 @@ def _entry(raw: Any, n: int, where: str) -> Entry:
         except (TypeError, ValueError):
             raise BaselineError(f"{where}: entry {n} ({pattern}): expires {expires!r} is not an ISO date "
                                 f"like 2027-01-31") from None
-    return Entry(pattern, reason.strip(), expires, n)
+    return Entry(pattern, reason.strip(), expires, n, diagnosis)
 
 
 def parse(data: Any, where: str = "<baseline>") -> Baseline:
@@ -97,7 +124,16 @@ def parse(data: Any, where: str = "<baseline>") -> Baseline:
     if not isinstance(data, list):
         raise BaselineError(f"{where}: expected {{\"{FORMAT_KEY}\": {FORMAT_VERSION}, \"entries\": [...]}} "
                             f"or a list of entries")
-    return Baseline(where, tuple(_entry(raw, n, where) for n, raw in enumerate(data, 1)))
+    entries = tuple(_entry(raw, n, where) for n, raw in enumerate(data, 1))
+    unfilled = [e for e in entries if e.reason == PLACEHOLDER]
+    if unfilled:
+        shown = "\n".join(f"  entry {e.number}: {e.pattern}" + (f" [{e.diagnosis}]" if e.diagnosis else "")
+                          for e in unfilled)
+        raise BaselineError(f"{where}: {len(unfilled)} entr{'y' if len(unfilled) == 1 else 'ies'} still "
+                            f"ha{'s' if len(unfilled) == 1 else 've'} the placeholder reason: write why each is "
+                            f"accepted (or remove it; `qconform baseline create REPORT --reason TEXT` gives every "
+                            f"entry one reason):\n{shown}")
+    return Baseline(where, entries)
 
 
 def load(path: str | Path) -> Baseline:
@@ -122,8 +158,9 @@ def gate(report: dict, baseline: Baseline | None, today: _dt.date, *, min_cases:
     """
     used: dict[int, list[str]] = {}
     new = []
+    named = {f["id"]: behaviour(f) for f in report.get("failures") or ()}
     for case in report["cases"]:
-        entry = baseline.live_match(case["id"], today) if baseline else None
+        entry = baseline.live_match(case["id"], today, named.get(case["id"])) if baseline else None
         if case["verdict"] in BAD:
             if entry:
                 case["baseline"] = entry.reason
@@ -139,7 +176,8 @@ def gate(report: dict, baseline: Baseline | None, today: _dt.date, *, min_cases:
         if e.expired(today):
             expired.append(e.as_dict())
         elif e.number not in used:
-            matching = [c for c in report["cases"] if e.matches(c["id"])]
+            matching = [c for c in report["cases"] if e.matches(c["id"], named.get(c["id"]))
+                        or (e.diagnosis is not None and c["verdict"] not in BAD and e.matches(c["id"], e.diagnosis))]
             why = ("matches no case in this run" + (" (the run was filtered)" if filtered else "")
                    if not matching else
                    "its cases now " + "/".join(sorted({c["verdict"] for c in matching})))
@@ -192,11 +230,20 @@ def deviations(report: dict) -> list[str]:
 
 
 def create(report: dict, reason: str | None = None, expires: str | None = None) -> dict:
-    """One entry per deviating case of the report (never unsupported ones)."""
+    """One entry per op version, types and behaviour of the report's deviations (never unsupported
+    ones): ``OpVersion/types/*`` with the diagnosis model that names them (``none``: no model does).
+    A deviation the report did not diagnose gets an entry of its own id."""
     if expires is not None:
         _dt.date.fromisoformat(expires)  # refuse a bad date now, not at the next run
-    entries = [{"id": cid, "reason": reason or PLACEHOLDER, **({"expires": expires} if expires else {})}
-               for cid in deviations(report)]
+    failures = {f["id"]: f for f in report.get("failures") or ()}
+    groups: dict[tuple[str, str | None], list[str]] = {}
+    for cid in deviations(report):
+        named = behaviour(failures.get(cid, {}))
+        key = (cid.rsplit("/", 2)[0] + "/*", named) if named is not None else (cid, None)
+        groups.setdefault(key, []).append(cid)
+    entries = [{"id": pattern, **({"diagnosis": named, "cases": len(ids)} if named is not None else {}),
+                "reason": reason or PLACEHOLDER, **({"expires": expires} if expires else {})}
+               for (pattern, named), ids in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or ""))]
     return {FORMAT_KEY: FORMAT_VERSION, "entries": entries}
 
 
@@ -209,15 +256,16 @@ def refresh(data: dict, report: dict, *, add_new: bool = False, reason: str | No
     raw = data.get("entries", []) if isinstance(data, dict) else data
     parsed = [_entry_lenient(r, n) for n, r in enumerate(raw, 1)]
     verdicts = {c["id"]: c.get("verdict") for c in report["cases"]}
+    named = {f["id"]: behaviour(f) for f in report.get("failures") or ()}
     kept, dropped = [], []
     for entry, raw_entry in zip(parsed, raw):
-        matched = [cid for cid in verdicts if entry.matches(cid)]
+        matched = [cid for cid in verdicts if entry.matches(cid, named.get(cid, entry.diagnosis))]
         if matched and not any(verdicts[cid] in BAD for cid in matched):
             dropped.append({**raw_entry, "now": "/".join(sorted({verdicts[c] for c in matched}))})
         else:
             kept.append(raw_entry)
     covered = [e for e in parsed if e.pattern in {k["id"] for k in kept}]
-    new = [cid for cid in deviations(report) if not any(e.matches(cid) for e in covered)]
+    new = [cid for cid in deviations(report) if not any(e.matches(cid, named.get(cid)) for e in covered)]
     if add_new:
         kept += [{"id": cid, "reason": reason or PLACEHOLDER} for cid in new]
     return {FORMAT_KEY: FORMAT_VERSION, "entries": kept}, dropped, new
