@@ -52,7 +52,8 @@ def _facts(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """Every subcommand and its options."""
     parser = argparse.ArgumentParser(prog="qconform", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -137,6 +138,16 @@ def main(argv: list[str] | None = None) -> int:
                     "onnx.backend.test.loader.load_model_tests(data_dir=OUT, kind='conformance'); the "
                     "implementation-defined cases go to OUT/information. Exit 2 on an empty selection or an "
                     "OUT that is neither empty nor an earlier export (--force replaces one)."))
+    _describe_subcommands(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from qconform.apps import backend_export, certify, findings, scoreboard
+    from qconform.report import baseline
+    from qconform.sweep import cli as sweep
+
+    parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     args, extra = parser.parse_known_args(argv)
     if extra and args.cmd != "certify":
@@ -197,6 +208,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "findings":
         return findings.main(args)
     return 2
+
+
+def _describe_subcommands(parser: argparse.ArgumentParser) -> None:
+    """Every subcommand's own --help says what it does: its one-line help, where it has no longer
+    description of its own."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                text = helps.get(name)
+                if not sub.description and text:
+                    sub.description = text[0].upper() + text[1:] + ("" if text.endswith(".") else ".")
+                _describe_subcommands(sub)
 
 
 def init_runner(path: Path, *, bytes_binding: bool = False, force: bool = False) -> int:

@@ -159,6 +159,25 @@ def test_help_is_plain_text(cmd):
     assert r.returncode == 0 and "``" not in r.stdout and ":func:" not in r.stdout, r.stdout
 
 
+def test_every_subcommand_says_what_it_does():
+    """Each subcommand's own --help has a description, not only its usage line (issue 36)."""
+    import argparse
+
+    from qconform import cli
+
+    def walk(parser, path):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield path + [name], sub
+                    yield from walk(sub, path + [name])
+
+    subs = list(walk(cli.build_parser(), []))
+    assert len(subs) > 15
+    for path, sub in subs:
+        assert sub.description and len(sub.description) > 10, " ".join(path)
+
+
 def test_pytest_help_and_the_hint_without_a_runner(tmp_path):
     r = run_pytest("--help", cwd=tmp_path)
     section = r.stdout[r.stdout.index("qconform"):]
