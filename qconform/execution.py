@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
-from qconform.isolation import CallResult, Child, _raised, call, describe_exit
+from qconform.isolation import CallResult, Child, _raised, call, describe_exit, reason_line
 
 #: How many prepared models a pipeline keeps (keyed by the serialized model: identical models only).
 PREPARED_CACHE = 32
@@ -101,8 +101,7 @@ class Pipeline:
         try:
             run = prepare(self.runner, model)
         except Unsupported as exc:
-            msg = str(exc).strip()
-            return None, CallResult("unsupported", message=msg.splitlines()[0] if msg else "unsupported")
+            return None, CallResult("unsupported", message=reason_line(str(exc)))
         except Exception as exc:  # noqa: BLE001 — the runner's own failure: this case's error
             return None, _raised(exc)
         self._prepared[key] = run

@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue
+import re
 import shutil
 import signal
 import tempfile
@@ -55,6 +56,19 @@ def _structure(outputs: Any, feeds: Mapping[str, np.ndarray]) -> str:
     return ""
 
 
+#: A line of an exception's text that locates rather than says: a stack frame, a source position.
+_FRAME = re.compile(r"""^(\s*(at\s|File\s"|\#\d+\s|Traceback\b|Stack\s?trace)|.*\.(cpp|cc|cxx|c|h|hpp|py):\d+\b
+                     |Exception\sfrom\s\S+$|\S+::\S+\(.*\)\s*(const)?\s*$|\s*0x[0-9a-fA-F]+\s)""", re.X)
+
+
+def reason_line(text: str) -> str:
+    """The line of a runner's refusal that says why: the first one that is not a stack frame or a
+    source position (an execution provider often puts a C++ frame first and the cause last)."""
+    lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
+    said = [ln for ln in lines if not _FRAME.match(ln)]
+    return (said or lines or ["unsupported"])[0]
+
+
 def _raised(exc: BaseException) -> CallResult:
     first = (str(exc).strip().splitlines() or [""])[0]
     return CallResult("error", message=f"runner raised {type(exc).__name__}: {first}",
@@ -67,7 +81,7 @@ def call(run: Callable, feeds: Mapping[str, np.ndarray]) -> CallResult:
     try:
         outputs = _as_arrays(run(handed))
     except Unsupported as exc:
-        return CallResult("unsupported", message=str(exc).strip().splitlines()[0] if str(exc).strip() else "unsupported")
+        return CallResult("unsupported", message=reason_line(str(exc)))
     except MemoryError as exc:
         return CallResult("error", message=f"runner ran out of memory: {exc}")
     except Exception as exc:  # noqa: BLE001 — any runner exception is that case's error
@@ -86,7 +100,7 @@ def execute(runner: Any, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]
     try:
         run = prepare(runner, model)
     except Unsupported as exc:
-        return CallResult("unsupported", message=str(exc).strip().splitlines()[0] if str(exc).strip() else "unsupported")
+        return CallResult("unsupported", message=reason_line(str(exc)))
     except MemoryError as exc:
         return CallResult("error", message=f"runner ran out of memory: {exc}")
     except Exception as exc:  # noqa: BLE001

@@ -200,3 +200,25 @@ def test_a_runner_raising_megabytes_keeps_report_json_small(tmp_path):
     assert all(len(f["problem"]) <= model.FAILURE_PROBLEM_CHARS for f in report["failures"])
     assert len(r.stdout) < 10 * 1024 * 1024  # the terminal is not flooded either
     assert certificate.verify(out) == []
+
+
+def test_an_unsupported_reason_is_its_cause_one_bucket_per_cause():
+    """The line that says why, not a C++ frame; one cause refused in every generated subgraph is one
+    reason with its count, in report.json and in summary.md (issue 36)."""
+    from qconform.isolation import reason_line
+    from qconform.report import markdown
+
+    ep = ("Exception from src/inference/src/cpp/core.cpp:112:\n"
+          "onnxruntime::OpenVINOExecutionProvider::Compile(const std::vector<FusedNodeAndGraph>&)\n"
+          "[ GENERAL_ERROR ] OpenVINO-EP-subgraph_{n}_0: element type f8e4m3 is not supported")
+    assert reason_line(ep.format(n=3)) == "[ GENERAL_ERROR ] OpenVINO-EP-subgraph_3_0: element type f8e4m3 is not supported"
+    assert reason_line("  File \"x.py\", line 3, in f\nValueError: no int4") == "ValueError: no int4"
+    assert reason_line("plain\nmore") == "plain"
+    records = [{"id": f"QuantizeLinear-21/float32-float8e4m3fn/basic/c{n}", "verdict": "unsupported",
+                "problem": reason_line(ep.format(n=n))} for n in range(12)]
+    report = model.build(records, [{"id": r["id"]} for r in records], {})
+    assert report["reasons"] == [{"text": "[ GENERAL_ERROR ] OpenVINO-EP-subgraph_N_N: element type f8e4m3 is not "
+                                          "supported", "cases": 12}]
+    report["gate"] = {}
+    summary = markdown.render(report)
+    assert "- 12 case(s): [ GENERAL_ERROR ] OpenVINO-EP-subgraph_N_N: element type f8e4m3" in summary

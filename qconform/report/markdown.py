@@ -51,6 +51,10 @@ def render(report: dict) -> str:
     if reasons:
         lines += ["", "Accepted deviations (baseline reasons):", ""]
         lines += [f"- {n} case(s): {why}" for why, n in reasons.most_common(MAX_ROWS)]
+    top = sorted(report.get("reasons") or [], key=lambda r: -r["cases"])[:5]
+    if top:
+        lines += ["", f"Not supported by the runner ({c.get('unsupported', 0)} case(s)), the top reasons:", ""]
+        lines += [f"- {r['cases']} case(s): {r['text'][:200]}" for r in top]
     fixed = [s for s in g.get("stale", []) if "now" in s.get("why", "") and "pass" in s.get("why", "")]
     if fixed:
         lines += ["", "Fixed (accepted deviations this run no longer shows):", ""]

@@ -7,6 +7,7 @@ a pytest object, so two report.json files are all a diff needs. The layout is de
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from importlib import resources
@@ -81,6 +82,14 @@ def _mismatches(rec: Mapping[str, Any]) -> list[dict]:
     return out
 
 
+def reason_bucket(text: str) -> str:
+    """One unsupported reason per cause: the numbers a runtime puts in generated names
+    (``subgraph_12_0``, ``QuantizeLinear_token_7``) and long addresses become N, so a cause refused
+    in every subgraph is one row, not dozens. The bucket's text is what the report shows."""
+    text = re.sub(r"(?<=_)\d+", "N", text)
+    return re.sub(r"\b0x[0-9a-fA-F]{6,}\b", "0xN", text)
+
+
 def text_digest(text: str) -> str:
     import hashlib
 
@@ -140,8 +149,8 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
     for rec in full:
         row = _case_row(rec)
         if row["verdict"] == "unsupported":
-            text = rec.get("problem") or ""
-            row["reason"] = reasons.setdefault(text, len(reasons))  # one entry per whole text
+            text = reason_bucket(rec.get("problem") or "")
+            row["reason"] = reasons.setdefault(text, len(reasons))  # one entry per cause
             reason_counts[text] += 1
         cases.append(row)
 
