@@ -184,3 +184,18 @@ def test_rediagnose_names_what_an_older_report_left_unnamed(tmp_path: Path) -> N
         keys[bool(flag)] = {p.parent.name for p in out.glob(f"onnx-reference/*/{findings.META}")}
     assert keys[False] == {"QuantizeLinear-unexplained"}
     assert len(keys[True]) == 1 and not any(k.endswith("-unexplained") for k in keys[True]), keys[True]
+
+
+def test_a_custom_runners_report_is_refused_in_one_line_and_nothing_else_runs(tmp_path: Path, capsys) -> None:
+    """A report of a vendor's runner: no bundled runtime is run in its place, nothing is written
+    silently, and the line says what can be done instead (issue 36)."""
+    report = _report(tmp_path / "report.json", [{"id": "QuantizeLinear-13/float32-int8/specials/extremes",
+                                                   "verdict": "fail", "diagnosis": []}])
+    data = json.loads(report.read_text())
+    data["runner"]["name"] = "my-npu"
+    report.write_text(json.dumps(data))
+    out = tmp_path / "out"
+    assert findings.main(_args(["--from-report", str(report), "--out", str(out)])) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no script template for my-npu" in err and "--export-failures" in err
+    assert not out.exists()

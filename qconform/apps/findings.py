@@ -1290,11 +1290,15 @@ def main(args) -> int:
         reports.setdefault(name, []).extend(f for f in failures if f["id"] not in seen)  # slices of one runner
     if args.runners:
         names = [n.strip() for n in args.runners.split(",") if n.strip()]
+    elif reports:  # the runtimes of the reports given, and only those
+        names = list(reports)
     else:
-        names = [n for n in TEMPLATES if (n in SOURCES and TEMPLATES[n].installed_version()) or n in reports]
+        names = [n for n in TEMPLATES if n in SOURCES and TEMPLATES[n].installed_version()]
     unknown = [n for n in names if n not in TEMPLATES]
     if unknown:
-        print(f"qconform: no script template for {', '.join(unknown)}; known: {', '.join(TEMPLATES)}", file=sys.stderr)
+        print(f"qconform: no script template for {', '.join(unknown)} (reproducers are written for the bundled "
+              f"runtimes only: {', '.join(TEMPLATES)}); its failing cases as ONNX node tests: pytest "
+              f"--runner=... --export-failures=DIR", file=sys.stderr)
         return 2
     status = 0
     for name in names:
