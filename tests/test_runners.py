@@ -65,3 +65,29 @@ def test_describe_identifies_each_runner():
     for name in ("onnxruntime", "onnx-reference", "cpu-ref"):
         info = resolve(name).describe()
         assert info["name"] == name and info["version"]
+
+
+@pytest.mark.parametrize("providers, verdict, says", [
+    ("AzureExecutionProvider", "unsupported", "fallback to CPU EP has been explicitly disabled"),
+    ("AzureExecutionProvider,CPUExecutionProvider", "unsupported",
+     "ran on CPUExecutionProvider (CPU fallback), not on AzureExecutionProvider"),
+    ("CPUExecutionProvider", "pass", ""),
+])
+def test_work_the_cpu_fallback_did_is_never_credited_to_the_provider_under_test(providers, verdict, says):
+    """onnxruntime runs every node an execution provider does not claim on its CPU EP. The Azure EP
+    (in every onnxruntime wheel) claims none: with fallback off the session is refused with ORT's
+    reason, with fallback on the case is unsupported, never a pass of the Azure EP (issue 36)."""
+    import onnxruntime as ort
+
+    from qconform import corpus as corpus_mod
+    from qconform.execution import judge
+    from qconform.runners.onnxruntime_runner import OnnxRuntimeRunner
+
+    if "AzureExecutionProvider" not in ort.get_available_providers():
+        pytest.skip("this onnxruntime build has no AzureExecutionProvider")
+    index = corpus_mod.index(corpus_mod.DEFAULT_ROOT)
+    case = index.case(next(r.id for r in index.refs if r.group == "QuantizeLinear-13"))
+    runner = OnnxRuntimeRunner(providers=providers)
+    res = judge(runner, case)
+    assert res.verdict == verdict and says in (res.record.get("problem") or ""), res.record
+    assert runner.describe()["options"].get("fallback_credited", False) is False

@@ -50,7 +50,11 @@ schema is the definition there) or when ``onnx.checker`` (full check) accepts th
 schema is narrower than the spec; a model the spec itself rejects stays an error), and, when
 ``providers`` does not include the
 CPU EP, a node the requested EP cannot take (CPU fallback is disabled in that case so the result
-really comes from the requested device). Every other failure propagates.
+really comes from the requested device). Where the first provider is not the CPU EP and the CPU EP
+is listed too (fallback on, as ORT's own examples write it), each session's first run is profiled
+and a node ORT placed on any other provider than the first makes the case unsupported ("ran on
+CPUExecutionProvider (CPU fallback), not on X"): work the fallback did is never credited to the
+provider under test. Every other failure propagates.
 
 Options (``--runner-opt key=value``)
 ------------------------------------
@@ -70,7 +74,9 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -199,6 +205,25 @@ def _model_types(model: onnx.ModelProto) -> set[int]:
     return out
 
 
+def _not_on(target: str, profile: str) -> str:
+    """'' where every node of a profiled run ran on ``target``; else the refusal that says where
+    they ran (the profile file is read once and removed)."""
+    import json
+
+    try:
+        events = json.loads(Path(profile).read_text(encoding="utf-8"))
+    finally:
+        Path(profile).unlink(missing_ok=True)
+    elsewhere = sorted({(e["name"].removesuffix("_kernel_time"), e["args"]["provider"]) for e in events
+                        if e.get("cat") == "Node" and e.get("args", {}).get("provider", target) != target})
+    if not elsewhere:
+        return ""
+    where = sorted({prov for _, prov in elsewhere})
+    nodes = ", ".join(name for name, _ in elsewhere)
+    return (f"ran on {', '.join(where)} (CPU fallback), not on {target}: node(s) {nodes}; work the fallback "
+            f"did is not credited to {target}")
+
+
 class OnnxRuntimeRunner(BaseRunner):
     """Runs case models with onnxruntime (see the module docstring for options and the adapter)."""
 
@@ -248,6 +273,7 @@ class OnnxRuntimeRunner(BaseRunner):
                 "optimize": "ORT_ENABLE_ALL" if self.optimize else "ORT_DISABLE_ALL",
                 "intra_op_threads": self.threads or "default",
                 "cpu_fallback": "CPUExecutionProvider" in self.providers,
+                **({"fallback_credited": False} if self._profiled else {}),
             },
             "platform": platform.info(),
         }
@@ -264,7 +290,17 @@ class OnnxRuntimeRunner(BaseRunner):
         if "CPUExecutionProvider" not in self.providers:
             # Without this ORT silently runs nodes the requested EP lacks on the CPU EP.
             so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        elif self._profiled:  # fallback on: the first run says where each node ran
+            import tempfile
+
+            so.enable_profiling = True
+            so.profile_file_prefix = str(Path(tempfile.gettempdir()) / f"qconform-ort-placement-{os.getpid()}")
         return so
+
+    @property
+    def _profiled(self) -> bool:
+        """CPU fallback is on for a provider under test that is not the CPU EP."""
+        return self.providers[0] != "CPUExecutionProvider" and "CPUExecutionProvider" in self.providers
 
     def prepare(self, model: onnx.ModelProto) -> Prepared:
         for code in sorted(_model_types(model)):
@@ -280,8 +316,18 @@ class OnnxRuntimeRunner(BaseRunner):
             raise
         input_names = [i.name for i in session.get_inputs()]
         output_names = [o.name for o in session.get_outputs()]
+        placement: dict[str, str] = {}  # the fallback check's verdict, once per session
 
         def run(inputs: Inputs) -> Outputs:
+            outputs = _run(inputs)
+            if self._profiled:
+                if "why" not in placement:
+                    placement["why"] = _not_on(self.providers[0], session.end_profiling())
+                if placement["why"]:
+                    raise Unsupported(placement["why"])
+            return outputs
+
+        def _run(inputs: Inputs) -> Outputs:
             missing = [n for n in input_names if n not in inputs]
             if missing:
                 raise KeyError(f"missing model input(s) {missing}; model inputs: {input_names}")
