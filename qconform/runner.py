@@ -38,8 +38,8 @@ BUNDLED: dict[str, str] = {
     "onnxruntime-web": "qconform.runners.ortweb_runner:OrtWebRunner",
 }
 #: Bundled runners whose runtime is an optional extra: runner name -> the module it imports.
-EXTRAS: dict[str, str] = {"openvino": "openvino", "tract": "tract", "tinygrad": "tinygrad",
-                          "tvm": "tvm", "iree": "iree"}
+EXTRAS: dict[str, str] = {"onnxruntime": "onnxruntime", "openvino": "openvino", "tract": "tract",
+                          "tinygrad": "tinygrad", "tvm": "tvm", "iree": "iree"}
 
 
 class Unsupported(Exception):

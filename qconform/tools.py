@@ -107,6 +107,7 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("nvrtc", "the PTX build and lint of qkernels.h", "pip install nvidia-cuda-nvrtc-cu12", _nvrtc),
     Tool("cuda", "the gpu-kernel runner (a CUDA device through CuPy)",
          "pip install -e '.[gpu]' on a machine with a CUDA device", _cuda),
+    _extra("onnxruntime", "onnxruntime", "onnxruntime"),
     _extra("openvino", "openvino", "openvino"),
     _extra("tract", "tract", "tract"),
     _extra("tinygrad", "tinygrad", "tinygrad"),

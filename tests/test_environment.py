@@ -22,7 +22,8 @@ def _pins() -> dict[str, str]:
 
 def test_every_dependency_and_test_extra_is_pinned():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    wanted = [*project["dependencies"], *project["optional-dependencies"]["test"]]
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["test"],
+              *project["optional-dependencies"]["onnxruntime"]]
     pins = _pins()
     missing = []
     for text in wanted:
@@ -43,7 +44,9 @@ def test_readme_and_ci_install_with_the_constraints():
     ci = (REPO / ".ci" / "run").read_text()
     test_cmd = 'python3 -m venv .venv && .venv/bin/pip install -q -c constraints.txt -e ".[test,runtimes]" && .venv/bin/python -m pytest -n 2'
     assert test_cmd in readme and test_cmd in ci
-    assert "pip install -q -c constraints.txt -e . && .venv/bin/python -m pytest --runner=onnxruntime" in readme
+    certify = 'pip install -q -c constraints.txt -e ".[onnxruntime]" && .venv/bin/python -m pytest --runner=onnxruntime'
+    assert certify in readme and 'install -q -c constraints.txt -e ".[onnxruntime]"' in \
+        (REPO / ".ci" / "certify-on-pythons").read_text()
 
 
 def test_readme_states_the_python_range_that_pyproject_admits():

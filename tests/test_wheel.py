@@ -29,7 +29,7 @@ def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     # A copy of the source: setuptools builds in the tree's build/, and each xdist worker builds its own wheel.
     src = tmp_path_factory.mktemp("src") / "qconform"
-    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info",
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv*", "build", "dist", "*.egg-info",
                                                             "__pycache__", ".pytest_cache", "qconform-report"))
     r = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", out, src],
              cwd=out)
@@ -47,7 +47,8 @@ def wheel_env(wheel, tmp_path_factory) -> Path:
     r = _run([sys.executable, "-m", "venv", env], cwd=env)
     assert r.returncode == 0, r.stderr
     python = env / "bin" / "python"
-    r = _run([python, "-m", "pip", "install", "-q", "-c", REPO / "constraints.txt", wheel], cwd=env, timeout=900)
+    r = _run([python, "-m", "pip", "install", "-q", "-c", REPO / "constraints.txt", f"qconform[onnxruntime] @ {wheel.as_uri()}"],
+             cwd=env, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return python
 
@@ -124,3 +125,53 @@ def test_the_vendor_path_from_the_wheel(wheel_env, vendor_dir):
     r = _run([*run, "--baseline=baseline.json", "--report=rep2"], cwd=vendor_dir)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert not (vendor_dir / ".pytest_cache").exists()
+
+
+#: An onnxruntime variant: the same import package as onnxruntime, another distribution.
+VARIANT, VARIANT_EP = "onnxruntime-openvino==1.24.1", "OpenVINOExecutionProvider"
+
+
+@pytest.fixture(scope="session")
+def variant_env(wheel, tmp_path_factory) -> Path:
+    """A fresh venv with onnxruntime-openvino, then qconform's wheel installed as its README says for
+    a variant (without the onnxruntime extra); skips where the registry cannot be reached."""
+    env = tmp_path_factory.mktemp("variant")
+    assert _run([sys.executable, "-m", "venv", env], cwd=env).returncode == 0
+    python = env / "bin" / "python"
+    r = _run([python, "-m", "pip", "install", "-q", VARIANT], cwd=env, timeout=900)
+    if r.returncode:
+        pytest.skip(f"{VARIANT} cannot be installed here (no package registry?): {r.stderr.strip()[-300:]}")
+    r = _run([python, "-m", "pip", "install", "-q", "-c", REPO / "constraints.txt", wheel], cwd=env, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return python
+
+
+def test_installing_qconform_keeps_an_onnxruntime_variant(variant_env):
+    """onnxruntime-openvino stays: its execution provider is there and pip check is clean (issue 36)."""
+    r = _run([variant_env, "-c", "import onnxruntime as o; from importlib import metadata as m; "
+              "print(o.get_available_providers()); print(m.version('onnxruntime-openvino'))"], cwd=variant_env.parent)
+    assert r.returncode == 0 and VARIANT_EP in r.stdout and "1.24.1" in r.stdout, r.stdout + r.stderr
+    r = _run([variant_env, "-c", "from importlib import metadata as m; m.version('onnxruntime')"], cwd=variant_env.parent)
+    assert r.returncode != 0 and "PackageNotFoundError" in r.stderr  # plain onnxruntime was not pulled in
+    r = _run([variant_env, "-m", "pip", "check"], cwd=variant_env.parent)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_cpu_fallback_is_never_credited_to_the_variants_provider(variant_env, tmp_path):
+    """The OpenVINO EP with fallback off and forced on: the same passes, and what the CPU EP ran is
+    unsupported, saying so (onnxruntime-openvino 1.24.1 on QuantizeLinear-21: 179 passes both ways)."""
+    import json
+
+    passes = {}
+    for providers in (VARIANT_EP, f"{VARIANT_EP},CPUExecutionProvider"):
+        out = tmp_path / providers.replace(",", "+")
+        r = _run([variant_env, "-m", "qconform.cli", "certify", "--runner", "onnxruntime", "--runner-opt",
+                  f"providers={providers}", "--case", "QuantizeLinear-21/*", "--report", out, "-j", "2"],
+                 cwd=tmp_path, timeout=900)
+        assert r.returncode in (0, 1), r.stdout[-3000:] + r.stderr[-3000:]
+        report = json.loads((out / "report.json").read_text())
+        passes[providers] = {c["id"] for c in report["cases"] if c["verdict"] == "pass"}
+        assert report["platform"]["packages"].get("onnxruntime-openvino") == "1.24.1"
+        if "CPU" in providers:
+            assert any("(CPU fallback), not on OpenVINOExecutionProvider" in x["text"] for x in report["reasons"])
+    assert passes[VARIANT_EP] and passes[VARIANT_EP] == passes[f"{VARIANT_EP},CPUExecutionProvider"]
