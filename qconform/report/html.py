@@ -157,7 +157,7 @@ def _scopes(scoped: list[dict]) -> str:
 
 def _failure(f: dict) -> str:
     attrs = (f'data-verdict="{_e(f["verdict"])}" data-ov="{_e(f["op_version"])}" data-tp="{_e(f["type_pair"])}" '
-             f'data-id="{_e(f["id"])}"')
+             f'data-id="{_e(f["id"])}" id="{_e(f["id"])}"')
     bits = [f"<b>{_e(f['id'])}</b>", _badge(f["verdict"])]
     if f["mismatches"]:
         bits.append(f"{f['mismatches']} element(s) differ")
@@ -214,6 +214,50 @@ def _readings(report: dict) -> str:
     return ("<h2>Readings followed</h2><p class=meta>Where the spec permits several readings, which one the runner's "
             "passing results matched.</p><table class=cases><tr><th>op-version</th><th>cases</th>"
             f"<th>matched reading (cases)</th></tr>{rows}</table>")
+
+
+def behaviours(report: dict) -> list[dict]:
+    """The deviations grouped by behaviour across op versions: a failure by the model its diagnosis
+    names first ("named by no model", "not diagnosed"), an error, crash or timeout by its verdict;
+    largest first, each with its op versions, how many a baseline accepts and one example."""
+    from qconform.report.baseline import UNNAMED, behaviour
+
+    rows: dict[str, dict] = {}
+    for f in report["failures"]:
+        named = behaviour(f) if f["verdict"] == "fail" else None
+        key = (f["verdict"] if f["verdict"] != "fail" else
+               "not diagnosed" if named is None else "named by no model" if named == UNNAMED else named)
+        row = rows.setdefault(key, {"behaviour": key, "model": named not in (None, UNNAMED) and f["verdict"] == "fail",
+                                    "cases": 0, "accepted": 0, "op_versions": {}, "example": f})
+        row["cases"] += 1
+        row["accepted"] += bool(f.get("baseline"))
+        row["op_versions"][f["op_version"]] = row["op_versions"].get(f["op_version"], 0) + 1
+    return sorted(rows.values(), key=lambda r: (-r["cases"], r["behaviour"]))
+
+
+def _rollup(report: dict) -> str:
+    """What deviates, by behaviour: one row per behaviour, not per case or op version."""
+    rows = behaviours(report)
+    if not rows:
+        return ""
+    from qconform.diagnosis.models import MODELS
+
+    out = []
+    for r in rows:
+        ex = r["example"]
+        first = (ex.get("first_mismatches") or [None])[0]
+        shown = (f"<code>{_e(first['output'])}[{','.join(map(str, first['index']))}]</code>: expected "
+                 f"<code>{_e(first['expected_hex'])}</code>, got <code>{_e(first['actual_hex'])}</code>"
+                 if first else _e((ex.get("problem") or "")[:160]))
+        what = _e(MODELS[r["behaviour"]].explanation) if r["model"] and r["behaviour"] in MODELS else ""
+        ovs = ", ".join(f"{_e(ov)} ({n})" for ov, n in sorted(r["op_versions"].items(), key=lambda kv: -kv[1])[:6])
+        more = len(r["op_versions"]) - 6
+        out.append(f"<tr><td><b>{_e(r['behaviour'])}</b>" + (f"<br><span class=meta>{what}</span>" if what else "")
+                   + f"</td><td>{r['cases']}" + (f"<br>({r['accepted']} accepted)" if r["accepted"] else "")
+                   + f"</td><td>{ovs}" + (f", +{more} more" if more > 0 else "")
+                   + f'</td><td><a href="#{_e(ex["id"])}">{_e(ex["id"])}</a><br>{shown}</td></tr>')
+    return ('<h2 id="by-behaviour">What deviates, by behaviour</h2><table class="cases rollup"><tr><th>behaviour'
+            "</th><th>cases</th><th>op versions</th><th>one example</th></tr>" + "".join(out) + "</table>")
 
 
 def _diagnosis(report: dict) -> str:
@@ -274,6 +318,7 @@ def render(report: dict) -> str:
 clauses: <a href="semantics.html">the semantics</a> (every decision with the spec sentence it rests on)</div>
 <h2>Verdict per op version</h2>
 {_scopes(scoped)}
+{_rollup(report)}
 <div class="filters">{boxes}
 <select id="fov" onchange="qcFilter()"><option value="">all op versions</option>{ovs}</select>
 <select id="ftp" onchange="qcFilter()"><option value="">all type pairs</option>{tps}</select>

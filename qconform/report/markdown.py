@@ -51,6 +51,14 @@ def render(report: dict) -> str:
     if reasons:
         lines += ["", "Accepted deviations (baseline reasons):", ""]
         lines += [f"- {n} case(s): {why}" for why, n in reasons.most_common(MAX_ROWS)]
+    from qconform.report.html import behaviours
+
+    rolled = behaviours(report)
+    if rolled:
+        lines += ["", "Deviations by behaviour:", "", "| behaviour | cases | accepted | op versions |", "|---|---:|---:|---|"]
+        lines += [f"| {r['behaviour']} | {r['cases']} | {r['accepted']} | "
+                  + ", ".join(sorted(r["op_versions"])[:4]) + (" …" if len(r["op_versions"]) > 4 else "") + " |"
+                  for r in rolled[:MAX_ROWS]]
     top = sorted(report.get("reasons") or [], key=lambda r: -r["cases"])[:5]
     if top:
         lines += ["", f"Not supported by the runner ({c.get('unsupported', 0)} case(s)), the top reasons:", ""]
