@@ -33,6 +33,9 @@ details.f summary{cursor:pointer} .v{display:inline-block;padding:0 6px;border-r
 .mm td,.mm th,.cases td,.cases th{border:1px solid #e0e0e0;font-size:12px;text-align:left}
 .mm code,.cases code{font-size:12px} .hidden{display:none}
 body{max-width:1240px} pre{white-space:pre-wrap;overflow-wrap:anywhere} td,th{overflow-wrap:anywhere}
+.cases th,.scopes th{white-space:nowrap;overflow-wrap:normal}
+.rollup{width:100%} .rollup td{vertical-align:top} .rollup td:first-child{width:34%}
+.rollup td:nth-child(2){white-space:nowrap;overflow-wrap:normal;width:1%} .rollup td:nth-child(3){width:22%}
 .ident{font-size:13px;border-collapse:collapse;width:100%} .ident th{text-align:left;white-space:nowrap;
  vertical-align:top;color:#555;font-weight:600;width:150px} .ident td{vertical-align:top}
 .overall{font-size:16px;font-weight:600;padding:10px 12px;border-radius:4px;margin:10px 0}
