@@ -33,9 +33,8 @@ details.f summary{cursor:pointer} .v{display:inline-block;padding:0 6px;border-r
 .mm td,.mm th,.cases td,.cases th{border:1px solid #e0e0e0;font-size:12px;text-align:left}
 .mm code,.cases code{font-size:12px} .hidden{display:none}
 body{max-width:1240px} pre{white-space:pre-wrap;overflow-wrap:anywhere} td,th{overflow-wrap:anywhere}
-.cases th,.scopes th{white-space:nowrap;overflow-wrap:normal}
 .rollup{width:100%} .rollup td{vertical-align:top} .rollup td:first-child{width:34%}
-.rollup td:nth-child(2){white-space:nowrap;overflow-wrap:normal;width:1%} .rollup td:nth-child(3){width:22%}
+.rollup td:nth-child(3){width:22%} .rollup th,.diag th,.rollup td:nth-child(2),.diag td:nth-child(2){overflow-wrap:normal}
 .ident{font-size:13px;border-collapse:collapse;width:100%} .ident th{text-align:left;white-space:nowrap;
  vertical-align:top;color:#555;font-weight:600;width:150px} .ident td{vertical-align:top}
 .overall{font-size:16px;font-weight:600;padding:10px 12px;border-radius:4px;margin:10px 0}
@@ -273,7 +272,7 @@ def _diagnosis(report: dict) -> str:
                        for c in g.get("candidates", []) if c.get("rank") == 1) or "no known deviation explains this")
         + f"</td><td>{len(g.get('unexplained', []))}</td></tr>" for g in groups)
     return ("<h2>Diagnosis</h2><p class=meta>Known deviations (qconform/docs/diagnosis.md) that reproduce the runner's "
-            "failing outputs exactly, ranked per op version and type group.</p><table class=cases><tr><th>group</th>"
+            "failing outputs exactly, ranked per op version and type group.</p><table class='cases diag'><tr><th>group</th>"
             f"<th>failing</th><th>explained by (cases)</th><th>unexplained</th></tr>{rows}</table>")
 
 
