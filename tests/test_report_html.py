@@ -141,7 +141,7 @@ document.getElementById('f').onload = () => {{
   const wide = [...d.querySelectorAll('table')].filter(t => t.getBoundingClientRect().right > {w} + 1).length;
   document.getElementById('out').textContent = JSON.stringify({{
     scrollWidth: d.documentElement.scrollWidth, identityBottom: r('identity').bottom,
-    overallBottom: r('overall').bottom, wideTables: wide}});
+    overallBottom: r('overall').bottom, verdictsBottom: r('verdicts').bottom, wideTables: wide}});
 }};
 </script></body></html>"""
 
@@ -176,6 +176,7 @@ def test_the_certificate_fits_a_laptop_screen_and_prints(pytester: pytest.Pytest
     screen = _measure(tmp_path, out, 1280, 800, print_rules=False)
     assert screen["scrollWidth"] <= 1280, screen
     assert screen["identityBottom"] <= 800 and screen["overallBottom"] <= 800, screen
+    assert screen["verdictsBottom"] <= 800, screen  # every op version's verdict on the first screen
     assert screen["wideTables"] == 0, screen
 
     text = (out / "report.html").read_text()
@@ -215,3 +216,42 @@ def test_report_verify_catches_a_one_byte_edit(pytester: pytest.Pytester, golden
         assert main(["report", "verify", str(out)]) == 1, name
         (out / name).write_bytes(original)
     assert main(["report", "verify", str(out)]) == 0
+
+
+@pytest.mark.needs("chromium")
+def test_a_whole_corpus_certificate_leads_with_its_verdicts_and_prints_short(tmp_path: Path):
+    """Every op version of the corpus, a deviation in every seventh case spread over 40 behaviours
+    (an onnxruntime-openvino-sized run): every op version's verdict is on the first 1280x800 screen,
+    and the printed certificate is at most 20 pages, one example per behaviour (issue 36)."""
+    from qconform import corpus
+    from qconform.diagnosis.models import MODELS
+    from qconform.report import model, writer
+
+    index = corpus.index(corpus.DEFAULT_ROOT)
+    names = sorted(MODELS)[:40]
+    records = []
+    for i, ref in enumerate(index.refs):
+        stub = writer.stub(ref)
+        if i % 7:
+            records.append({**stub, "verdict": "pass" if i % 3 else "unsupported", "problem": f"no kernel {i % 5}"})
+            continue
+        records.append({**stub, "verdict": "fail", "mismatches": 1, "problem": None, "diagnosis": [names[i % 40]],
+                        "first_mismatches": [{"output": stub["output_names"][0], "index": [0], "expected_bits": 1,
+                                              "actual_bits": 2, "expected_value": "1", "actual_value": "2",
+                                              "inputs": {"x": "0.5"}}]})
+    meta = {"runner": {"name": "synthetic", "version": "1"}, "corpus": {"digest": "d", "cases": len(records)},
+            "platform": writer.platform_meta(), "invocation": {"args": [], "profile": "default", "filters": []},
+            "timing": {"started": "", "finished": "", "duration_s": 0}}
+    report = model.build(records, [writer.stub(r) for r in index.refs], meta)
+    report["gate"], report["diagnosis"] = {}, {}
+    out = tmp_path / "report"
+    writer.write(out, report)
+    screen = _measure(tmp_path, out, 1280, 800, print_rules=False)
+    assert screen["verdictsBottom"] <= 800 and screen["identityBottom"] <= 800, screen
+    html = (out / "report.html").read_text()
+    rollup = html[html.index('id="by-behaviour"'):html.index("</table>", html.index('id="by-behaviour"'))]
+    assert rollup.count("<tr>") == 1 + 40  # one row (one example) per behaviour
+    pdf = out / "report.pdf"
+    chromium(tmp_path, f"--print-to-pdf={pdf}", "--no-pdf-header-footer", (out / "report.html").as_uri())
+    pages = pdf.read_bytes().count(b"/Type /Page") - pdf.read_bytes().count(b"/Type /Pages")
+    assert 1 < pages <= 20, pages

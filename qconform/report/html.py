@@ -42,10 +42,14 @@ body{max-width:1240px} pre{white-space:pre-wrap;overflow-wrap:anywhere} td,th{ov
  text-align:left;border-bottom:2px solid #bbb;z-index:1} .scopes td{border-bottom:1px solid #eee;vertical-align:top}
 .scopes td.sv{color:#fff;white-space:nowrap;font-weight:600;width:1%} .scopes td.sv.light{color:#212121}
 .scopes details summary{cursor:pointer} .scopes table{width:100%;font-size:12px;margin:4px 0}
+.chips{display:flex;flex-wrap:wrap;gap:4px;margin:8px 0} .chip{color:#fff;border-radius:3px;padding:1px 6px;
+ font-size:12px;white-space:nowrap} .chip.light{color:#212121} .printonly{display:none}
 @media print{body{margin:0;max-width:none;font-size:11px} .filters,button{display:none}
+ .caselist{display:none} .printonly{display:block}
  details.f,details.ty{break-inside:avoid} tr{break-inside:avoid} .scopes th{position:static}
  a{color:inherit;text-decoration:none}}
 html.print body{margin:0;max-width:none;font-size:11px} html.print .filters{display:none}
+html.print .caselist{display:none} html.print .printonly{display:block}
 """
 
 #: Colour of each scope verdict (qconform/report/certificate.py).
@@ -135,6 +139,14 @@ def _scope_cell(sc: dict) -> str:
         label = f"{word} ({sc['accepted']}" + (f", {sc['accepted_unnamed']} named by no diagnosis model"
                                                if sc["accepted_unnamed"] else "") + ")"
     return f'<td class="sv{light}" style="background:{SCOPE_COLOURS[word]}">{_e(label)}</td>'
+
+
+def _chips(scoped: list[dict]) -> str:
+    """Every op version's verdict in a few lines: on the first screen, beside the identity."""
+    chips = "".join(f'<span class="chip{" light" if sc["verdict"] == "not run" else ""}" '
+                    f'style="background:{SCOPE_COLOURS[sc["verdict"]]}"><b>{_e(sc["op_version"])}</b> '
+                    f'{_e(sc["verdict"])}</span>' for sc in scoped)
+    return f'<div class="chips" id="verdicts">{chips}</div>'
 
 
 def _scopes(scoped: list[dict]) -> str:
@@ -318,9 +330,13 @@ def render(report: dict) -> str:
 <div class="totals">{totals}</div>
 <div class="meta">collected {c['collected']} · reported {c['reported']} · ran {c['ran']} · verdicts and
 clauses: <a href="semantics.html">the semantics</a> (every decision with the spec sentence it rests on)</div>
+{_chips(scoped)}
 <h2>Verdict per op version</h2>
 {_scopes(scoped)}
 {_rollup(report)}
+<p class="printonly meta">Every failing case, with every differing element, is in report.html (on screen) and
+report.json beside this document; printed: the verdicts, and one example per behaviour above.</p>
+<section class="caselist">
 <div class="filters">{boxes}
 <select id="fov" onchange="qcFilter()"><option value="">all op versions</option>{ovs}</select>
 <select id="ftp" onchange="qcFilter()"><option value="">all type pairs</option>{tps}</select>
@@ -329,6 +345,7 @@ clauses: <a href="semantics.html">the semantics</a> (every decision with the spe
 <h2 id="failures">Failures (<span id="nshown">{len(report['failures'])}</span> shown of {len(report['failures'])})</h2>
 {failures}
 {_diagnosis(report)}
+</section>
 {_readings(report)}
 <h2>Cases</h2>
 {_reasons(report)}
