@@ -33,8 +33,8 @@ details.f summary{cursor:pointer} .v{display:inline-block;padding:0 6px;border-r
 .mm td,.mm th,.cases td,.cases th{border:1px solid #e0e0e0;font-size:12px;text-align:left}
 .mm code,.cases code{font-size:12px} .hidden{display:none}
 body{max-width:1240px} pre{white-space:pre-wrap;overflow-wrap:anywhere} td,th{overflow-wrap:anywhere}
-.rollup{width:100%} .rollup td{vertical-align:top} .rollup td:first-child{width:34%}
-.rollup td:nth-child(3){width:22%} .rollup th,.diag th,.rollup td:nth-child(2),.diag td:nth-child(2){overflow-wrap:normal}
+.rollup{width:100%} .rollup td{vertical-align:top} .rollup td:first-child{width:20%}
+.rollup td:nth-child(3){width:25%} .rollup th,.diag th,.rollup td:nth-child(2),.diag td:nth-child(2){overflow-wrap:normal}
 .ident{font-size:13px;border-collapse:collapse;width:100%} .ident th{text-align:left;white-space:nowrap;
  vertical-align:top;color:#555;font-weight:600;width:150px} .ident td{vertical-align:top}
 .overall{font-size:16px;font-weight:600;padding:10px 12px;border-radius:4px;margin:10px 0}
@@ -42,10 +42,11 @@ body{max-width:1240px} pre{white-space:pre-wrap;overflow-wrap:anywhere} td,th{ov
  text-align:left;border-bottom:2px solid #bbb;z-index:1} .scopes td{border-bottom:1px solid #eee;vertical-align:top}
 .scopes td.sv{color:#fff;white-space:nowrap;font-weight:600;width:1%} .scopes td.sv.light{color:#212121}
 .scopes details summary{cursor:pointer} .scopes table{width:100%;font-size:12px;margin:4px 0}
+.expl{display:none} .rollup td{font-size:12px}
 .chips{display:flex;flex-wrap:wrap;gap:4px;margin:8px 0} .chip{color:#fff;border-radius:3px;padding:1px 6px;
  font-size:12px;white-space:nowrap} .chip.light{color:#212121} .printonly{display:none}
 @media print{body{margin:0;max-width:none;font-size:11px} .filters,button{display:none}
- .caselist{display:none} .printonly{display:block}
+ .caselist{display:none} .printonly{display:block} .expl{display:inline}
  details.f,details.ty{break-inside:avoid} tr{break-inside:avoid} .scopes th{position:static}
  a{color:inherit;text-decoration:none}}
 html.print body{margin:0;max-width:none;font-size:11px} html.print .filters{display:none}
@@ -250,11 +251,13 @@ def behaviours(report: dict) -> list[dict]:
 
 
 def _rollup(report: dict) -> str:
-    """What deviates, by behaviour: one row per behaviour, not per case or op version."""
+    """What deviates, by behaviour: one row per behaviour, not per case or op version; a model's
+    explanation is its name's tooltip on screen (one screen for a whole run) and printed in full."""
     rows = behaviours(report)
     if not rows:
         return ""
     from qconform.diagnosis.models import MODELS
+    from qconform.isolation import reason_line
 
     out = []
     for r in rows:
@@ -262,14 +265,18 @@ def _rollup(report: dict) -> str:
         first = (ex.get("first_mismatches") or [None])[0]
         shown = (f"<code>{_e(first['output'])}[{','.join(map(str, first['index']))}]</code>: expected "
                  f"<code>{_e(first['expected_hex'])}</code>, got <code>{_e(first['actual_hex'])}</code>"
-                 if first else _e((ex.get("problem") or "")[:160]))
+                 if first else _e(reason_line(ex.get("problem") or "")[:120]))
         what = _e(MODELS[r["behaviour"]].explanation) if r["model"] and r["behaviour"] in MODELS else ""
-        ovs = ", ".join(f"{_e(ov)} ({n})" for ov, n in sorted(r["op_versions"].items(), key=lambda kv: -kv[1])[:6])
-        more = len(r["op_versions"]) - 6
-        out.append(f"<tr><td><b>{_e(r['behaviour'])}</b>" + (f"<br><span class=meta>{what}</span>" if what else "")
-                   + f"</td><td>{r['cases']}" + (f"<br>({r['accepted']} accepted)" if r["accepted"] else "")
+        by_op: dict[str, list[int]] = {}
+        for ov in r["op_versions"]:
+            op, _, v = ov.rpartition("-")
+            by_op.setdefault(op, []).append(int(v) if v.isdigit() else 0)
+        ovs = "; ".join(f"{_e(op)} {', '.join(map(str, sorted(vs)))}" for op, vs in sorted(by_op.items()))
+        more = 0
+        out.append(f'<tr><td><b title="{what}">{_e(r["behaviour"])}</b>' + (f'<span class="expl"><br>{what}</span>' if what else "")
+                   + f"</td><td>{r['cases']}" + (f" ({r['accepted']} accepted)" if r["accepted"] else "")
                    + f"</td><td>{ovs}" + (f", +{more} more" if more > 0 else "")
-                   + f'</td><td><a href="#{_e(ex["id"])}">{_e(ex["id"])}</a><br>{shown}</td></tr>')
+                   + f'</td><td><a href="#{_e(ex["id"])}">{_e(ex["id"])}</a> · {shown}</td></tr>')
     return ('<h2 id="by-behaviour">What deviates, by behaviour</h2><table class="cases rollup"><tr><th>behaviour'
             "</th><th>cases</th><th>op versions</th><th>one example</th></tr>" + "".join(out) + "</table>")
 
