@@ -97,7 +97,7 @@ def _extra(module: str, extra: str, runner: str) -> Tool:
 TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("clang", f"tinygrad's CPU device (clang >= {CLANG_MIN}: it compiles C with __bf16)",
          "apt-get install clang-19", _clang),
-    Tool("chromium", "the test that renders report.html in a real headless browser",
+    Tool("chromium", "the tests that render report.html in a real headless browser",
          "apt-get install chromium", _which("chromium", "chromium-browser", "google-chrome")),
     Tool("node", "the onnxruntime-web runner (Node.js runs its WASM backend)", "apt-get install nodejs npm",
          _which("node")),

@@ -1241,11 +1241,12 @@ class Deviation:
     def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
         """Outputs under every reading of the spec, each computed the deviating way.
         Raises InvalidModel (or another exception) where such a kernel would reject the model."""
-        return deviating_oracle(draft, self.mixin).evaluate(draft)
+        return deviating_oracle(draft, self.mixin).evaluate(draft, primary_only)
 
     def outputs(self, draft: Draft) -> tuple[np.ndarray, ...]:
-        """What a runtime with this deviation returns: the first reading (the latest spec text's)."""
-        return self.evaluate(draft).readings[0][1]
+        """What a runtime with this deviation returns: the first reading (the latest spec text's),
+        computed alone."""
+        return self.evaluate(draft, primary_only=True).readings[0][1]
 
 
 def _dev(name, ops, explanation, evidence, witness, mixin, applies=lambda d: True, families=()):
