@@ -57,8 +57,10 @@ def _structure(outputs: Any, feeds: Mapping[str, np.ndarray]) -> str:
 
 
 #: A line of an exception's text that locates rather than says: a stack frame, a source position.
-_FRAME = re.compile(r"""^(\s*(at\s|File\s"|\#\d+\s|Traceback\b|Stack\s?trace)|.*\.(cpp|cc|cxx|c|h|hpp|py):\d+\b
+_FRAME = re.compile(r"""^(\s*(at\s|File\s"|\#\d+\s|Traceback\b|Stack\s?trace)|\S+\.(cpp|cc|cxx|c|h|hpp|py):\d+:?$
                      |Exception\sfrom\s\S+$|\S+::\S+\(.*\)\s*(const)?\s*$|\s*0x[0-9a-fA-F]+\s)""", re.X)
+# (a position alone on its line locates; ORT's own messages carry "model.cc:181" inside the line that
+# says why, and that line is kept)
 
 
 def reason_line(text: str) -> str:

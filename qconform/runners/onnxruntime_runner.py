@@ -319,12 +319,18 @@ class OnnxRuntimeRunner(BaseRunner):
         placement: dict[str, str] = {}  # the fallback check's verdict, once per session
 
         def run(inputs: Inputs) -> Outputs:
-            outputs = _run(inputs)
-            if self._profiled:
-                if "why" not in placement:
-                    placement["why"] = _not_on(self.providers[0], session.end_profiling())
-                if placement["why"]:
-                    raise Unsupported(placement["why"])
+            if not self._profiled:
+                return _run(inputs)
+            try:
+                outputs, failed = _run(inputs), None
+            except Exception as exc:  # noqa: BLE001 - where the nodes ran decides whose failure it is
+                outputs, failed = None, exc
+            if "why" not in placement:  # read (and remove) the profile whether the run raised or not
+                placement["why"] = _not_on(self.providers[0], session.end_profiling())
+            if placement["why"]:
+                raise Unsupported(placement["why"])
+            if failed is not None:
+                raise failed
             return outputs
 
         def _run(inputs: Inputs) -> Outputs:
