@@ -210,17 +210,22 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
-def _describe_subcommands(parser: argparse.ArgumentParser) -> None:
-    """Every subcommand's own --help says what it does: its one-line help, where it has no longer
-    description of its own."""
+def subcommands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """Every subcommand below ``parser``: (its words, its parser, its one-line help), depth first."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             helps = {a.dest: a.help for a in action._choices_actions}
             for name, sub in action.choices.items():
-                text = helps.get(name)
-                if not sub.description and text:
-                    sub.description = text[0].upper() + text[1:] + ("" if text.endswith(".") else ".")
-                _describe_subcommands(sub)
+                yield path + (name,), sub, helps.get(name)
+                yield from subcommands(sub, path + (name,))
+
+
+def _describe_subcommands(parser: argparse.ArgumentParser) -> None:
+    """Every subcommand's own --help says what it does: its one-line help, where it has no longer
+    description of its own."""
+    for _, sub, text in subcommands(parser):
+        if not sub.description and text:
+            sub.description = text[0].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
 def init_runner(path: Path, *, bytes_binding: bool = False, force: bool = False) -> int:

@@ -74,12 +74,13 @@ class Pipeline:
 
     @classmethod
     def local(cls, runner: Any, *, diagnose: bool = False, strict_nan: bool = False, profile: str = "default",
-              keep_outputs: bool = False) -> "Pipeline":
+              keep_outputs: bool = False, per_group: int | None = None) -> "Pipeline":
         """A pipeline over cases the caller holds (``judge``), in this process: what the applications
-        that are not the pytest plugin use. Every failure is diagnosed where ``diagnose`` is set."""
+        that are not the pytest plugin use. With ``diagnose``, every failure is diagnosed (at most
+        ``per_group`` per type group where given)."""
         name = getattr(runner, "name", type(runner).__name__)
         return cls(Options(golden="", runner=name, strict_nan=strict_nan, profile=profile, diagnose=diagnose,
-                           diagnose_per_group=None), runner, keep_outputs=keep_outputs)
+                           diagnose_per_group=per_group), runner, keep_outputs=keep_outputs)
 
     @property
     def cases(self):

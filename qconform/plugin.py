@@ -27,7 +27,7 @@ import pytest
 
 from qconform import corpus as corpus_mod
 from qconform.execution import CaseResult, Options, local_executor
-from qconform.runner import Runner, RunnerError, resolve
+from qconform.runner import Runner, RunnerError, parse_options, resolve
 
 RUNNER_KEY = pytest.StashKey[Runner]()
 CORPUS_KEY = pytest.StashKey[corpus_mod.Index]()
@@ -100,13 +100,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _options(config: pytest.Config) -> dict[str, str]:
-    opts = {}
-    for item in config.getoption("runner_opt"):
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise pytest.UsageError(f"--runner-opt {item!r} is not KEY=VALUE")
-        opts[key] = value
-    return opts
+    try:
+        return parse_options(config.getoption("runner_opt"))
+    except RunnerError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def marker_name(prefix: str, value: object) -> str:
@@ -186,11 +183,9 @@ def _identity(name: str, runner: Runner) -> dict:
     from qconform.report.writer import runner_identity
 
     try:
-        return runner_identity(runner)
-    except Exception as exc:  # noqa: BLE001 - the runner's own mistake, reported as such
-        first = (str(exc).strip().splitlines() or [""])[0]
-        raise pytest.UsageError(f"runner {name!r}: describe() raised {type(exc).__name__}: {first} "
-                                f"(no case was run)") from None
+        return runner_identity(runner, name)
+    except RunnerError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def identity(config: pytest.Config) -> dict:

@@ -91,6 +91,17 @@ def describe(runner: Runner) -> dict[str, Any]:
     return info
 
 
+def parse_options(items: list[str]) -> dict[str, str]:
+    """``--runner-opt KEY=VALUE`` words (repeatable) as the constructor's keyword arguments."""
+    opts = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise RunnerError(f"--runner-opt {item!r} is not KEY=VALUE")
+        opts[key] = value
+    return opts
+
+
 def _available() -> list[str]:
     return sorted(set(BUNDLED) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO, run_pytest
 
 #: A slice with passes, failures (diagnosed), errors, unsupported and information cases.
@@ -25,6 +26,7 @@ def _found(path: Path) -> dict:
     return {k: v for k, v in report.items() if k not in DRIVEN}
 
 
+@pytest.mark.needs("onnxruntime")
 def test_both_front_ends_write_the_same_report(tmp_path):
     c = certify("--runner", "onnxruntime", "--case", SLICE, "--report", str(tmp_path / "certify"), "-j", "2")
     assert c.returncode == 1, c.stdout + c.stderr  # onnxruntime deviates in this slice
@@ -40,6 +42,7 @@ def test_both_front_ends_write_the_same_report(tmp_path):
     assert "deviates from the ONNX specification" in c.stdout and "wrote " in c.stdout
 
 
+@pytest.mark.needs("onnxruntime")
 def test_identity_names_the_runner_source_and_every_runtime_distribution(tmp_path):
     """Where an execution provider's settings live (the runner file) is hashed, and which onnxruntime
     distribution is installed is named: its variants share one import package (issue 36)."""

@@ -67,6 +67,7 @@ def test_describe_identifies_each_runner():
         assert info["name"] == name and info["version"]
 
 
+@pytest.mark.needs("onnxruntime")
 @pytest.mark.parametrize("providers, verdict, says", [
     ("AzureExecutionProvider", "unsupported", "fallback to CPU EP has been explicitly disabled"),
     ("AzureExecutionProvider,CPUExecutionProvider", "unsupported",

@@ -161,20 +161,11 @@ def test_help_is_plain_text(cmd):
 
 def test_every_subcommand_says_what_it_does():
     """Each subcommand's own --help has a description, not only its usage line (issue 36)."""
-    import argparse
-
     from qconform import cli
 
-    def walk(parser, path):
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for name, sub in action.choices.items():
-                    yield path + [name], sub
-                    yield from walk(sub, path + [name])
-
-    subs = list(walk(cli.build_parser(), []))
+    subs = list(cli.subcommands(cli.build_parser()))
     assert len(subs) > 15
-    for path, sub in subs:
+    for path, sub, _ in subs:
         assert sub.description and len(sub.description) > 10, " ".join(path)
 
 

@@ -86,38 +86,23 @@ def _through_pytest(args: argparse.Namespace, argv: list[str]) -> int:
     return int(pytest.main(["-p", "no:cacheprovider", *[w for w in words if w != "--"]]))
 
 
-def _runner_options(items: list[str]) -> dict[str, str]:
-    opts = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise _Usage(f"--runner-opt {item!r} is not KEY=VALUE")
-        opts[key] = value
-    return opts
-
-
 def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     from qconform import corpus as corpus_mod
     from qconform.execution import Executor, Options, local_executor
     from qconform.report import baseline as baseline_mod
-    from qconform.report import model, writer
-    from qconform.runner import RunnerError, resolve
+    from qconform.report import writer
+    from qconform.runner import RunnerError, parse_options, resolve
 
     started, started_iso = time.perf_counter(), writer.now()
-    opts = _runner_options(args.runner_opt)
     if args.batch < 1:
         raise _Usage(f"--batch={args.batch}: expected a number of cases >= 1")
     if args.min_cases is not None and args.min_cases < 0:
         raise _Usage(f"--min-cases={args.min_cases}: expected a number of cases >= 0 (0 disables the floor)")
     try:
-        runner = resolve(args.runner, opts)
-        ident = writer.runner_identity(runner)
+        opts = parse_options(args.runner_opt)
+        ident = writer.runner_identity(resolve(args.runner, opts), args.runner)
     except RunnerError as exc:
         raise _Usage(str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - describe() is the runner's: its mistake, said in one line
-        first = (str(exc).strip().splitlines() or [""])[0]
-        raise _Usage(f"runner {args.runner!r}: describe() raised {type(exc).__name__}: {first} (no case was run)") \
-            from None
     golden = Path(args.golden or corpus_mod.DEFAULT_ROOT)
     try:
         index = corpus_mod.index(golden)
@@ -159,36 +144,21 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     progress.done()
 
     filters = ["--case"] if patterns else []
-    texts: dict[str, str] = {}
-    meta = {
-        "qconform_version": _version(), "interrupted": interrupted,
-        "runner": ident, "corpus": {"digest": index.digest, "cases": len(index), "root": str(index.root)},
-        "platform": writer.platform_meta(),
-        "invocation": {"args": list(argv), "profile": args.profile, "strict_nan": bool(args.strict_nan),
-                       "filters": filters, "workers": 0, "runner_workers": jobs, "front_end": "qconform certify",
-                       "command_line": shlex.join(["qconform", "certify", *argv]),
-                       "baseline": writer.baseline_identity(args.baseline) if args.baseline else None},
-        "timing": {"started": started_iso, "finished": writer.now(),
-                   "duration_s": round(time.perf_counter() - started, 3)},
-    }
-    report = model.build(records, list(stubs.values()), meta, texts)
-    from qconform.diagnosis.diagnose import report_section
-
-    report["diagnosis"] = report_section(records, index.cases_of, strict_nan=bool(args.strict_nan),
-                                         profile=args.profile)
-    floor = args.min_cases if args.min_cases is not None else (0 if filters else len(index))
-    report["gate"] = baseline_mod.gate(report, base, _dt.date.today(), min_cases=floor, filtered=bool(filters))
+    run_meta = writer.meta(
+        runner=ident, index=index, started_iso=started_iso, seconds=time.perf_counter() - started,
+        interrupted=interrupted, exit_status=None,
+        invocation={"args": list(argv), "profile": args.profile, "strict_nan": bool(args.strict_nan),
+                    "filters": filters, "workers": 0, "runner_workers": jobs, "front_end": "qconform certify",
+                    "command_line": shlex.join(["qconform", "certify", *argv]),
+                    "baseline": writer.baseline_identity(args.baseline) if args.baseline else None})
+    report, texts = writer.assemble(records, list(stubs.values()), run_meta, cases_of=index.cases_of, baseline=base,
+                                    today=_dt.date.today(), min_cases=args.min_cases, filters=filters,
+                                    corpus_size=len(index), strict_nan=bool(args.strict_nan), profile=args.profile)
     status = 2 if interrupted else (0 if report["gate"]["passed"] else 1)
     report["exit_status"] = status
     written = writer.write(Path(args.report), report, texts)
     _summary(report, written)
     return status
-
-
-def _version() -> str:
-    import qconform
-
-    return qconform.__version__
 
 
 class _Progress:

@@ -28,10 +28,9 @@ from pathlib import Path
 
 import pytest
 
-import qconform
 from qconform.plugin import CORPUS_KEY, DIAGNOSE_ALL_KEY, RECORDS_KEY, RUNNER_KEY, SUMMARY_KEY, identity
 from qconform.report import baseline as baseline_mod
-from qconform.report import model, writer
+from qconform.report import writer
 
 
 @dataclass
@@ -231,21 +230,14 @@ def _workers(config: pytest.Config) -> int:
 
 def _meta(session: pytest.Session, state: _State, exitstatus: int) -> dict:
     config = session.config
-    corpus = config.stash[CORPUS_KEY]
-    return {
-        "qconform_version": qconform.__version__,
-        "interrupted": state.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED,
-        "exit_status": int(exitstatus),
-        "runner": identity(config),
-        "corpus": {"digest": corpus.digest, "cases": len(corpus), "root": str(corpus.root)},
-        "platform": writer.platform_meta(),
-        "invocation": {"args": [str(a) for a in config.invocation_params.args],
-                       "profile": config.getoption("profile"), "strict_nan": bool(config.getoption("strict_nan")),
-                       "filters": _filters(config, state.deselected), "workers": _workers(config),
-                       "command_line": _command_line(config), "baseline": _baseline_identity(config)},
-        "timing": {"started": state.started_iso, "finished": writer.now(),
-                   "duration_s": round(time.perf_counter() - state.started, 3)},
-    }
+    return writer.meta(
+        runner=identity(config), index=config.stash[CORPUS_KEY], started_iso=state.started_iso,
+        seconds=time.perf_counter() - state.started,
+        interrupted=state.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED, exit_status=int(exitstatus),
+        invocation={"args": [str(a) for a in config.invocation_params.args],
+                    "profile": config.getoption("profile"), "strict_nan": bool(config.getoption("strict_nan")),
+                    "filters": _filters(config, state.deselected), "workers": _workers(config),
+                    "command_line": _command_line(config), "baseline": _baseline_identity(config)})
 
 
 def _command_line(config: pytest.Config) -> str:
@@ -270,14 +262,12 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, dict]) -> N
             got[cid] = {**stubs[cid], "verdict": "error", "problem": why}
     records = [{**stubs.get(r["id"], {}), **r, "duration_s": state.durations.get(r["id"], 0.0)}
                for r in got.values()]
-    texts: dict[str, str] = {}  # whole runner texts too long for report.json, by SHA-256
-    report = model.build(records, collected, _meta(session, state, session.exitstatus), texts)
-    report["diagnosis"] = _diagnosis(records, config)
-    filters = _filters(config, state.deselected)
-    floor = config.getoption("min_cases")
-    if floor is None:
-        floor = 0 if filters else len(config.stash[CORPUS_KEY])
-    report["gate"] = baseline_mod.gate(report, state.baseline, state.today, min_cases=floor, filtered=bool(filters))
+    index = config.stash[CORPUS_KEY]
+    report, texts = writer.assemble(records, collected, _meta(session, state, session.exitstatus),
+                                    cases_of=index.cases_of, baseline=state.baseline, today=state.today,
+                                    min_cases=config.getoption("min_cases"), filters=_filters(config, state.deselected),
+                                    corpus_size=len(index), strict_nan=bool(config.getoption("strict_nan")),
+                                    profile=config.getoption("profile"))
     if not report["gate"]["passed"] and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     report["exit_status"] = int(session.exitstatus)
@@ -285,8 +275,6 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, dict]) -> N
 
     out = config.getoption("report")
     if out:
-        from qconform.report import writer
-
         state.written += writer.write(Path(out), report, texts)
     export_dir = config.getoption("export_failures")
     if export_dir:
@@ -296,14 +284,6 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, dict]) -> N
         by_id = config.stash[CORPUS_KEY].cases_of(ids) | state.extra_cases
         failing = [(by_id[f["id"]], f) for f in report["failures"] if f["id"] in by_id]
         state.exported = len(export.export(failing, Path(export_dir), runner=report["runner"]))
-
-
-def _diagnosis(records: list[dict], config: pytest.Config) -> dict:
-    """Rank the deviation models per op-version/type group over the diagnosed failures."""
-    from qconform.diagnosis.diagnose import report_section
-
-    return report_section(records, config.stash[CORPUS_KEY].cases_of, strict_nan=bool(config.getoption("strict_nan")),
-                          profile=config.getoption("profile"))
 
 
 def _summary(tr, config: pytest.Config, state: _State) -> None:

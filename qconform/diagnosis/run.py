@@ -27,12 +27,10 @@ def run_cases(runner: Any, cases: Iterable[Case], *, diagnose: bool = True, stri
               profile: str = "default", per_group: int | None = None) -> Run:
     """Judge the cases through the engine the plugin uses (``qconform.execution``, in this process),
     diagnosing the failures (at most ``per_group`` per type group), then rank them."""
-    from qconform.execution import Options, Pipeline
+    from qconform.execution import Pipeline
 
     cases = list(cases)
-    pipeline = Pipeline(Options(golden="", runner=getattr(runner, "name", type(runner).__name__),
-                                strict_nan=strict_nan, profile=profile, diagnose=diagnose,
-                                diagnose_per_group=per_group), runner)
+    pipeline = Pipeline.local(runner, diagnose=diagnose, strict_nan=strict_nan, profile=profile, per_group=per_group)
     records, t_all, t_run = [], 0.0, 0.0
     for case in cases:
         t0 = time.perf_counter()

@@ -78,6 +78,25 @@ def scopes(report: dict) -> list[dict]:
     return out
 
 
+def behaviours(report: dict) -> list[dict]:
+    """The deviations grouped by behaviour across op versions: a failure by the model its diagnosis
+    names first ("named by no model", "not diagnosed"), an error, crash or timeout by its verdict;
+    largest first, each with its op versions, how many a baseline accepts and one example."""
+    from qconform.report.baseline import UNNAMED, behaviour
+
+    rows: dict[str, dict] = {}
+    for f in report["failures"]:
+        named = behaviour(f) if f["verdict"] == "fail" else None
+        key = (f["verdict"] if f["verdict"] != "fail" else
+               "not diagnosed" if named is None else "named by no model" if named == UNNAMED else named)
+        row = rows.setdefault(key, {"behaviour": key, "model": named not in (None, UNNAMED) and f["verdict"] == "fail",
+                                    "cases": 0, "accepted": 0, "op_versions": {}, "example": f})
+        row["cases"] += 1
+        row["accepted"] += bool(f.get("baseline"))
+        row["op_versions"][f["op_version"]] = row["op_versions"].get(f["op_version"], 0) + 1
+    return sorted(rows.values(), key=lambda r: (-r["cases"], r["behaviour"]))
+
+
 def overall(report: dict, scoped: list[dict] | None = None) -> str:
     """One sentence for the top of the certificate."""
     scoped = scoped if scoped is not None else scopes(report)

@@ -231,28 +231,11 @@ def _readings(report: dict) -> str:
             f"<th>matched reading (cases)</th></tr>{rows}</table>")
 
 
-def behaviours(report: dict) -> list[dict]:
-    """The deviations grouped by behaviour across op versions: a failure by the model its diagnosis
-    names first ("named by no model", "not diagnosed"), an error, crash or timeout by its verdict;
-    largest first, each with its op versions, how many a baseline accepts and one example."""
-    from qconform.report.baseline import UNNAMED, behaviour
-
-    rows: dict[str, dict] = {}
-    for f in report["failures"]:
-        named = behaviour(f) if f["verdict"] == "fail" else None
-        key = (f["verdict"] if f["verdict"] != "fail" else
-               "not diagnosed" if named is None else "named by no model" if named == UNNAMED else named)
-        row = rows.setdefault(key, {"behaviour": key, "model": named not in (None, UNNAMED) and f["verdict"] == "fail",
-                                    "cases": 0, "accepted": 0, "op_versions": {}, "example": f})
-        row["cases"] += 1
-        row["accepted"] += bool(f.get("baseline"))
-        row["op_versions"][f["op_version"]] = row["op_versions"].get(f["op_version"], 0) + 1
-    return sorted(rows.values(), key=lambda r: (-r["cases"], r["behaviour"]))
-
-
 def _rollup(report: dict) -> str:
     """What deviates, by behaviour: one row per behaviour, not per case or op version; a model's
     explanation is its name's tooltip on screen (one screen for a whole run) and printed in full."""
+    from qconform.report.certificate import behaviours
+
     rows = behaviours(report)
     if not rows:
         return ""

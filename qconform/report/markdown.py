@@ -51,7 +51,7 @@ def render(report: dict) -> str:
     if reasons:
         lines += ["", "Accepted deviations (baseline reasons):", ""]
         lines += [f"- {n} case(s): {why}" for why, n in reasons.most_common(MAX_ROWS)]
-    from qconform.report.html import behaviours
+    from qconform.report.certificate import behaviours
 
     rolled = behaviours(report)
     if rolled:
