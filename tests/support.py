@@ -138,13 +138,15 @@ def unexplained(source: str, runner, cases) -> tuple[list[str], int]:
     (a cross-check's outcome is a fact about the runtime, so it is judged against the facts), and how
     many cases ran (unsupported ones do not count)."""
     from qconform import facts
+    from qconform.execution import Pipeline
     from qconform.facts.observe import explains, run_case
 
     version = require_measured(source)
     active = facts.load(source).active(version)
+    pipeline = Pipeline.local(runner)  # one for the loop: prepared models are reused
     bad, ran = [], 0
     for c in cases:
-        r = run_case(runner, c)
+        r = run_case(pipeline, c)
         if r.verdict == "unsupported":
             continue
         ran += 1

@@ -120,9 +120,10 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     if not refs:
         raise _Usage(f"--case {' '.join(patterns)}: no case of the corpus at {golden} matches")
     jobs = args.jobs or min(8, os.cpu_count() or 1)
-    by_behaviour = base is not None and base.by_behaviour  # entries name diagnosis models: diagnose every failure
-    if by_behaviour and args.diagnose == "off":
-        raise _Usage(f"--baseline={args.baseline} accepts deviations by their diagnosis: it needs --diagnose=on")
+    try:
+        by_behaviour = base is not None and base.diagnose_every_failure(args.diagnose == "on")
+    except baseline_mod.BaselineError as exc:
+        raise _Usage(str(exc)) from None
     options = Options(str(golden), args.runner, opts, bool(args.strict_nan), args.profile, args.diagnose == "on",
                       None if by_behaviour else args.diagnose_per_group or None)
     engine: Executor = local_executor(options, index, workers=jobs, timeout=args.case_timeout,

@@ -94,10 +94,11 @@ def pytest_configure(config: pytest.Config) -> None:
             state.baseline = baseline_mod.load(path)
         except baseline_mod.BaselineError as exc:
             raise pytest.UsageError(str(exc)) from None
-    if state.baseline is not None and state.baseline.by_behaviour:  # entries name diagnosis models
-        if config.getoption("diagnose") == "off":
-            raise pytest.UsageError(f"--baseline={path} accepts deviations by their diagnosis: it needs --diagnose=on")
-        config.stash[DIAGNOSE_ALL_KEY] = True
+    try:
+        if state.baseline is not None and state.baseline.diagnose_every_failure(config.getoption("diagnose") == "on"):
+            config.stash[DIAGNOSE_ALL_KEY] = True
+    except baseline_mod.BaselineError as exc:
+        raise pytest.UsageError(str(exc)) from None
     config.stash[STATE] = state
     config.stash.setdefault(SUMMARY_KEY, []).append(terminal_lines)
     config.pluginmanager.register(_Session(config, state), "qconform-report-session")

@@ -82,6 +82,13 @@ class Baseline:
         """Whether an entry names a behaviour: the run must then diagnose every failure."""
         return any(e.diagnosis is not None for e in self.entries)
 
+    def diagnose_every_failure(self, diagnose: bool) -> bool:
+        """Whether a run with this baseline must diagnose every failure (no per-group budget); a
+        run that diagnoses nothing cannot use a baseline by behaviour: BaselineError."""
+        if self.by_behaviour and not diagnose:
+            raise BaselineError(f"{self.path} accepts deviations by their diagnosis: it needs --diagnose=on")
+        return self.by_behaviour
+
 
 def behaviour(record: dict) -> str | None:
     """A deviation's behaviour as baselines name it: its first diagnosis model, ``UNNAMED`` where the
