@@ -139,7 +139,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if chosen is not None:
         config.stash[CHOSEN_KEY] = chosen
     config.stash[RUNNER_KEY] = runner
-    config.stash[IDENTITY_KEY] = _identity(name, runner)
+    config.stash[IDENTITY_KEY] = _identity(name, runner, _options(config))
     config.stash[CORPUS_KEY] = index
     hypothesis_plugin = config.pluginmanager.get_plugin("hypothesispytest")
     if hypothesis_plugin is not None and not config.getoption("explore", False):
@@ -177,13 +177,13 @@ def _chosen_cases(config: pytest.Config):
     return lambda cid: cid in exact or any(fnmatchcase(cid, g) for g in globs)
 
 
-def _identity(name: str, runner: Runner) -> dict:
+def _identity(name: str, runner: Runner, options: dict[str, str]) -> dict:
     """The runner's ``describe()``, once, before any case runs: a runner whose identity cannot be
     read would produce a report nobody can attribute, so the run stops here with one line."""
     from qconform.report.writer import runner_identity
 
     try:
-        return runner_identity(runner, name)
+        return runner_identity(runner, name, options)
     except RunnerError as exc:
         raise pytest.UsageError(str(exc)) from None
 

@@ -102,6 +102,15 @@ def parse_options(items: list[str]) -> dict[str, str]:
     return opts
 
 
+def portable_spec(name: str) -> str:
+    """``--runner`` as another process in another directory can load it: a ``file.py:Attr`` spec
+    with its file made absolute (a report's findings load the same runner later, elsewhere)."""
+    target, sep, attr = name.rpartition(":")
+    if sep and (target.endswith(".py") or "/" in target or "\\" in target):
+        return f"{Path(target).expanduser().resolve()}:{attr}"
+    return name
+
+
 def _available() -> list[str]:
     return sorted(set(BUNDLED) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
 

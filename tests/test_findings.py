@@ -186,16 +186,68 @@ def test_rediagnose_names_what_an_older_report_left_unnamed(tmp_path: Path) -> N
     assert len(keys[True]) == 1 and not any(k.endswith("-unexplained") for k in keys[True]), keys[True]
 
 
-def test_a_custom_runners_report_is_refused_in_one_line_and_nothing_else_runs(tmp_path: Path, capsys) -> None:
-    """A report of a vendor's runner: no bundled runtime is run in its place, nothing is written
-    silently, and the line says what can be done instead (issue 36)."""
+VENDOR_RUNNER = '''
+"""A vendor's runtime: qconform's cpu-ref whose int8 QuantizeLinear saturates at 126 (the bug)."""
+import numpy as np
+from qconform.runners.cpu_ref import CpuRefRunner
+
+
+class VendorNpu(CpuRefRunner):
+    name = "vendor-npu"
+
+    def __init__(self, ceiling="126"):
+        super().__init__()
+        self.ceiling = int(ceiling)
+
+    def describe(self):
+        return {"name": self.name, "version": "7.1", "options": {"ceiling": self.ceiling}}
+
+    def prepare(self, model):
+        run = super().prepare(model)
+        return lambda inputs: [np.minimum(o, self.ceiling).astype(o.dtype) if o.dtype == np.int8 else o
+                               for o in run(inputs)]
+'''
+
+
+def test_a_custom_runners_report_gives_reproducers_that_load_that_runner(tmp_path: Path) -> None:
+    """A report of a vendor's runner (no template of its own): each failure group becomes a finding
+    whose repro.py loads that runner by its path with the report's --runner-opt words, runs it and
+    prints the mismatch; no other runtime runs (issue 36, acceptance 5)."""
+    from qconform import cli
+
+    (tmp_path / "vendor").mkdir()
+    runner_file = tmp_path / "vendor" / "npu_runner.py"
+    runner_file.write_text(VENDOR_RUNNER, encoding="utf-8")
+    report_dir = tmp_path / "report"
+    argv = ["--runner", f"{runner_file}:VendorNpu", "--runner-opt", "ceiling=126", "-j", "1",
+            "--case", "QuantizeLinear-13/float32-int8/basic/*", "--report", str(report_dir)]
+    assert cli.main(["certify", *argv]) == 1
+    load = json.loads((report_dir / "report.json").read_text())["runner"]["load"]
+    assert load == {"runner": f"{runner_file.resolve()}:VendorNpu", "options": {"ceiling": "126"}}
+    out = tmp_path / "out"
+    assert findings.main(_args(["--from-report", str(report_dir), "--out", str(out)])) == 0
+    metas = [_meta(p) for p in out.glob(f"*/*/{findings.META}")]
+    assert metas and {m["runtime"] for m in metas} == {"vendor-npu"}, metas
+    tpl = findings.generic_template("vendor-npu", {"load": load})
+    for m in metas:
+        directory = out / "vendor-npu" / m["key"]
+        assert findings.MARK in m["shows"] and m["seen_on"] == ["7.1"]
+        rc, output = findings.run_script(directory, tpl)
+        assert rc == 1 and output.startswith("vendor-npu 7.1") and "actual 126" in output, output
+        assert findings.mark_line(output) == m["shows"]
+
+
+def test_a_report_that_cannot_say_how_to_load_its_runner_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
+    """An older report of a vendor's runner, with no ``load`` entry: one line, nothing run or written."""
     report = _report(tmp_path / "report.json", [{"id": "QuantizeLinear-13/float32-int8/specials/extremes",
                                                    "verdict": "fail", "diagnosis": []}])
     data = json.loads(report.read_text())
-    data["runner"]["name"] = "my-npu"
+    data["runner"] = {"name": "my-npu"}
     report.write_text(json.dumps(data))
     out = tmp_path / "out"
     assert findings.main(_args(["--from-report", str(report), "--out", str(out)])) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no script template for my-npu" in err and "--export-failures" in err
+    assert err.count("\n") == 1 and "does not say how its runner was loaded" in err
     assert not out.exists()
+    assert findings.main(_args(["--runners", "my-npu", "--out", str(out)])) == 2
+    assert "no script template and no report of it" in capsys.readouterr().err

@@ -100,7 +100,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         raise _Usage(f"--min-cases={args.min_cases}: expected a number of cases >= 0 (0 disables the floor)")
     try:
         opts = parse_options(args.runner_opt)
-        ident = writer.runner_identity(resolve(args.runner, opts), args.runner)
+        ident = writer.runner_identity(resolve(args.runner, opts), args.runner, opts)
     except RunnerError as exc:
         raise _Usage(str(exc)) from None
     golden = Path(args.golden or corpus_mod.DEFAULT_ROOT)

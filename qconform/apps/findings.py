@@ -34,7 +34,10 @@ dependency ml_dtypes already is, a bitcast for tinygrad). Every script is checke
 it is run in a subprocess and must print the mismatch, else the group's next smallest case is tried.
 
 ``TEMPLATES`` holds one entry per runtime (how its script loads and runs a model); a new runtime
-is one more entry. ``OUT/index.md`` lists every finding with its status: ``OUT/status.toml``
+is one more entry. A runner with no entry (a vendor's own) gets ``generic_template``: its report
+says how it was loaded (``runner.load``: the ``--runner`` spec, a file by its absolute path, and
+the ``--runner-opt`` words), and the script loads it the same way and calls it through the runner
+contract, never another runtime in its place. ``OUT/index.md`` lists every finding with its status: ``OUT/status.toml``
 (hand-edited: ``"runtime/key" = "new" | "reported <url>" | "fixed in <version>"``) wins, then a
 fact with a closed version range (``<X``) says ``fixed in X``, else ``new``.
 
@@ -355,6 +358,64 @@ def from_bytes(k, raw, shape):  # the ONNX layout -> element codes
 '''
 
 
+_GENERIC_RUN = """\
+model = onnx.load("model.onnx")
+prepare = getattr(runner, "prepare", None)  # the runner contract: prepare(model)(inputs), else run(model, inputs)
+outs = prepare(model)(FEEDS) if callable(prepare) else runner.run(model, FEEDS)
+actual = {o.name: np.asarray(a) for o, a in zip(model.graph.output, outs)}
+"""
+
+
+def generic_template(name: str, identity: Mapping[str, Any]) -> Template:
+    """The script template for a runner qconform has no template for (a vendor's own): the script
+    loads that runner the way the report's run did (``identity["load"]``: its ``--runner`` spec,
+    a file by its absolute path, and its ``--runner-opt`` words; ``RUNNER=`` overrides the spec)
+    and calls it through the runner contract, arrays of types numpy lacks as ml_dtypes views."""
+    load = identity.get("load") or {}
+    spec, options = load.get("runner"), dict(load.get("options") or {})
+    if not spec:
+        raise ValueError(f"the report of {name!r} does not say how its runner was loaded (written by a qconform "
+                         "older than this one): rerun it")
+    version = str(identity.get("version") or "unknown")
+    source = identity.get("source") or {}
+    loader = f'''import importlib
+import importlib.util
+import sys
+
+import onnx
+
+RUNNER = os.environ.get("RUNNER", {spec!r})  # --runner of the run that found this (path/to/file.py:Attr)
+OPTIONS = {options!r}  # its --runner-opt words
+
+
+def load_runner(spec, options):
+    """The runner object, loaded as qconform's --runner loads it."""
+    target, _, attr = spec.rpartition(":")
+    if target.endswith(".py") or "/" in target or "\\\\" in target:
+        file_spec = importlib.util.spec_from_file_location("vendor_runner", target)
+        module = importlib.util.module_from_spec(file_spec)
+        sys.modules["vendor_runner"] = module
+        file_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(target)
+    obj = getattr(module, attr)
+    return obj(**options) if isinstance(obj, type) or not hasattr(obj, "run") else obj
+
+
+runner = load_runner(RUNNER, OPTIONS)'''
+    return Template(
+        name, str(source.get("path") or spec), loader, 'runner.describe().get("version", "unknown")',
+        "FEEDS = inputs\n" + _GENERIC_RUN,
+        codes=_ml_dtype, codes_imports="import ml_dtypes  # a dependency of onnx",
+        run_codes="FEEDS = {k: v.view(CODES[k]) if k in CODES else v for k, v in inputs.items()}\n" + _GENERIC_RUN
+        + "actual = {k: a.view(f\"u{a.dtype.itemsize}\") if a.dtype == CODES.get(k) else a for k, a in actual.items()}\n",
+        note=(f"The script loads the runner that produced the report ({spec}"
+              + (f", SHA-256 {source['sha256'][:12]}…" if source.get("sha256") else "") + ") by its path and "
+              "calls it as qconform does; `RUNNER=path/to/file.py:Attr python repro.py` points it elsewhere. "
+              "The runner's own runtime must be installed, as for the run."),
+        version_of=lambda: version, install="pip install numpy onnx ml_dtypes   # and what the runner itself imports")
+
+
 def runtimes() -> list[str]:
     return list(TEMPLATES)
 
@@ -508,8 +569,9 @@ def observed_groups(runtime: str, failures: Sequence[Mapping[str, Any]], cases: 
     return groups
 
 
-def load_report(path: Path, digest: str) -> tuple[str, list[dict]]:
-    """(runner name, failure entries) of a report.json written over the corpus with ``digest``."""
+def load_report(path: Path, digest: str) -> tuple[str, list[dict], dict]:
+    """(runner name, failure entries, runner identity) of a report.json written over the corpus with
+    ``digest``."""
     path = Path(path)
     if path.is_dir():
         path = path / "report.json"
@@ -518,7 +580,7 @@ def load_report(path: Path, digest: str) -> tuple[str, list[dict]]:
     if got != digest:
         raise ValueError(f"{path}: written over corpus {str(got)[:12]}, this corpus is {digest[:12]}: "
                          "rerun pytest --runner=NAME --report=DIR")
-    return data["runner"]["name"], list(data.get("failures", ()))
+    return data["runner"]["name"], list(data.get("failures", ())), dict(data["runner"])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1039,20 +1101,28 @@ def _shows(line: str, obs: Observation) -> bool:
 
 
 def generate(runtime: str, out: Path, *, failures: Sequence[Mapping[str, Any]] | None = None, rediagnose: bool = False,
-             select: str | None = None, limit: int = 0, log: Callable[[str], None] = print) -> Outcome:
-    """Write the findings of one runtime (see the module docstring); what was written and skipped."""
+             select: str | None = None, limit: int = 0, log: Callable[[str], None] = print,
+             identity: Mapping[str, Any] | None = None) -> Outcome:
+    """Write the findings of one runtime (see the module docstring); what was written and skipped.
+    ``identity``: the report's runner identity, for a runner with no template of its own (loaded
+    again from its ``load`` entry; the scripts load it the same way)."""
     from qconform import corpus
     from qconform.facts import SOURCES
     from qconform.runner import resolve
 
-    tpl = TEMPLATES[runtime]
+    if runtime in TEMPLATES:
+        tpl, runner = TEMPLATES[runtime], resolve(runtime)
+    else:
+        tpl = generic_template(runtime, identity or {})
+        load = (identity or {})["load"]
+        runner = resolve(load["runner"], load.get("options"))
     version = tpl.installed_version()
     if version is None:
         raise RuntimeError(f"{runtime}: {tpl.package} is not installed here")
     index = corpus.index(corpus.DEFAULT_ROOT)
-    runner = _pipeline(resolve(runtime))
+    runner = _pipeline(runner)
     outcome = Outcome()
-    if runtime in SOURCES and failures is None:
+    if runtime in SOURCES and runtime in TEMPLATES and failures is None:
         groups, skipped = fact_groups(runtime, version)
         outcome.skipped.extend(skipped)
     else:
@@ -1280,9 +1350,10 @@ def main(args) -> int:
         return 0
     digest = corpus.verify(corpus.DEFAULT_ROOT)
     reports: dict[str, list[dict]] = {}
+    identities: dict[str, dict] = {}
     for r in args.from_report:
         try:
-            name, failures = load_report(Path(r), digest)
+            name, failures, identities[name] = load_report(Path(r), digest)
         except (OSError, ValueError, KeyError) as exc:
             print(f"qconform: {exc}", file=sys.stderr)
             return 2
@@ -1294,15 +1365,21 @@ def main(args) -> int:
         names = list(reports)
     else:
         names = [n for n in TEMPLATES if n in SOURCES and TEMPLATES[n].installed_version()]
-    unknown = [n for n in names if n not in TEMPLATES]
-    if unknown:
-        print(f"qconform: no script template for {', '.join(unknown)} (reproducers are written for the bundled "
-              f"runtimes only: {', '.join(TEMPLATES)}); its failing cases as ONNX node tests: pytest "
-              f"--runner=... --export-failures=DIR", file=sys.stderr)
-        return 2
+    templates: dict[str, Template] = {}
+    for n in names:
+        if n not in TEMPLATES and n not in identities:
+            print(f"qconform: {n}: no script template and no report of it: give its report (--from-report "
+                  f"DIR/report.json, which says how to load its runner); templates exist for "
+                  f"{', '.join(TEMPLATES)}", file=sys.stderr)
+            return 2
+        try:
+            templates[n] = TEMPLATES[n] if n in TEMPLATES else generic_template(n, identities[n])
+        except ValueError as exc:
+            print(f"qconform: {exc}", file=sys.stderr)
+            return 2
     status = 0
     for name in names:
-        tpl = TEMPLATES[name]
+        tpl = templates[name]
         version = tpl.installed_version()
         if version is None:
             print(f"qconform: {name}: {tpl.package} is not installed here; skipped", file=sys.stderr)
@@ -1313,7 +1390,7 @@ def main(args) -> int:
             shutil.rmtree(out / name)
         try:
             res = generate(name, out, failures=reports.get(name), select=args.cases, limit=args.max_per_runtime,
-                           rediagnose=args.rediagnose)
+                           rediagnose=args.rediagnose, identity=identities.get(name))
         except Exception as exc:  # noqa: BLE001 - one runtime failing must not lose the others
             print(f"qconform: {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
             status = 1

@@ -54,16 +54,18 @@ def platform_meta() -> dict:
             **{k: v for k, v in machine.info().items() if k in ("label", "arch", "cpu", "features")}}
 
 
-def runner_identity(runner, name: str) -> dict:
-    """The runner's ``describe()`` (JSON-safe), and the file its class is defined in with its SHA-256:
+def runner_identity(runner, name: str, options: dict[str, str] | None = None) -> dict:
+    """The runner's ``describe()`` (JSON-safe), the file its class is defined in with its SHA-256 --
     where a vendor's runner keeps its settings (an execution provider's options), the certificate
-    says which code produced it. A describe() that raises is a RunnerError in one line: a report
-    nobody can attribute is not written, and no case runs."""
+    says which code produced it -- and ``load``: the ``--runner`` spec (a file made absolute) and
+    ``--runner-opt`` words that load it again (``qconform findings --from-report`` does). A
+    describe() that raises is a RunnerError in one line: a report nobody can attribute is not
+    written, and no case runs."""
     import hashlib
     import inspect
     import json
 
-    from qconform.runner import RunnerError, describe
+    from qconform.runner import RunnerError, describe, portable_spec
 
     try:
         ident = json.loads(json.dumps(describe(runner), default=str))
@@ -76,6 +78,7 @@ def runner_identity(runner, name: str) -> dict:
         ident.setdefault("source", {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
     except (OSError, TypeError):
         pass
+    ident["load"] = {"runner": portable_spec(name), "options": dict(options or {})}
     return ident
 
 
