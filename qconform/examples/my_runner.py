@@ -33,11 +33,14 @@ class MyRunner(BaseRunner):
                 "options": {"threads": self.threads}}
 
     def prepare(self, model: onnx.ModelProto):
-        # numpy has no int4, float8, bfloat16...: this binding cannot carry them. Say so (unsupported,
-        # never passed); a binding that speaks bytes carries them with qconform.adapt (bytes_runner.py).
+        # numpy has no int4, float8, bfloat16...: this runner's numpy binding cannot carry them, though
+        # the runtime may well run them. Say so, as a limit of this file (unsupported, never passed):
+        # a binding that speaks bytes carries every type with qconform.adapt (init-runner --bytes).
         foreign = sorted(onnx.TensorProto.DataType.Name(t) for t in _element_types(model) - adapt.NUMPY_NATIVE)
         if foreign:
-            raise Unsupported(f"the numpy binding cannot carry {', '.join(foreign)}")
+            raise Unsupported(f"not tried: this runner passes numpy arrays, which cannot hold {', '.join(foreign)} "
+                              "(a limit of the runner file, not of the runtime; qconform init-runner --bytes "
+                              "writes one that carries every type)")
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = self.threads
         opts.log_severity_level = 4  # the refusal is the verdict; no log line per refused model
