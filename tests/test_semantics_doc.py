@@ -32,3 +32,15 @@ def test_every_decision_quotes_the_spec():
     for body in sections:
         if "**Decision:**" in body:
             assert ">" in body, f"a section with a decision but no quoted spec sentence: {body[:120]!r}"
+
+
+def test_semantics_html_shows_the_spec_quotes_as_quotes() -> None:
+    """The spec's words (``> `` lines of semantics.md) render as quotes, never as literal '> ' text."""
+    from qconform.report import semantics_html
+
+    text = semantics_html.source()
+    html = semantics_html.render(text)
+    groups = sum(1 for i, ln in enumerate(text.splitlines())
+                 if ln.startswith(">") and (i == 0 or not text.splitlines()[i - 1].startswith(">")))
+    assert groups and html.count("<blockquote>") == groups
+    assert "<p>&gt;" not in html and "<li>&gt;" not in html

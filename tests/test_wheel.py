@@ -73,6 +73,38 @@ def test_the_wheel_installs_one_namespace(wheel):
         assert data in names, f"{data} is not in the wheel"
 
 
+def test_what_readme_links_to_ships_whole(wheel):
+    """Every README link into the package is in the wheel, and each shipped finding has the model and
+    data its repro.py loads (issue 36: the wheel matches the README)."""
+    import re
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    links = re.findall(r"\]\((qconform/[^)#\s]+)", (REPO / "README.md").read_text(encoding="utf-8"))
+    assert links
+    for link in links:
+        assert link in names or any(n.startswith(link.rstrip("/") + "/") for n in names), f"{link} is not in the wheel"
+    findings = {n.rsplit("/", 1)[0] for n in names if n.startswith("qconform/docs/findings/") and n.endswith("/repro.py")}
+    assert findings
+    for d in sorted(findings):
+        for member in ("model.onnx", "inputs.npz", "expected.npz", "README.md", "finding.json"):
+            assert f"{d}/{member}" in names, f"{d}/{member} is not in the wheel"
+
+
+def test_the_quick_start_from_the_wheel(wheel_env, vendor_dir):
+    """README's wheel quick start (here on one op version): a certificate in ./qconform-report."""
+    import json
+    import re
+
+    command = next(ln for ln in (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+                   if ln.startswith("python3 -m venv venv") and "certify" in ln)
+    certify = re.search(r"venv/bin/qconform (certify .*)$", command)[1].split()
+    r = _run([wheel_env.parent / "qconform", *certify, "--case", "QuantizeLinear-21/*"], cwd=vendor_dir)
+    assert r.returncode in (0, 1), (r.stdout + r.stderr)[-3000:]
+    report = json.loads((vendor_dir / "qconform-report" / "report.json").read_text())
+    assert report["runner"]["name"] == "onnxruntime" and report["counts"]["pass"] > 0
+    assert (vendor_dir / "qconform-report" / "report.html").is_file()
+
+
 def test_installed_suite_runs_from_a_vendor_directory_with_its_own_runners_package(wheel_env, vendor_dir):
     r = _run([wheel_env, "-m", "pytest", "--runner=onnxruntime", "-k", "QuantizeLinear-13", "-q",
               "-p", "no:cacheprovider"], cwd=vendor_dir)

@@ -3,7 +3,7 @@
 A customer reading a certificate has neither the repository nor the wheel; each clause a case
 points to must open as a page beside the report. semantics.md is plain Markdown with raw
 ``<a id="...">`` anchors (the clause ids); this renders the subset it uses -- headings, paragraphs,
-lists, pipe tables, code spans and blocks, emphasis, links -- with no dependency and keeps every
+lists, quotes, pipe tables, code spans and blocks, emphasis, links -- with no dependency and keeps every
 anchor. ``tests/test_report_html.py`` checks every clause of the corpus resolves to one.
 """
 from __future__ import annotations
@@ -81,6 +81,14 @@ def render(text: str | None = None) -> str:
             body.append("<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr>"
                         + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in rest)
                         + "</table>")
+        elif ln.startswith(">"):  # the spec's own words, quoted
+            flush()
+            quoted = []
+            while i < len(lines) and lines[i].startswith(">"):
+                quoted.append(lines[i][1:].strip())
+                i += 1
+            i -= 1
+            body.append("<blockquote>" + "".join(f"<p>{_inline(q)}</p>" for q in quoted if q) + "</blockquote>")
         elif re.match(r"^\s*([-*]|\d+\.) ", ln):
             flush()
             items = []
@@ -105,4 +113,6 @@ def render(text: str | None = None) -> str:
             "code{font-size:13px;background:#f5f5f5;padding:0 2px}pre{background:#f5f5f5;padding:8px;"
             "white-space:pre-wrap}table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:2px 6px;"
             "vertical-align:top}:target+*{background:#fff8e1}"
+            "blockquote{margin:8px 0;padding:2px 12px;border-left:4px solid #90a4ae;background:#fafafa}"
+            "blockquote p{margin:4px 0}"
             "</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
