@@ -276,3 +276,30 @@ def test_the_committed_scoreboard_is_current():
     from qconform.apps import scoreboard
 
     assert scoreboard.stale(scoreboard.default_out()) == []
+
+
+def test_add_joins_a_runtime_measured_elsewhere_and_keeps_the_other_rows(board, tmp_path):
+    """``--from-reports DIR --add``: a runtime measured in another environment (an onnxruntime variant
+    with its execution provider) joins the scoreboard; the other rows, their cells and their pages stay
+    as they were, and the new row's certificate says the command that certified it."""
+    out = tmp_path / "board"
+    shutil.copytree(board["out"], out, ignore=shutil.ignore_patterns("reports"))
+    before = _written(out)
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(board["out"] / "reports" / "cpu-ref", elsewhere / "vendor-ep")
+    data = json.loads((elsewhere / "vendor-ep" / "report.json").read_text())
+    data["invocation"]["command_line"] = "qconform certify --runner onnxruntime --runner-opt providers=X --report /x/y"
+    (elsewhere / "vendor-ep" / "report.json").write_text(json.dumps(data))
+    for _ in range(2):  # adding it again replaces the row: the same bytes
+        rc, stdout, stderr = _main("--from-reports", str(elsewhere), "--add", "--out", str(out))
+        assert rc == 0, stdout + stderr
+        after = _written(out)
+        assert {k: v for k, v in after.items() if k.startswith("runtimes/") and "vendor-ep" not in k} == \
+            {k: v for k, v in before.items() if k.startswith("runtimes/")}
+        md = after["scoreboard.md"].decode()
+        assert list(_table(md, "Headline")) == [*RUNNERS, "vendor-ep"]
+        assert _table(md, "Headline")["vendor-ep"] == _table(md, "Headline")["cpu-ref"]
+        cert = json.loads(after["runtimes/vendor-ep.certificate.json"])
+        assert cert["full_report"].startswith("qconform certify --runner onnxruntime --runner-opt providers=X "
+                                              "--report DIR")
+    assert _main("--add", "--out", str(out))[0] == 2  # rows to add come from reports

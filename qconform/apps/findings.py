@@ -127,6 +127,10 @@ class Template:
     install: str = ""
     #: Tools the script needs besides the runtime itself (names of ``qconform.tools``).
     tools: tuple[str, ...] = ()
+    #: The ``--runner`` and ``--runner-opt`` words of the runs it reproduces, where the runtime's name
+    #: is not a runner's (an execution provider through the onnxruntime runner).
+    runner: str = ""
+    options: Mapping[str, str] = field(default_factory=dict)
 
     def installed_version(self) -> str | None:
         if self.version_of is not None:
@@ -162,11 +166,17 @@ def _tinygrad_env() -> dict[str, str]:
     return {"CC": os.path.basename(tools.find("clang"))}
 
 
-_ORT_SESSION = """\
-so = ort.SessionOptions(); so.log_severity_level = 4  # the error, if any, is raised below anyway
-so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-sess = ort.InferenceSession("model.onnx", so, providers=["CPUExecutionProvider"])
-"""
+def _ort_session(providers: Sequence[str] = ("CPUExecutionProvider",)) -> str:
+    """The session qconform's onnxruntime runner makes: no graph optimisation; with an execution
+    provider, no CPU fallback (what the provider does not run fails, as in the certification)."""
+    lines = ["so = ort.SessionOptions(); so.log_severity_level = 4  # the error, if any, is raised below anyway",
+             "so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL"]
+    if list(providers) != ["CPUExecutionProvider"]:
+        lines.append('so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")  # only the EP runs')
+    lines.append(f'sess = ort.InferenceSession("model.onnx", so, providers={list(providers)!r})')
+    return "\n".join(lines) + "\n"
+
+
 _OV_COMPILE = """\
 compiled = ov.Core().compile_model("model.onnx", "CPU", {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1})
 """
@@ -230,10 +240,13 @@ def _ortweb_env() -> dict[str, str]:
 
 #: One entry per runtime: the runner name, the package, how to load and run a model, and, if the
 #: binding carries ml_dtypes-like types, ``codes``.
-TEMPLATES: dict[str, Template] = {t.runtime: t for t in (
-    Template(
-        "onnxruntime", "onnxruntime", "import onnxruntime as ort", "ort.__version__",
-        _ORT_SESSION + "actual = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, inputs)))\n",
+def _ort_template(runtime: str, package: str, providers: Sequence[str] = ("CPUExecutionProvider",)) -> Template:
+    """onnxruntime's template, on the CPU EP or on an execution provider of a variant's wheel."""
+    session = _ort_session(providers)
+    ep = list(providers) != ["CPUExecutionProvider"]
+    return Template(
+        runtime, package, "import onnxruntime as ort", "ort.__version__",
+        session + "actual = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, inputs)))\n",
         codes=_onnx_number, codes_imports="import ctypes", bytes_io=True,
         helpers='''\
 def to_ort(k, v):  # an array of element codes -> an OrtValue of its ONNX type, the bytes copied as they are
@@ -242,11 +255,19 @@ def to_ort(k, v):  # an array of element codes -> an OrtValue of its ONNX type, 
 def from_ort(k, o):  # an output OrtValue of a type numpy lacks -> its element codes
     return from_bytes(k, ctypes.string_at(o.data_ptr(), o.tensor_size_in_bytes()), o.shape())
 ''',
-        run_codes=_ORT_SESSION + """\
+        run_codes=session + """\
 feeds = {k: to_ort(k, v) if k in CODES else ort.OrtValue.ortvalue_from_numpy(v) for k, v in inputs.items()}
 outs = dict(zip([o.name for o in sess.get_outputs()], sess.run_with_ort_values(None, feeds)))
 actual = {k: from_ort(k, o) if o.element_type() == CODES.get(k) else o.numpy() for k, o in outs.items()}
-"""),
+""",
+        runner="onnxruntime" if ep else "", options={"providers": ",".join(providers)} if ep else {},
+        note=(f"`{package}` replaces plain `onnxruntime` (the same import package): install it in a venv of "
+              f"its own. The session runs on {', '.join(providers)} alone, CPU fallback off, as qconform "
+              "certified it.") if ep else "")
+
+
+TEMPLATES: dict[str, Template] = {t.runtime: t for t in (
+    _ort_template("onnxruntime", "onnxruntime"),
     Template(
         "onnx-reference", "onnx", "import onnx\nfrom onnx.reference import ReferenceEvaluator", "onnx.__version__",
         """\
@@ -337,6 +358,7 @@ actual = {k: res[k].bitcast(dtypes.uint16).numpy() if res[k].dtype == CODES.get(
              "graph optimisations off, as qconform's runner does; inputs and outputs travel as raw bytes.",
         env=_ortweb_env, version_of=_ortweb_version, tools=("node",),
         install="pip install numpy && npm install onnxruntime-web@{version}   # into this folder"),
+    _ort_template("onnxruntime-openvino", "onnxruntime-openvino", ("OpenVINOExecutionProvider",)),
 )}
 
 _BYTES_HELPERS = '''\
@@ -580,7 +602,19 @@ def load_report(path: Path, digest: str) -> tuple[str, list[dict], dict]:
     if got != digest:
         raise ValueError(f"{path}: written over corpus {str(got)[:12]}, this corpus is {digest[:12]}: "
                          "rerun pytest --runner=NAME --report=DIR")
-    return data["runner"]["name"], list(data.get("failures", ())), dict(data["runner"])
+    return runtime_of(data["runner"]), list(data.get("failures", ())), dict(data["runner"])
+
+
+def runtime_of(identity: Mapping[str, Any]) -> str:
+    """The findings' runtime name of a report's runner: its name, or for onnxruntime on an execution
+    provider the template made for that provider (its CPU EP's template would not reproduce it)."""
+    name, providers = identity["name"], list(identity.get("providers") or [])
+    if not providers or providers == ["CPUExecutionProvider"]:
+        return name
+    for tpl in TEMPLATES.values():
+        if (tpl.runner or tpl.runtime) == name and tpl.options.get("providers") == ",".join(providers):
+            return tpl.runtime
+    raise ValueError(f"no script template for {name} on {', '.join(providers)} (templates: {', '.join(TEMPLATES)})")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1111,7 +1145,8 @@ def generate(runtime: str, out: Path, *, failures: Sequence[Mapping[str, Any]] |
     from qconform.runner import resolve
 
     if runtime in TEMPLATES:
-        tpl, runner = TEMPLATES[runtime], resolve(runtime)
+        tpl = TEMPLATES[runtime]
+        runner = resolve(tpl.runner or runtime, tpl.options)
     else:
         tpl = generic_template(runtime, identity or {})
         load = (identity or {})["load"]

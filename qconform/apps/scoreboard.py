@@ -289,6 +289,7 @@ def build(reports: Mapping[str, Mapping[str, Any]], links: Mapping[str, Mapping[
             "complete": bool(r.get("complete")),
             "counts": {k: int(v) for k, v in sorted(c.items())},
             "diagnosis": _diagnosis(r),
+            **({} if name in BUNDLED else {"command": _command(r)}),
             "links": {"certificate": page_path(name), "certificate.json": certificate_path(name),
                       **dict(links.get(name) or {})},
             "overall": certificate.overall(r, scoped),
@@ -303,6 +304,35 @@ def build(reports: Mapping[str, Mapping[str, Any]], links: Mapping[str, Mapping[
         "runtimes": rts,
         "op_versions": [{"op_version": key[3], "cells": cells} for key, cells in sorted(per_ov.items())],
     }
+
+
+def _command(report: Mapping[str, Any]) -> str:
+    """How a row that is not a bundled runner's name was certified (an execution provider through
+    the onnxruntime runner, a vendor's runner): the report's command as typed, its folder as DIR."""
+    import re
+
+    line = (report.get("invocation") or {}).get("command_line") or ""
+    return re.sub(r"(--report[= ])\S+", r"\1DIR", line)
+
+
+def merge(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict:
+    """``old`` (a scoreboard.json) with the rows of ``new`` added or replacing its rows of the same
+    name: a runtime measured elsewhere (another environment, a variant that cannot share this one's
+    onnxruntime) joins the committed comparison without re-running the others."""
+    names = {rt["name"] for rt in new["runtimes"]}
+    rts = sorted([rt for rt in old["runtimes"] if rt["name"] not in names] + list(new["runtimes"]),
+                 key=lambda rt: _order(rt["name"]))
+    cells: dict[str, dict] = {}
+    for ov in old["op_versions"]:
+        cells[ov["op_version"]] = {k: v for k, v in ov["cells"].items() if k not in names}
+    for ov in new["op_versions"]:
+        cells.setdefault(ov["op_version"], {}).update(ov["cells"])
+    digests: dict[str, list[str]] = {}
+    for rt in rts:
+        digests.setdefault(rt["corpus_digest"], []).append(rt["name"])
+    order = [ov["op_version"] for ov in old["op_versions"]] + [ov["op_version"] for ov in new["op_versions"]]
+    return {**old, "corpus": {"digests": dict(sorted(digests.items()))}, "runtimes": rts,
+            "op_versions": [{"op_version": k, "cells": cells[k]} for k in dict.fromkeys(order)]}
 
 
 def collect(root: Path, names: Iterable[str], out: Path) -> dict:
@@ -557,7 +587,8 @@ def render_certificate(rt: Mapping[str, Any]) -> str:
             "corpus": {"digest": rt["corpus_digest"], "cases": rt["corpus_cases"]},
             "selection": rt["selection"], "complete": rt["complete"], "counts": rt["counts"],
             "overall": rt["overall"],
-            "full_report": f"pytest --runner={rt['name']} --report=DIR (DIR/report.json, report.html)",
+            "full_report": (rt.get("command") or f"pytest --runner={rt['name']} --report=DIR")
+                           + " (DIR/report.json, report.html)",
             "columns": list(CERTIFICATE_COLUMNS)}
     text = json.dumps(head, sort_keys=True, indent=1, ensure_ascii=False).removesuffix("\n}")
     rows = [json.dumps(r, ensure_ascii=False) for scope in rt["verdicts"] for r in scope]
@@ -575,11 +606,13 @@ def write(data: Mapping[str, Any], out: Path) -> list[Path]:
     """The three files into ``out``; their paths."""
     out.mkdir(parents=True, exist_ok=True)
     texts = {"scoreboard.md": render_markdown(data), "scoreboard.html": render_html(data), DATA: dumps(data)}
-    texts.update({page_path(rt["name"]): render_page(rt, data) for rt in data["runtimes"]})
-    texts.update({certificate_path(rt["name"]): render_certificate(rt) for rt in data["runtimes"]})
+    measured = [rt for rt in data["runtimes"] if "scopes" in rt]  # a merged row keeps its committed pages
+    texts.update({page_path(rt["name"]): render_page(rt, data) for rt in measured})
+    texts.update({certificate_path(rt["name"]): render_certificate(rt) for rt in measured})
     pages = out / page_path("x").rsplit("/", 1)[0]
+    keep = {f"{pages.name}/{Path(p(rt['name'])).name}" for rt in data["runtimes"] for p in (page_path, certificate_path)}
     for old in [*pages.glob("*.md"), *pages.glob("*.certificate.json")]:  # a runtime no longer compared keeps none
-        if f"{pages.name}/{old.name}" not in texts:
+        if f"{pages.name}/{old.name}" not in keep:
             old.unlink()
     paths = []
     for name, text in texts.items():
@@ -676,7 +709,10 @@ def main(args) -> int:
         if not names:
             print(f"qconform: no NAME/report.json under {root}", file=sys.stderr)
             return 2
-        return _render(root, names, out)
+        return _render(root, names, out, add=args.add)
+    if args.add:
+        print("qconform: --add goes with --from-reports DIR (the rows to add come from reports)", file=sys.stderr)
+        return 2
     names = []
     for name in sorted(dict.fromkeys(asked or runtimes()), key=_order):
         info, why = installed(name)
@@ -700,10 +736,12 @@ def main(args) -> int:
     return code or (1 if len(done) < len(names) else 0)
 
 
-def _render(root: Path, names: Sequence[str], out: Path) -> int:
+def _render(root: Path, names: Sequence[str], out: Path, add: bool = False) -> int:
     try:
         data = collect(root, names, out)
-    except ReportError as exc:
+        if add:
+            data = merge(json.loads((out / DATA).read_text(encoding="utf-8")), data)
+    except (ReportError, OSError, ValueError, KeyError) as exc:
         print(f"qconform: {exc}", file=sys.stderr)
         return 2
     for p in write(data, out):
@@ -721,6 +759,10 @@ def add_arguments(p) -> None:
                         "inside --out, the scoreboard links to them")
     p.add_argument("--from-reports", metavar="DIR", default=None,
                    help="run nothing: render from the report directories DIR/NAME/report.json")
+    p.add_argument("--add", action="store_true",
+                   help="with --from-reports: add (or replace) the rows of the runtimes under DIR and keep the "
+                        "other rows of the scoreboard in --out as they are (a runtime measured in another "
+                        "environment, e.g. an onnxruntime variant with its execution provider)")
     p.add_argument("--out", metavar="DIR", default=None,
                    help="where scoreboard.md, scoreboard.html and scoreboard.json go (default: "
                         "qconform/docs/scoreboard in a source checkout, else ./qconform-scoreboard)")
@@ -732,5 +774,5 @@ def add_arguments(p) -> None:
                         "the corpus digest or an installed runtime's version")
 
 
-__all__ = ["add_arguments", "build", "collect", "default_out", "installed", "installed_version", "main",
+__all__ = ["add_arguments", "build", "collect", "default_out", "installed", "installed_version", "main", "merge",
            "render_html", "render_markdown", "run_all", "run_one", "runtimes", "stale", "write"]
