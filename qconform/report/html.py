@@ -42,7 +42,7 @@ body{max-width:1240px} pre{white-space:pre-wrap;overflow-wrap:anywhere} td,th{ov
  text-align:left;border-bottom:2px solid #bbb;z-index:1} .scopes td{border-bottom:1px solid #eee;vertical-align:top}
 .scopes td.sv{color:#fff;white-space:nowrap;font-weight:600;width:1%} .scopes td.sv.light{color:#212121}
 .scopes details summary{cursor:pointer} .scopes table{width:100%;font-size:12px;margin:4px 0}
-.expl{display:none} .rollup td{font-size:12px}
+.expl{display:none} .rollup td{font-size:12px;padding:1px 4px;line-height:1.2}
 .chips{display:flex;flex-wrap:wrap;gap:4px;margin:8px 0} .chip{color:#fff;border-radius:3px;padding:1px 6px;
  font-size:12px;white-space:nowrap} .chip.light{color:#212121} .printonly{display:none}
 @media print{body{margin:0;max-width:none;font-size:11px} .filters,button{display:none}
@@ -254,11 +254,17 @@ def _rollup(report: dict) -> str:
         for ov in r["op_versions"]:
             op, _, v = ov.rpartition("-")
             by_op.setdefault(op, []).append(int(v) if v.isdigit() else 0)
-        ovs = "; ".join(f"{_e(op)} {', '.join(map(str, sorted(vs)))}" for op, vs in sorted(by_op.items()))
-        more = 0
+        parts = [(f"{op} {', '.join(map(str, sorted(vs)))}", len(vs)) for op, vs in sorted(by_op.items())]
+        shown_parts, more = [], 0
+        for text, n in parts:  # a short line on screen; every op version in the tooltip and report.json
+            if shown_parts and sum(len(t) + 2 for t in shown_parts) + len(text) > 60:
+                more += n
+            else:
+                shown_parts.append(text)
+        ovs = f'<span title="{_e("; ".join(t for t, _ in parts))}">{_e("; ".join(shown_parts))}</span>'
         out.append(f'<tr><td><b title="{what}">{_e(r["behaviour"])}</b>' + (f'<span class="expl"><br>{what}</span>' if what else "")
                    + f"</td><td>{r['cases']}" + (f" ({r['accepted']} accepted)" if r["accepted"] else "")
-                   + f"</td><td>{ovs}" + (f", +{more} more" if more > 0 else "")
+                   + f"</td><td>{ovs}" + (f"; +{more} more" if more > 0 else "")
                    + f'</td><td><a href="#{_e(ex["id"])}">{_e(ex["id"])}</a> · {shown}</td></tr>')
     return ('<h2 id="by-behaviour">What deviates, by behaviour</h2><table class="cases rollup"><tr><th>behaviour'
             "</th><th>cases</th><th>op versions</th><th>one example</th></tr>" + "".join(out) + "</table>")
