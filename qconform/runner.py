@@ -41,6 +41,27 @@ BUNDLED: dict[str, str] = {
 EXTRAS: dict[str, str] = {"onnxruntime": "onnxruntime", "openvino": "openvino", "tract": "tract",
                           "tinygrad": "tinygrad", "tvm": "tvm", "iree": "iree"}
 
+#: Runtimes certified through another runner: name -> (runner, its options, the distribution that
+#: carries them). An onnxruntime variant's wheel brings its execution provider under the
+#: ``onnxruntime`` import package; ``--runner onnxruntime-openvino`` is the onnxruntime runner on
+#: that provider alone. Reports, facts and findings name such a run by this name (``runtime_name``).
+VARIANTS: dict[str, tuple[str, dict[str, str], str]] = {
+    "onnxruntime-openvino": ("onnxruntime", {"providers": "OpenVINOExecutionProvider"}, "onnxruntime-openvino"),
+}
+
+
+def runtime_name(identity: Mapping[str, Any]) -> str:
+    """The runtime a report's runner identity (``describe()``) names: the runner's name, or for
+    onnxruntime on an execution provider the variant declared for it (``VARIANTS``), else
+    ``onnxruntime[PROVIDER,...]``: another provider's run is never taken for the CPU EP's."""
+    name, providers = str(identity["name"]), list(identity.get("providers") or [])
+    if not providers or providers == ["CPUExecutionProvider"]:
+        return name
+    for variant, (runner, options, _) in VARIANTS.items():
+        if runner == name and options.get("providers") == ",".join(providers):
+            return variant
+    return f"{name}[{','.join(providers)}]"
+
 
 class Unsupported(Exception):
     """Raised by a runner that cannot execute a model; the case is reported *unsupported*."""
@@ -112,7 +133,7 @@ def portable_spec(name: str) -> str:
 
 
 def _available() -> list[str]:
-    return sorted(set(BUNDLED) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+    return sorted(set(BUNDLED) | set(VARIANTS) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
 
 
 def _load_attr(spec: str, how: str) -> Any:
@@ -155,6 +176,10 @@ def resolve(name: str, options: Mapping[str, str] | None = None) -> Runner:
     options = dict(options or {})
     tried = []
     try:
+        if name in VARIANTS:
+            runner, preset, _ = VARIANTS[name]
+            tried.append(f"{runner} with {preset}")
+            return _instantiate(_load_attr(BUNDLED[runner], "bundled runners"), {**preset, **options}, name)
         if name in BUNDLED:
             tried.append(f"bundled {BUNDLED[name]}")
             return _instantiate(_load_attr(BUNDLED[name], "bundled runners"), options, name)
@@ -168,6 +193,10 @@ def resolve(name: str, options: Mapping[str, str] | None = None) -> Runner:
     except RunnerError:
         raise
     except ModuleNotFoundError as exc:
+        if name in VARIANTS and exc.name == "onnxruntime":
+            dist = VARIANTS[name][2]
+            raise RunnerError(f"runner {name!r} needs {dist}: pip install {dist} (in a venv of its own: it "
+                              "replaces plain onnxruntime)") from None
         if name in EXTRAS and exc.name == EXTRAS[name]:
             raise RunnerError(f"runner {name!r} needs the {exc.name} package: pip install 'qconform[{name}]'") from None
         raise RunnerError(f"runner {name!r} failed to load ({'; '.join(tried)}): {type(exc).__name__}: {exc}") from None

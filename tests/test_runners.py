@@ -92,3 +92,21 @@ def test_work_the_cpu_fallback_did_is_never_credited_to_the_provider_under_test(
     res = judge(runner, case)
     assert res.verdict == verdict and says in (res.record.get("problem") or ""), res.record
     assert runner.describe()["options"].get("fallback_credited", False) is False
+
+
+def test_an_onnxruntime_variant_is_named_by_its_provider_and_never_taken_for_the_cpu_ep() -> None:
+    """``--runner onnxruntime-openvino`` is the onnxruntime runner on OpenVINO's EP alone; a report's
+    identity names that variant (facts, findings and the scoreboard key on it), an undeclared provider
+    keeps its own name, and where the variant's wheel is missing the runner says so in one line."""
+    from qconform.runner import RunnerError, runtime_name
+
+    cpu = {"name": "onnxruntime", "providers": ["CPUExecutionProvider"]}
+    assert runtime_name(cpu) == "onnxruntime" and runtime_name({"name": "tract"}) == "tract"
+    assert runtime_name({"name": "onnxruntime", "providers": ["OpenVINOExecutionProvider"]}) == "onnxruntime-openvino"
+    assert runtime_name({"name": "onnxruntime", "providers": ["CUDAExecutionProvider"]}) == \
+        "onnxruntime[CUDAExecutionProvider]"
+    onnxruntime = pytest.importorskip("onnxruntime")
+    if "OpenVINOExecutionProvider" not in onnxruntime.get_available_providers():
+        with pytest.raises(RunnerError) as err:
+            resolve("onnxruntime-openvino")
+        assert "\n" not in str(err.value) and "OpenVINOExecutionProvider not available" in str(err.value)

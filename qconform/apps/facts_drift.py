@@ -249,12 +249,13 @@ def from_report(path: Path, golden: Path, against: str | None = None) -> Drift:
 
     from qconform import corpus as corpus_mod
     from qconform.facts.observe import from_report as observations
+    from qconform.runner import runtime_name
 
     path = path / "report.json" if path.is_dir() else path
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
         runner = report["runner"]
-        source, installed = runner["name"], facts.release(str(runner["version"]))
+        source, installed = runtime_name(runner), facts.release(str(runner["version"]))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise facts.FactsError(f"{path}: not a qconform report.json ({type(exc).__name__}: {exc})") from exc
     if source not in facts.RUNNER_SOURCES:

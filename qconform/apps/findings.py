@@ -69,6 +69,7 @@ from typing import Any
 import numpy as np
 
 import qconform
+from qconform.runner import VARIANTS
 
 PKG = Path(qconform.__file__).resolve().parent
 CHECKOUT = PKG.parent if (PKG.parent / "pyproject.toml").is_file() else None
@@ -127,10 +128,6 @@ class Template:
     install: str = ""
     #: Tools the script needs besides the runtime itself (names of ``qconform.tools``).
     tools: tuple[str, ...] = ()
-    #: The ``--runner`` and ``--runner-opt`` words of the runs it reproduces, where the runtime's name
-    #: is not a runner's (an execution provider through the onnxruntime runner).
-    runner: str = ""
-    options: Mapping[str, str] = field(default_factory=dict)
 
     def installed_version(self) -> str | None:
         if self.version_of is not None:
@@ -260,7 +257,6 @@ feeds = {k: to_ort(k, v) if k in CODES else ort.OrtValue.ortvalue_from_numpy(v) 
 outs = dict(zip([o.name for o in sess.get_outputs()], sess.run_with_ort_values(None, feeds)))
 actual = {k: from_ort(k, o) if o.element_type() == CODES.get(k) else o.numpy() for k, o in outs.items()}
 """,
-        runner="onnxruntime" if ep else "", options={"providers": ",".join(providers)} if ep else {},
         note=(f"`{package}` replaces plain `onnxruntime` (the same import package): install it in a venv of "
               f"its own. The session runs on {', '.join(providers)} alone, CPU fallback off, as qconform "
               "certified it.") if ep else "")
@@ -358,7 +354,8 @@ actual = {k: res[k].bitcast(dtypes.uint16).numpy() if res[k].dtype == CODES.get(
              "graph optimisations off, as qconform's runner does; inputs and outputs travel as raw bytes.",
         env=_ortweb_env, version_of=_ortweb_version, tools=("node",),
         install="pip install numpy && npm install onnxruntime-web@{version}   # into this folder"),
-    _ort_template("onnxruntime-openvino", "onnxruntime-openvino", ("OpenVINOExecutionProvider",)),
+    *(_ort_template(name, dist, options["providers"].split(",")) for name, (runner, options, dist) in VARIANTS.items()
+      if runner == "onnxruntime"),
 )}
 
 _BYTES_HELPERS = '''\
@@ -602,19 +599,12 @@ def load_report(path: Path, digest: str) -> tuple[str, list[dict], dict]:
     if got != digest:
         raise ValueError(f"{path}: written over corpus {str(got)[:12]}, this corpus is {digest[:12]}: "
                          "rerun pytest --runner=NAME --report=DIR")
-    return runtime_of(data["runner"]), list(data.get("failures", ())), dict(data["runner"])
+    from qconform.runner import runtime_name
 
-
-def runtime_of(identity: Mapping[str, Any]) -> str:
-    """The findings' runtime name of a report's runner: its name, or for onnxruntime on an execution
-    provider the template made for that provider (its CPU EP's template would not reproduce it)."""
-    name, providers = identity["name"], list(identity.get("providers") or [])
-    if not providers or providers == ["CPUExecutionProvider"]:
-        return name
-    for tpl in TEMPLATES.values():
-        if (tpl.runner or tpl.runtime) == name and tpl.options.get("providers") == ",".join(providers):
-            return tpl.runtime
-    raise ValueError(f"no script template for {name} on {', '.join(providers)} (templates: {', '.join(TEMPLATES)})")
+    name = runtime_name(data["runner"])  # onnxruntime on an execution provider: that variant's name
+    if "[" in name:
+        raise ValueError(f"{path}: no script template for {name} (templates: {', '.join(TEMPLATES)})")
+    return name, list(data.get("failures", ())), dict(data["runner"])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1145,8 +1135,7 @@ def generate(runtime: str, out: Path, *, failures: Sequence[Mapping[str, Any]] |
     from qconform.runner import resolve
 
     if runtime in TEMPLATES:
-        tpl = TEMPLATES[runtime]
-        runner = resolve(tpl.runner or runtime, tpl.options)
+        tpl, runner = TEMPLATES[runtime], resolve(runtime)
     else:
         tpl = generic_template(runtime, identity or {})
         load = (identity or {})["load"]

@@ -38,6 +38,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from qconform import platform as plat
+from qconform.runner import VARIANTS
 
 HERE = Path(__file__).resolve().parent
 KINDS = ("erratum", "reading", "oracle-gap", "unsupported", "must-reject")
@@ -100,6 +101,9 @@ SOURCES: dict[str, Source] = {s.name: s for s in (
     # the whole corpus takes onnxruntime-web about 20 s (most models are refused at once)
     Source("onnxruntime-web", "qconform.runners.ortweb_runner", runner="onnxruntime-web",
            version_from="qconform.runners.ortweb_runner:pinned_version"),
+    # onnxruntime's variants (qconform.runner.VARIANTS): the onnxruntime runner on their provider alone
+    *(Source(name, "onnxruntime", runner=name, dist=dist, check=THIRD_PARTY_CHECK)
+      for name, (_, _, dist) in VARIANTS.items()),
 )}
 RUNNER_SOURCES = tuple(s.name for s in SOURCES.values() if s.runner)
 
