@@ -61,10 +61,6 @@ def families() -> list[Family]:
     return out
 
 
-def family_modules() -> dict[str, ModuleType]:
-    return {f.key: f.module for f in families()}
-
-
 def combinations() -> list[Combination]:
     return [Combination(spec, combo) for spec in schemas.all_specs() for combo in spec.combinations()]
 

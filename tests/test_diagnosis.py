@@ -459,3 +459,26 @@ def test_a_pair_is_found_when_more_models_crowd_the_pool(corpus):
     actual[ev.dont_care[0]] = -32768
     actual[3][ev.dont_care[0][3]] = 0  # what OpenVINO gives there in the last row (scale 65504)
     assert "flush-denormals+reciprocal-multiply" in [d.model for d in dg.diagnose_case(case, [actual])]
+
+
+def test_a_predicate_that_raises_is_reported_not_silently_off() -> None:
+    """A model whose applies_to raises is a bug of the model: the diagnosis of a case names it in
+    ``errors`` and goes on with the other models; called without an errors list, it raises (issue 33)."""
+    import dataclasses
+
+    from qconform import corpus
+    from qconform.diagnosis.diagnose import diagnose_case
+
+    def broken(draft):
+        raise ZeroDivisionError("predicate bug")
+
+    case = corpus.index(corpus.DEFAULT_ROOT).case("QuantizeLinear-13/float32-int8/basic/per-tensor")
+    good = MODELS["round-half-away"]
+    bad = dataclasses.replace(good, name="broken-predicate", applies_to=broken)
+    actual = list(good.outputs(case.draft))
+    errors: list[str] = []
+    found = diagnose_case(case, actual, models=[bad, good], errors=errors)
+    assert [d.model for d in found] == ["round-half-away"]
+    assert errors == ["broken-predicate: its applies_to raised ZeroDivisionError: predicate bug"]
+    with pytest.raises(ZeroDivisionError):
+        bad.applies(case.draft)

@@ -48,8 +48,19 @@ class Diagnosis:
         return f"{self.model}: {self.explanation}"
 
 
-def applicable(case: Case, models: Iterable[Deviation] | None = None) -> list[Deviation]:
-    return [m for m in (MODELS.values() if models is None else models) if m.applies(case.draft)]
+def applicable(case: Case, models: Iterable[Deviation] | None = None, errors: list[str] | None = None) -> list[Deviation]:
+    return [m for m in (MODELS.values() if models is None else models) if _applies(m, case, errors)]
+
+
+def _applies(model: Deviation, case: Case, errors: list[str] | None = None) -> bool:
+    """``model.applies``; a predicate that raises is reported like a model that breaks (``_evaluate``)."""
+    try:
+        return model.applies(case.draft)
+    except Exception as exc:
+        if errors is None:
+            raise
+        errors.append(f"{model.name}: its applies_to raised {type(exc).__name__}: {exc}")
+        return False
 
 
 def _masks(case: Case, model_masks) -> list[np.ndarray | None]:
@@ -167,7 +178,7 @@ def diagnose_case(case: Case, actual: Sequence[np.ndarray], *, strict_nan: bool 
     if check_structure(case, actual):
         return []
     found, near = [], []
-    for m in applicable(case, models):
+    for m in applicable(case, models, errors):
         ev = _evaluate(m, case, errors)
         if ev is None:
             continue
@@ -184,7 +195,7 @@ def diagnose_case(case: Case, actual: Sequence[np.ndarray], *, strict_nan: bool 
     tries |= {tuple(sorted((a, b))) for a in PAIR_ALWAYS if a in dist for b in dist if b != a}
     for a, b in sorted(tries, key=lambda ab: (dist[ab[0]] + dist[ab[1]], ab)):  # closest first
         pair = combine(a, b)
-        if pair is None or not pair.applies(case.draft):
+        if pair is None or not _applies(pair, case, errors):
             continue
         reading = reproduces(pair, case, actual, strict_nan=strict_nan, profile=profile, errors=errors)
         if reading is not None:
@@ -409,7 +420,7 @@ def _lookup(name: str) -> Deviation | None:
 def _would_fail(model: Deviation, case: Case, strict_nan: bool, profile: str = "default",
                 errors: list[str] | None = None) -> bool:
     """Whether a runtime with this deviation fails a case (no reading of the model passes it)."""
-    if not model.applies(case.draft):
+    if not _applies(model, case, errors):
         return False
     ev = _evaluate(model, case, errors)
     if ev is None:  # the kernel rejects the model (or the model broke, and says so in errors)
@@ -461,7 +472,7 @@ def rank(records: Iterable[Mapping[str, Any]], cases: Mapping[str, Case] | None 
                 if m is None or (check != "all" and not c.explains_all):
                     continue
                 for case in passing:
-                    if m.applies(case.draft):
+                    if _applies(m, case, errors):
                         c.checked += 1
                         if _would_fail(m, case, strict_nan, profile, errors):
                             c.contradicted.append(case.id)

@@ -157,11 +157,6 @@ def lint(ptx: str) -> list[LintIssue]:
     return issues
 
 
-def check_all(archs: tuple[str, ...] = ARCHS, flags: tuple[str, ...] = FLAGS) -> dict[str, list[LintIssue]]:
-    """Compile for every arch and lint: {arch: issues}."""
-    return {arch: lint(compile_ptx(arch, flags)) for arch in archs}
-
-
 def main(argv: list[str] | None = None) -> int:
     """``python -m qconform.kernels.ptx [--out DIR] [ARCH ...]``: compile, lint, optionally save."""
     import argparse

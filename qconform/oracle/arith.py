@@ -41,13 +41,6 @@ def as_float64(arr: np.ndarray, t: ElemType | str) -> np.ndarray:
     return np.asarray(arr).astype(np.int64).astype(np.float64)
 
 
-def as_int64(arr: np.ndarray, t: ElemType | str) -> np.ndarray:
-    t = dtypes.get(t)
-    if not t.is_integer:
-        raise TypeError(f"{t.name} is not an integer type")
-    return np.asarray(arr).astype(np.int64)
-
-
 #: The precision name of float64 intermediates (no ElemType: no tensor of it crosses a model).
 FLOAT64 = "float64"
 
@@ -63,14 +56,6 @@ def fl(t: ElemType | str, v: np.ndarray) -> np.ndarray:
         with np.errstate(over="ignore"):
             return v.astype(_HARDWARE[t.name]).astype(np.float64)
     return floats.decode(floats.encode(v, t, saturate=False), t)
-
-
-def int_to_float(values: np.ndarray, t: ElemType | str) -> np.ndarray:
-    """Convert exact integers (int64) to float type t with one RNE rounding (float64 holds ≤ 2^53 exactly)."""
-    values = np.asarray(values, dtype=np.int64)
-    if np.any(np.abs(values) > 2**53):
-        raise ValueError("integer beyond 2^53: not exactly representable on the way to rounding")
-    return fl(t, values.astype(np.float64))
 
 
 def round_half_even(v: np.ndarray) -> np.ndarray:
@@ -140,10 +125,6 @@ def _round_fraction(t: ElemType, r: Fraction) -> float:
     if v > fmt.max_finite:
         return float("inf") if r > 0 else float("-inf")
     return float(v) if r > 0 else -float(v)
-
-
-#: Rounding modes of ``round_with``: the spec's, and the ones real kernels use instead.
-ROUNDING_MODES = ("half-even", "half-away", "half-up", "toward-zero")
 
 
 def round_with(v, mode: str = "half-even") -> np.ndarray:

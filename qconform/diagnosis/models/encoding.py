@@ -1,0 +1,336 @@
+"""The float8/float4/float6 (and bfloat16) encoders: the minifloat conversion of a result done another way."""
+from __future__ import annotations
+
+import numpy as np
+
+from qconform import dtypes
+from qconform.oracle import floats
+from qconform.oracle.arith import pack_output
+from qconform.oracle.arith import fl as _fl
+from qconform.diagnosis.models.base import _dev, _fnuz_involved, _minifloat_out, _q_out
+from qconform.diagnosis.models.common import Q, QLMM, _F32, _minifloat
+
+
+def _quantum_exponent(a: np.ndarray, fmt) -> np.ndarray:
+    _, e = np.frexp(a)
+    return np.maximum(e.astype(np.int64) - 1, fmt.emin) - fmt.mbits
+
+
+def truncate_to_format(x: np.ndarray, t: dtypes.ElemType) -> np.ndarray:
+    """Round toward zero to t's precision (exponent range unbounded above, as floats.round_to_format)."""
+    fmt = t.float_format
+    x = np.asarray(x, dtype=np.float64)
+    ok = np.isfinite(x) & (x != 0)
+    a = np.where(ok, np.abs(x), 1.0)
+    q = _quantum_exponent(a, fmt)
+    r = np.ldexp(np.trunc(np.ldexp(a, -q)), q)
+    return np.where(ok, np.copysign(r, x), x)
+
+
+def _f32(v) -> np.ndarray:
+    f32 = dtypes.get("float32")
+    return pack_output(floats.encode(np.asarray(v, dtype=np.float64), f32, saturate=False), "float32")
+
+
+class E5m2OverflowToNan:
+    def encode(self, v, t, **kw):
+        code = super().encode(v, t, **kw)
+        tt = dtypes.get(t)
+        if tt.name != "float8e5m2" or kw.get("saturate", True):
+            return code
+        v = np.asarray(v, dtype=np.float64)
+        fmt = tt.float_format
+        with np.errstate(invalid="ignore"):
+            r = floats.round_to_format(np.where(np.isfinite(v), v, 0.0), tt)
+            # rounds up past the largest finite value but is below the next binade (2^(emax+1))
+            over = np.isfinite(v) & (np.abs(r) > fmt.max_finite) & (np.abs(v) < 2.0 ** (fmt.emax + 1))
+        nan = np.where(np.signbit(v), 0xFF, 0x7F)
+        return np.where(over, nan, code).astype(code.dtype)
+
+
+class SaturateIgnored:
+    def encode(self, v, t, **kw):
+        if _minifloat(t):
+            kw["saturate"] = True
+        return super().encode(v, t, **kw)
+
+
+class E4m3fnNanCodeToMax:
+    """onnxruntime's Float8E4M3FN(float, saturate): a normal value whose truncated code is 0x7F (the
+    NaN code, |v| in [480, 496)) is first changed to 0x7E (448), and the later overflow test only
+    sees codes it would round up, so with saturate=0 these values give +-448 where NaN is right."""
+
+    def encode(self, v, t, **kw):
+        code = super().encode(v, t, **kw)
+        if dtypes.get(t).name != "float8e4m3fn" or kw.get("saturate", True):
+            return code
+        with np.errstate(invalid="ignore"):
+            a = np.abs(np.asarray(v, dtype=np.float64))
+            hit = (a >= 480.0) & (a < 496.0)
+        return np.where(hit, (code & 0x80) | 0x7E, code).astype(code.dtype)
+
+
+class NeverSaturate:
+    def encode(self, v, t, **kw):
+        if _minifloat(t):
+            kw["saturate"] = False
+        return super().encode(v, t, **kw)
+
+
+class FnuzInfOtherTable:
+    def encode(self, v, t, **kw):
+        if "fnuz_inf_saturates" in kw:
+            kw["fnuz_inf_saturates"] = not kw["fnuz_inf_saturates"]
+        return super().encode(v, t, **kw)
+
+
+class MinifloatTruncation:
+    def encode(self, v, t, **kw):
+        if _minifloat(t):
+            v = truncate_to_format(v, dtypes.get(t))
+        return super().encode(v, t, **kw)
+
+
+class FnuzNegativeZero:
+    """fnuz: negatives that round to zero keep the sign bit -> 0x80, the NaN code."""
+
+    def encode(self, v, t, **kw):
+        code = super().encode(v, t, **kw)
+        tt = dtypes.get(t)
+        if tt.float_format is not None and tt.float_format.nan_style == "fnuz":
+            with np.errstate(invalid="ignore"):
+                neg_zero = (code == 0) & np.signbit(np.asarray(v, dtype=np.float64)) & ~np.isnan(v)
+            code = np.where(neg_zero, np.asarray(1 << (tt.bits - 1), dtype=code.dtype), code).astype(code.dtype)
+        return code
+
+
+class Float8ConvertSaturatingNanToLowest:
+    """OpenVINO's CPU Convert to f8e4m3/f8e5m2 after QuantizeLinear's multiply by the float32
+    reciprocal of the scale (flushed to zero when subnormal): no zero-point add (so -0 stays -0),
+    rounded through float16 (two roundings), always saturating, and NaN to the most negative finite
+    code (0 * Inf from a subnormal scale's infinite reciprocal included)."""
+
+    def division_readings(self, x_t, s_t, attrs):
+        return [("division-in-float32", _F32)]
+
+    def quotient(self, x, s, prec):  # x * (1 / s), the reciprocal flushed to zero when subnormal
+        with np.errstate(all="ignore"):
+            inv = self.fl(_F32, 1.0 / self.fl(_F32, s))
+            inv = np.where(np.abs(inv) < np.finfo(np.float32).tiny, 0.0, inv)
+            return self.fl(_F32, self.fl(_F32, x) * inv)
+
+    def add_zero_float(self, q, zero, prec):
+        return q
+
+    def encode(self, v, t, **kw):
+        if not _minifloat(t):
+            return super().encode(v, t, **kw)
+        kw["saturate"] = True
+        v = np.asarray(v, dtype=np.float64)
+        with np.errstate(all="ignore"):
+            code = super().encode(_fl(dtypes.get("float16"), v), t, **kw)  # through float16: two roundings
+        lowest = super().encode(np.full(v.shape, -dtypes.get(t).float_format.max_finite), t, **kw)
+        return np.where(np.isnan(v), lowest, code).astype(code.dtype)
+
+
+def _rounded_through(via: str, name: str) -> type:
+    """A mixin whose float8/float4/float6 outputs are rounded to ``via`` first, then to the narrow
+    type (two roundings); the one step it overrides is ``encode``."""
+
+    def encode(self, v, t, **kw):
+        if _minifloat(t):
+            with np.errstate(all="ignore"):
+                v = _fl(dtypes.get(via), v)
+        return super(cls, self).encode(v, t, **kw)
+
+    cls = type(name, (), {"encode": encode, "__doc__": f"float8/float4/float6 outputs rounded through {via} first."})
+    return cls
+
+
+MinifloatDoubleRounding = _rounded_through("float16", "MinifloatDoubleRounding")
+
+
+MinifloatDoubleRoundingViaBfloat16 = _rounded_through("bfloat16", "MinifloatDoubleRoundingViaBfloat16")
+
+
+def ties_away_to_format(x: np.ndarray, t: dtypes.ElemType) -> np.ndarray:
+    """x moved to t's neighbour of larger magnitude where x is exactly halfway between two of t's
+    values; every other x unchanged (the encoder's round to nearest then decides it alone)."""
+    fmt = t.float_format
+    x = np.asarray(x, dtype=np.float64)
+    ok = np.isfinite(x) & (x != 0)
+    a = np.where(ok, np.abs(x), 1.0)
+    q = _quantum_exponent(a, fmt)
+    scaled = np.ldexp(a, -q)
+    tie = ok & (scaled - np.floor(scaled) == 0.5)
+    return np.where(tie, np.copysign(np.ldexp(np.floor(scaled) + 1, q), x), x)
+
+
+class MinifloatTiesAway:
+    """float8/float4/float6 outputs rounded to nearest with ties away from zero (a guard-bit-only
+    round-up), not ties to even."""
+
+    def encode(self, v, t, **kw):
+        if _minifloat(t):
+            v = ties_away_to_format(v, dtypes.get(t))
+        return super().encode(v, t, **kw)
+
+
+def truncf_bit_emulation(v: np.ndarray, fmt: dtypes.FloatFormat) -> np.ndarray:
+    """float32 -> float8 codes the way IREE's ``TruncFToSmallFloat`` (ConvertUnsupportedFloatArithPass,
+    after runtime/src/iree/base/internal/math.h) builds them from the float32 fields: round to nearest
+    even, but a subnormal whose rounding carries into the smallest normal loses the carry to the
+    mantissa mask (0); overflow past the top exponent gives ±Inf (e5m2) or the one NaN code 0x7F /
+    0x80, never a saturated value; a NaN input gives that positive NaN code; a value whose rounded
+    code is e4m3fn's 0x7F/0xFF keeps it (NaN, with the sign)."""
+    b = _f32(v).view(np.uint32).astype(np.int64)
+    m, e, bias = fmt.mbits, fmt.ebits, fmt.bias
+    sign = (b >> 31) << (e + m)
+    bexp, mant = (b >> 23) & 0xFF, b & 0x7FFFFF
+    fnuz = fmt.nan_style == "fnuz"
+    top = (1 << e) - 1
+    max_normal_exp = top - 1 if fmt.has_inf else top
+    nan_code = (1 << (e + m)) if fnuz else ((top << m) | ((1 << m) - 1))
+
+    def rne(x, shift):  # math.h's bias_to_nearest_even
+        even = np.left_shift(1, shift)
+        odd = even >> 1
+        return x + np.where((x & even) != 0, odd, odd - 1)
+
+    aexp = bexp - 127
+    dexp = aexp + bias
+    overflow = dexp > max_normal_exp
+    underflow = dexp <= 0
+    shift = 23 - m
+    rounded = rne(mant, shift)
+    carry = rounded > 0x7FFFFF
+    dexp = np.where(carry, dexp + 1, dexp)
+    rounded = np.where(carry, 0, rounded)
+    overflow |= dexp > max_normal_exp
+    normal = sign | (np.clip(dexp, 0, top) << m) | ((rounded >> shift) & ((1 << m) - 1))
+    sub_shift = np.clip((23 - m) - (aexp - (1 - bias)), 0, 40)
+    sub = (rne(mant | (1 << 23), sub_shift) >> sub_shift) & ((1 << m) - 1)  # the carry masked off
+    zero = 0 if fnuz else sign
+    sub = np.where(sub_shift > 24, zero, sign | sub)
+    out = np.where(underflow, sub, normal)
+    out = np.where(bexp == 0, zero, out)
+    if fnuz:
+        out = np.where(out == (1 << (e + m)), 0, out)
+    big = (sign | (top << m)) if fmt.has_inf else np.full_like(out, nan_code)
+    out = np.where(overflow | ((bexp == 0xFF) & (mant == 0)), big, out)
+    return np.where((bexp == 0xFF) & (mant != 0), nan_code, out)
+
+
+class TruncfBitEmulation:
+    def encode(self, v, t, **kw):
+        if not _minifloat(t) or dtypes.get(t).float_format.width != 8:
+            return super().encode(v, t, **kw)
+        tt = dtypes.get(t)
+        return truncf_bit_emulation(np.asarray(v, dtype=np.float64), tt.float_format).astype(tt.bits_dtype)
+
+
+
+#: The deviations of this step, each beside its mixin above (the registry's order: ``ORDER``).
+DEVIATIONS = [
+    _dev("float8e5m2-rounding-overflow-to-nan", Q,
+         "Your float8e5m2 conversion with saturate=0 gives NaN for values that round up past the largest "
+         "finite value (61440 <= |x| < 65536) instead of ±Inf; larger values do give ±Inf.",
+         "onnxruntime 1.31.1 does this (qconform/docs/diagnosis.md): the mantissa carry out of the top binade is "
+         "treated like e4m3fn's all-ones NaN pattern; the Cast table gives ±Inf for every [x] > FLT_MAX.",
+         "QuantizeLinear float32->float8e5m2, saturate=0, x=61440, y_scale=1: +Inf (0x7C) expected, NaN given",
+         E5m2OverflowToNan, lambda d: _q_out(d).name == "float8e5m2" and not d.attrs.get("saturate", 1),
+         ("floatkinds",)),
+    _dev("float8-saturate-ignored", Q,
+         "Your float8 conversion always saturates: with saturate=0, overflow and ±Inf must give NaN "
+         "(or ±Inf for e5m2) but you return ±max.",
+         "apache/tvm#19993 (saturate=0 for float8 rejected as unsupported); microsoft/onnxruntime#14731 "
+         "(review of the saturate attribute); the saturating convention of accelerators "
+         "(jax-ml/ml_dtypes#400).",
+         "QuantizeLinear float32->float8e4m3fn, saturate=0, x=1000, y_scale=1: NaN expected, 448 given",
+         SaturateIgnored, lambda d: _minifloat_out(d) and not d.attrs.get("saturate", 1), ("floatkinds",)),
+    _dev("float8e4m3fn-nan-code-to-max", Q,
+         "Your float32-to-float8e4m3fn conversion with saturate=0 gives +-448 for 480 <= |x / scale| < 496, whose "
+         "truncated code is the NaN code 0x7F: it is changed to 0x7E before the overflow test, which then "
+         "sees no rounding up; NaN is right there.",
+         "onnxruntime 1.32.0 (its fact for QuantizeLinear-*-float8e4m3fn saturate-0: 480 <= |x/s| < 496 gives "
+         "+-448), from Float8E4M3FN(float, saturate) in onnxruntime/core/framework/float8.h, where "
+         "'(val & 0x7F) == 0x7F' becomes 0x7E before the saturate branch.",
+         "QuantizeLinear float32->float8e4m3fn, saturate=0, x=480, y_scale=1: NaN (0x7F) expected, 448 (0x7E) given",
+         E4m3fnNanCodeToMax, lambda d: _q_out(d) is not None and _q_out(d).name == "float8e4m3fn"
+         and not d.attrs.get("saturate", 1), ("floatkinds",)),
+    _dev("float8-never-saturate", (Q, QLMM),
+         "Your float8 conversion never saturates: with saturate=1 (the default) overflow must give ±max "
+         "but you return NaN (e4m3fn, fnuz) or ±Inf (e5m2), as a plain non-saturating cast does.",
+         "jax-ml/ml_dtypes#260 and #400 (ml_dtypes casts give NaN on overflow where onnxruntime saturates "
+         "to 448); jax-ml/ml_dtypes#147.",
+         "QuantizeLinear float32->float8e4m3fn, x=1000, y_scale=1: 448 expected, NaN given",
+         NeverSaturate, lambda d: _minifloat_out(d) and d.attrs.get("saturate", 1), ("floatkinds", "basic")),
+    _dev("fnuz-inf-wrong-table", (Q, QLMM),
+         "Your float8 fnuz conversion applies the other opset's row for ±Inf with saturate=1: opsets 19-23 "
+         "give NaN (0x80), opset 24+ gives ±max.",
+         "onnx/onnx#6220 (onnx.reference cast ±Inf to ±FLT_MAX for e4m3fnuz where the opset-21 table says "
+         "NaN; the table changed in opset 24).",
+         "QuantizeLinear-21 float32->float8e4m3fnuz, x=+Inf, y_scale=1: NaN expected, 240 given",
+         FnuzInfOtherTable, _fnuz_involved, ("floatkinds", "specials", "basic")),
+    _dev("float8-round-toward-zero", (Q, QLMM),
+         "Your float8/float4/float6 conversion truncates the mantissa (round toward zero) instead of "
+         "rounding to nearest even.",
+         "NVlabs/cutile-rs#250 (f8 constant encoder truncated the mantissa); JuliaMath/Float8s.jl#22; "
+         "triton-lang/triton#6102 (wrong F16->F8E5M2 rounding bit twiddling); microsoft/onnxruntime#16938 "
+         "(1.8131605 -> 1.75 where 1.875 is nearest: what truncation gives, though the thread names no cause).",
+         "QuantizeLinear float32->float8e4m3fn, x=1.0625*1.9, y_scale=1 (above a midpoint)",
+         MinifloatTruncation, _minifloat_out, ("floatkinds",)),
+    _dev("fnuz-negative-zero", (Q, QLMM),
+         "Your float8 fnuz conversion keeps the sign of negative values that round to zero, producing 0x80, "
+         "which is NaN in the fnuz formats (they have no -0).",
+         "microsoft/onnxruntime#18473 (near-zero negative values converted to NaN) and onnx/onnx#5764; "
+         "openxla/xla#17487 (F16 -> F8e4m3b11fnuz gave -nan for small negatives).",
+         "QuantizeLinear float32->float8e4m3fnuz, x=-1e-9 (and -0.0), y_scale=1: 0x00 expected, 0x80 given",
+         FnuzNegativeZero, _fnuz_involved, ("floatkinds", "specials")),
+    _dev("float8-convert-saturating-nan-to-lowest", Q,
+         "Your QuantizeLinear to float8 divides in float32 and converts without adding the zero point (-0 "
+         "stays -0), always saturating (saturate=0 ignored), and NaN becomes the most negative finite value.",
+         "OpenVINO 2026.4.1's CPU Convert to f8e4m3/f8e5m2 (issue 20's probe: NaN gave 0xFE/0xFB in 396 cases, "
+         "-0 kept in 378, saturate=0 ignored in 63); openvinotoolkit/openvino#21817 (fp8 conversion saturates).",
+         "QuantizeLinear float16->float8e4m3fn, x=NaN, y_scale=1: NaN (0x7F) expected, -448 (0xFE) given",
+         Float8ConvertSaturatingNanToLowest, _minifloat_out, ("specials", "floatkinds", "precision")),
+    _dev("float8-truncf-bit-emulation", (Q, QLMM),
+         "Your float32 -> float8 conversion is built from the float32 bit fields: it rounds to nearest even "
+         "and never saturates (overflow gives NaN, or ±Inf for e5m2, whatever saturate says), a value that "
+         "rounds from the subnormal range up to the smallest normal becomes 0 (the carry is masked off), and "
+         "NaN becomes one positive NaN code (0x7F, fnuz 0x80), so a negative overflow with saturate=0 loses "
+         "its sign.",
+         "IREE 3.13's ConvertUnsupportedFloatArithPass (TruncFToSmallFloat: the rounded subnormal mantissa "
+         "is and-ed with the mantissa mask; overflow selects the NaN or Inf code); issue 20's IREE run "
+         "(0.0146484375 -> 0 where 2^-6 is right, -496 -> 0x7F); the emulation came with iree-org/iree#23119, "
+         "whose review asked for exactly denormals and round-to-nearest-even; the same class: "
+         "openvinotoolkit/openvino#30057 (f8e4m3 subnormals rounded twice).",
+         "QuantizeLinear float32->float8e4m3fn, x=0.0146484375 (7.5 * 2^-9), y_scale=1: 0x08 (2^-6) "
+         "expected, 0x00 given",
+         TruncfBitEmulation, _minifloat_out, ("floatkinds", "specials")),
+    _dev("minifloat-double-rounding", (Q, QLMM),
+         "Your float8/float4/float6 conversion rounds to float16 first and then to the narrow type: two "
+         "roundings, which move values just past a midpoint.",
+         "triton-lang/triton#7382 and #10846 (AMD fp32 -> fp8 through an fp16 intermediate); "
+         "flashinfer-ai/flashinfer#5128 (TensorRT-LLM's float2 -> fp8x2 cast through bf16); FlashML-org/FreeToken#85.",
+         "QuantizeLinear float32->float8e4m3fn, x just above the midpoint 1.0625 by less than a float16 ulp",
+         MinifloatDoubleRounding, _minifloat_out, ("floatkinds", "ties")),
+    _dev("minifloat-ties-away", (Q, QLMM),
+         "Your float8/float4/float6 conversion rounds a value exactly halfway between two representable "
+         "values away from zero, where the spec's round to nearest even keeps the even one.",
+         "triton-lang/triton#5925 and its fix #6102 (f16 -> f8e5m2 'rtne' rounds ties up on A100: 9 gives "
+         "10, where 8 is right); triton-lang/triton#11753 (x.to(tl.float8e5, rtne): 1.125 gives 1.25, "
+         "where 1.0 is right); OpenVINO 2026.4.1 in this suite's run (QLinearMatMul-21 to float8e4m3fn, "
+         "QLinearMatMul-21/bfloat16-int8-float8e5m2-float8e4m3fn/basic/ordinary).",
+         "QuantizeLinear float32->float8e5m2, x=1.125, y_scale=1: 1.0 expected, 1.25 given",
+         MinifloatTiesAway, _minifloat_out, ("ties", "floatkinds")),
+    _dev("minifloat-double-rounding-via-bfloat16", (Q, QLMM),
+         "Your float8/float4/float6 conversion rounds to bfloat16 first and then to the narrow type: two "
+         "roundings, which move values just past a midpoint.",
+         "flashinfer-ai/flashinfer#5128 (TensorRT-LLM's cudaTypeUtils: __nv_fp8x2_e4m3(bf1622float2("
+         "float22bf162(val))), float32 -> bfloat16 -> float8e4m3fn); OpenVINO 2026.4.1 in this suite's run: 11 "
+         "QLinearMatMul-21 cases with a float8e4m3fn output.",
+         "QuantizeLinear float32->float8e4m3fn, x = 1.0625 + 2^-10 (just above a midpoint, below "
+         "bfloat16's half-ulp): 1.125 expected, 1.0 given",
+         MinifloatDoubleRoundingViaBfloat16, _minifloat_out, ("floatkinds", "ties")),
+]
