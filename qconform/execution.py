@@ -71,6 +71,8 @@ class Pipeline:
         self._prepared: OrderedDict[str, Callable] = OrderedDict()
         self.prepared_hits = 0
         self._budget = None
+        #: the run of cases being judged (its first id; None: judged one by one): the diagnosis budget's scope
+        self.run_scope: str | None = None
 
     @classmethod
     def local(cls, runner: Any, *, diagnose: bool = False, strict_nan: bool = False, profile: str = "default",
@@ -196,7 +198,7 @@ class Pipeline:
 
         if self._budget is None:
             self._budget = Budget(self.options.diagnose_per_group or None)
-        if not self._budget.allow(case):
+        if not self._budget.allow(case, self.run_scope):
             return None, [], ""
         errors: list[str] = []
         try:
@@ -350,11 +352,12 @@ def _serve(conn, options: Options) -> None:
     except Exception as exc:  # the runner cannot even start here: every case says so
         why = f"runner failed to start in its worker: {type(exc).__name__}: {exc}"
         conn.send(READY)
-        while (batch := conn.recv()) is not None:
-            for cid in batch:
+        while (msg := conn.recv()) is not None:
+            for cid in msg[1]:
                 conn.send(CaseResult(cid, "error", {"id": cid, "verdict": "error", "problem": why}, f"{cid}: error: {why}"))
         return
-    for batch in _incoming(conn):
+    for scope, batch in _incoming(conn):
+        pipeline.run_scope = scope
         for cid in batch:
             try:
                 res = pipeline.run(cid)
@@ -364,6 +367,8 @@ def _serve(conn, options: Options) -> None:
                                                 "traceback": traceback.format_exc()}, f"{cid}: error: {why}")
             try:
                 conn.send(res)
+            except (BrokenPipeError, ConnectionError, EOFError):
+                return  # the controller is gone (killed with its machine, its Dask worker): nobody to answer
             except Exception as exc:  # e.g. a record that cannot be pickled
                 conn.send(CaseResult(cid, "error", {"id": cid, "verdict": "error", "problem": str(exc)},
                                      f"{cid}: error: result cannot be transferred: {exc}"))
@@ -376,15 +381,24 @@ class _Lane:
         self.engine = engine
         self.child = Child(_serve, (engine.options,), engine.memory_mb)
         self.pending: deque[str] = deque()  # submitted to this worker, no result yet, in order
+        self.run_of: dict[str, str] = {}  # pending case -> the run it was handed over in (its first id)
         self.ready = False
         self.last = time.monotonic()
 
     def send(self, ids: list[str]) -> None:
+        """Hand over one run of cases (one corpus group); batches carry the run's first id."""
         if not self.child.alive():
             self.restart()
         self.pending.extend(ids)
-        for i in range(0, len(ids), self.engine.batch):
-            self.child.send(ids[i:i + self.engine.batch])
+        self.run_of.update((cid, ids[0]) for cid in ids)
+        self._send(ids)
+
+    def _send(self, ids: list[str]) -> None:
+        start = 0
+        for i in range(1, len(ids) + 1):  # batches never straddle two runs
+            if i == len(ids) or i - start >= self.engine.batch or self.run_of[ids[i]] != self.run_of[ids[start]]:
+                self.child.send((self.run_of[ids[start]], ids[start:i]))
+                start = i
 
     def restart(self) -> None:
         if self.child.started:
@@ -392,9 +406,7 @@ class _Lane:
         self.child.start()
         self.ready = False
         self.last = time.monotonic()
-        again = list(self.pending)
-        for i in range(0, len(again), self.engine.batch):
-            self.child.send(again[i:i + self.engine.batch])
+        self._send(list(self.pending))
 
     def _wait_ready(self) -> bool:
         """Wait for a fresh worker's READY; False (and the head case's verdict) if it never comes."""
@@ -429,12 +441,14 @@ class _Lane:
             if got.id != head:  # the protocol is strictly in order: anything else is a qconform bug
                 raise RuntimeError(f"worker answered {got.id!r} while {head!r} was due")
             self.pending.popleft()
+            self.run_of.pop(got.id, None)
             self.engine.done[got.id] = got
             self.last = time.monotonic()
 
     def _settle(self, kind: str, why: str) -> None:
         """The head case gets the controller's verdict; the rest of its batch goes to a fresh worker."""
         head = self.pending.popleft()
+        self.run_of.pop(head, None)
         self.engine.done[head] = crash_result(self.engine.index.by_id[head], kind, why)
         if self.pending:
             self.restart()

@@ -47,6 +47,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--worker-memory-mb", type=int, default=0, metavar="MB",
                    help="address-space limit of each runner worker (default: none)")
     p.add_argument("--batch", type=int, default=64, metavar="N", help="cases per round trip to a worker (default 64)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--cluster", metavar="local:N", default=None,
+                       help="run on a Dask LocalCluster of N workers started here (each with its own isolated "
+                            "runner worker); needs qconform[dask]")
+    where.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                       help="run on an existing Dask cluster, e.g. tcp://HOST:8786 (its workers need qconform, "
+                            "the runner's runtime and the same corpus installed)")
     p.add_argument("--diagnose", choices=("on", "off"), default="on",
                    help="name the known deviation that reproduces each failure (default: on)")
     p.add_argument("--diagnose-per-group", type=int, default=16, metavar="N",
@@ -88,7 +95,7 @@ def _through_pytest(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     from qconform import corpus as corpus_mod
-    from qconform.execution import Executor, Options, local_executor
+    from qconform.execution import Executor, Options
     from qconform.report import baseline as baseline_mod
     from qconform.report import writer
     from qconform.runner import RunnerError, parse_options, resolve
@@ -126,8 +133,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         raise _Usage(str(exc)) from None
     options = Options(str(golden), args.runner, opts, bool(args.strict_nan), args.profile, args.diagnose == "on",
                       None if by_behaviour else args.diagnose_per_group or None)
-    engine: Executor = local_executor(options, index, workers=jobs, timeout=args.case_timeout,
-                                      memory_mb=args.worker_memory_mb, batch=args.batch)
+    engine: Executor = _executor(args, options, index, jobs)
     stubs = {r.id: writer.stub(r) for r in refs}
     records: list[dict] = []
     interrupted = False
@@ -149,7 +155,9 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         runner=ident, index=index, started_iso=started_iso, seconds=time.perf_counter() - started,
         interrupted=interrupted, exit_status=None,
         invocation={"args": list(argv), "profile": args.profile, "strict_nan": bool(args.strict_nan),
-                    "filters": filters, "workers": 0, "runner_workers": jobs, "front_end": "qconform certify",
+                    "filters": filters, "workers": 0, "runner_workers": getattr(engine, "workers", jobs),
+                    "executor": engine.describe() if hasattr(engine, "describe") else "local",
+                    "front_end": "qconform certify",
                     "command_line": shlex.join(["qconform", "certify", *argv]),
                     "baseline": writer.baseline_identity(args.baseline) if args.baseline else None})
     report, texts = writer.assemble(records, list(stubs.values()), run_meta, cases_of=index.cases_of, baseline=base,
@@ -160,6 +168,27 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     written = writer.write(Path(args.report), report, texts)
     _summary(report, written)
     return status
+
+
+def _executor(args: argparse.Namespace, options, index, jobs: int):
+    """Where the cases run: this machine's worker processes, or a Dask cluster (``qconform.cluster``)."""
+    from qconform.execution import local_executor
+
+    if not (args.cluster or args.scheduler):
+        return local_executor(options, index, workers=jobs, timeout=args.case_timeout,
+                              memory_mb=args.worker_memory_mb, batch=args.batch)
+    from qconform import cluster
+
+    try:
+        workers = cluster.parse_cluster(args.cluster) if args.cluster else None
+        engine = cluster.DaskEngine(options, index, scheduler=args.scheduler, local_workers=workers,
+                                    timeout=args.case_timeout, memory_mb=args.worker_memory_mb, batch=args.batch)
+    except (ValueError, cluster.DaskUnavailable) as exc:
+        raise _Usage(str(exc)) from None
+    except OSError as exc:  # the scheduler cannot be reached
+        raise _Usage(f"--scheduler {args.scheduler}: {type(exc).__name__}: {exc}") from None
+    print(f"qconform certify: {engine.describe()}", file=sys.stderr)
+    return engine
 
 
 class _Progress:

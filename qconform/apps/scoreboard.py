@@ -18,6 +18,7 @@ not a reason: nobody can re-measure it here).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -100,7 +101,15 @@ def _say(line: str) -> None:
     print(line, flush=True)  # progress shows at once, also through a pipe or a CI log
 
 
-def run_one(name: str, reports: Path, marker: str | None = None, say: Callable[[str], None] = _say) -> bool:
+def certify_command(name: str, report_dir: Path, scheduler: str) -> list[str]:
+    """The run of one runtime on a Dask cluster: ``qconform certify`` (the engine's own front-end,
+    the same report.json as the pytest command) against the cluster's scheduler."""
+    return [sys.executable, "-m", "qconform.cli", "certify", "--runner", name, "--report", str(report_dir),
+            "--scheduler", scheduler]
+
+
+def run_one(name: str, reports: Path, marker: str | None = None, say: Callable[[str], None] = _say,
+            scheduler: str | None = None) -> bool:
     """Run one runtime over the corpus into ``reports/name``; True when a fresh report.json came out.
     pytest's own output goes to ``reports/name/pytest.log`` (its tail is shown when no report came)."""
     out = (reports / name).resolve()
@@ -110,14 +119,15 @@ def run_one(name: str, reports: Path, marker: str | None = None, say: Callable[[
     say(f"{name}: started")
     t0 = time.monotonic()
     with log.open("w", encoding="utf-8") as fh:
-        rc = subprocess.run(pytest_command(name, out, marker), cwd=CHECKOUT or Path.cwd(),
+        command = certify_command(name, out, scheduler) if scheduler else pytest_command(name, out, marker)
+        rc = subprocess.run(command, cwd=CHECKOUT or Path.cwd(),
                             stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, check=False).returncode
     seconds = time.monotonic() - t0
     try:
         report = load(out / "report.json")
     except ReportError:
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
-        say(f"{name}: no report after {seconds:.0f} s (pytest exit {rc}); end of {log}:")
+        say(f"{name}: no report after {seconds:.0f} s (exit status {rc}); end of {log}:")
         for line in tail:
             say(f"    {line}")
         return False
@@ -127,7 +137,7 @@ def run_one(name: str, reports: Path, marker: str | None = None, say: Callable[[
 
 
 def run_all(names: Sequence[str], reports: Path, jobs: int = 1, marker: str | None = None,
-            say: Callable[[str], None] = _say) -> list[str]:
+            say: Callable[[str], None] = _say, scheduler: str | None = None) -> list[str]:
     """Run the runtimes, ``jobs`` at a time (a thread each waits on its pytest process); the names
     that produced a report."""
     lock = threading.Lock()
@@ -137,7 +147,7 @@ def run_all(names: Sequence[str], reports: Path, jobs: int = 1, marker: str | No
             say(line)
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        done = list(pool.map(lambda n: run_one(n, reports, marker, one_line), names))
+        done = list(pool.map(lambda n: run_one(n, reports, marker, one_line, scheduler), names))
     return [n for n, ok in zip(names, done) if ok]
 
 
@@ -723,17 +733,38 @@ def main(args) -> int:
     if not names:
         print("qconform: no runtime to run", file=sys.stderr)
         return 2
+    if (args.cluster or args.scheduler) and args.marker:
+        print("qconform: -m selects pytest items; on a cluster the runtimes run through qconform certify, "
+              "which takes the whole corpus", file=sys.stderr)
+        return 2
     jobs = args.jobs or max(1, (os.cpu_count() or 1) // 2)
-    _say(f"running {', '.join(names)} over the corpus, {jobs} at a time"
-         + (f" (cases: -m {args.marker!r})" if args.marker else ""))
-    with tempfile.TemporaryDirectory(prefix="qconform-scoreboard-") as tmp:
+    with contextlib.ExitStack() as stack:
+        scheduler = args.scheduler or (_start_cluster(stack, args.cluster) if args.cluster else None)
+        if scheduler and not args.jobs:
+            jobs = len(names)  # the cluster spreads their cases: every runtime at once
+        _say(f"running {', '.join(names)} over the corpus, {jobs} at a time"
+             + (f" (cases: -m {args.marker!r})" if args.marker else "")
+             + (f" on the Dask cluster at {scheduler}" if scheduler else ""))
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="qconform-scoreboard-"))
         root = Path(args.reports) if args.reports else Path(tmp)
-        done = run_all(names, root, jobs, args.marker)
+        done = run_all(names, root, jobs, args.marker, scheduler=scheduler)
         if not done:
             print("qconform: no runtime produced a report", file=sys.stderr)
             return 2
         code = _render(root, done, out)
     return code or (1 if len(done) < len(names) else 0)
+
+
+def _start_cluster(stack: contextlib.ExitStack, spec: str) -> str:
+    """A LocalCluster for the whole scoreboard (``--cluster local:N``); its scheduler's address."""
+    import dask
+
+    from qconform import cluster
+
+    stack.enter_context(dask.config.set(cluster.local_config()))
+    local = cluster.local_cluster(cluster.parse_cluster(spec))
+    stack.callback(cluster.quietly_close, None, local)
+    return local.scheduler_address
 
 
 def _render(root: Path, names: Sequence[str], out: Path, add: bool = False) -> int:
@@ -759,6 +790,12 @@ def add_arguments(p) -> None:
                         "inside --out, the scoreboard links to them")
     p.add_argument("--from-reports", metavar="DIR", default=None,
                    help="run nothing: render from the report directories DIR/NAME/report.json")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--cluster", metavar="local:N", default=None,
+                       help="run every runtime at once on a Dask LocalCluster of N workers started here (each "
+                            "runtime through qconform certify --scheduler); needs qconform[dask]")
+    where.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                       help="run the runtimes on an existing Dask cluster (its workers need every runtime installed)")
     p.add_argument("--add", action="store_true",
                    help="with --from-reports: add (or replace) the rows of the runtimes under DIR and keep the "
                         "other rows of the scoreboard in --out as they are (a runtime measured in another "

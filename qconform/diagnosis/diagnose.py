@@ -205,16 +205,18 @@ def diagnose_case(case: Case, actual: Sequence[np.ndarray], *, strict_nan: bool 
 
 class Budget:
     """At most ``per_group`` diagnosed failing cases per (domain, op, opset, types) group (None: no
-    limit). Keep one per process; a worker counts its own cases only."""
+    limit), counted per ``scope``: the run of cases an executor handed over together (its first case
+    id), so which failures carry a diagnosis does not depend on which worker, process or machine ran
+    them; without a scope, per process."""
 
     def __init__(self, per_group: int | None = None) -> None:
         self.per_group = per_group
         self._used: dict[tuple, int] = defaultdict(int)
 
-    def allow(self, case: Case) -> bool:
+    def allow(self, case: Case, scope: str | None = None) -> bool:
         if self.per_group is None:
             return True
-        key = (case.domain, case.op, case.opset, case.types)
+        key = (scope, case.domain, case.op, case.opset, case.types)
         if self._used[key] >= self.per_group:
             return False
         self._used[key] += 1

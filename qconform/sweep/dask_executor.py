@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from qconform.cluster import DaskUnavailable, distributed_module, local_cluster, local_config, parse_cluster
+from qconform.cluster import quietly_close as _quietly_close
 from qconform.sweep.units import UnitResult, UnitWorker, unit_key
 
 #: Worker deaths a unit may be involved in before it is an error (1: the first death reschedules
@@ -28,16 +30,8 @@ RETRIES = 1
 PLUGIN_NAME = "qconform-sweep-runner"
 
 
-class DaskUnavailable(RuntimeError):
-    """``dask[distributed]`` is not installed: one line naming the extra."""
-
-
 def _distributed():
-    try:
-        import distributed
-    except ImportError:
-        raise DaskUnavailable("the Dask executor needs dask[distributed]: pip install 'qconform[dask]'") from None
-    return distributed
+    return distributed_module()
 
 
 try:  # the plugin base class, when the extra is installed (the module imports without it)
@@ -71,59 +65,6 @@ def _run_unit(unit) -> UnitResult:
     return plugin.unit_worker.run(unit)
 
 
-def _quietly_close(client, cluster) -> None:
-    """Close what this run started. Workers still sending a heartbeat while the scheduler goes
-    away log tracebacks at ERROR; that is shutdown noise, not a result, so it is not printed."""
-    import logging
-
-    log = logging.getLogger("distributed")
-    level = log.level
-    log.setLevel(logging.CRITICAL)
-    try:
-        if client is not None:
-            client.close()
-        if cluster is not None:
-            cluster.close()
-    finally:
-        log.setLevel(level)
-
-
-def parse_cluster(spec: str) -> int:
-    """``local`` or ``local:N`` -> the number of workers (default: this machine's cores)."""
-    import os
-
-    kind, _, n = spec.partition(":")
-    if kind != "local":
-        raise ValueError(f"--cluster {spec!r}: expected local or local:N (an existing cluster: --scheduler ADDRESS)")
-    try:
-        workers = int(n) if n else (os.cpu_count() or 1)
-    except ValueError:
-        raise ValueError(f"--cluster {spec!r}: N must be a number of workers") from None
-    if workers < 1:
-        raise ValueError(f"--cluster {spec!r}: N must be at least 1")
-    return workers
-
-
-#: Settings for a LocalCluster started by qconform, measured on sweep units (benchmarks/bench_dask.py):
-#: Dask's workers get ``MALLOC_TRIM_THRESHOLD_`` set, and setting any malloc threshold turns off
-#: glibc's dynamic mmap threshold, so every 1M-element array of a unit is mmap'ed and page-faulted
-#: afresh: the units ran 2x slower than in the local pool. Its 10 ms statistical profiler is off too.
-LOCAL_CLUSTER_CONFIG = {"distributed.worker.profile.enabled": False}
-DROPPED_ENVIRON = ("MALLOC_TRIM_THRESHOLD_",)
-
-
-def local_cluster(workers: int):
-    """A LocalCluster of ``workers`` single-threaded processes, with the settings above."""
-    distributed = _distributed()
-    import dask
-
-    environ = {k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ", {}).items()
-               if k not in DROPPED_ENVIRON}
-    with dask.config.set({**LOCAL_CLUSTER_CONFIG, "distributed.nanny.pre-spawn-environ": environ}):
-        return distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                        dashboard_address=None)
-
-
 @dataclass
 class DaskExecutor:
     """Units as Dask tasks, on an existing scheduler (``scheduler``) or a LocalCluster of
@@ -141,7 +82,9 @@ class DaskExecutor:
             return
         # worker-saturation 1.0: a worker holds only the unit it runs, so a death is charged to that
         # unit alone and not to units merely queued there (Dask counts every unit "involved").
-        with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
+        local = self.client is None and not self.scheduler  # restarted workers keep our settings too
+        with dask.config.set({**(local_config() if local else {}),
+                              "distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
                               "distributed.scheduler.worker-saturation": 1.0}):
             cluster = client = None
             try:
@@ -166,3 +109,6 @@ class DaskExecutor:
                         fut.release()
             finally:
                 _quietly_close(client if client is not self.client else None, cluster)
+
+
+__all__ = ["DaskExecutor", "DaskUnavailable", "parse_cluster"]
