@@ -76,3 +76,26 @@ def test_bad_input_is_one_line_and_runs_nothing(tmp_path):
         c = certify(*args, "--report", str(tmp_path / "r"), cwd=tmp_path)
         assert c.returncode == 2 and c.stderr.count("\n") == 1 and says in c.stderr, (args, c.stderr)
         assert not (tmp_path / "r").exists()
+
+
+def test_a_stopped_run_resumes_from_its_state_file(tmp_path):
+    """``--state FILE``: the cases finished before a stop are read back, the rest run, and the report
+    is the one an uninterrupted run writes; a state file of another run is refused in one line."""
+    state = tmp_path / "state.jsonl"
+    first = certify("--runner", "cpu-ref", "--case", "QuantizeLinear-13/*", "--state", str(state),
+                    "--report", str(tmp_path / "part"))
+    assert first.returncode == 0, first.stderr
+    lines = state.read_text().splitlines()
+    state.write_text("\n".join(lines) + '\n{"id": "QuantizeLinear-10/float32-uint8/basic/per-te')  # killed mid-write
+    both = ("--case", "QuantizeLinear-13/*", "--case", "QuantizeLinear-10/*")
+    resumed = certify("--runner", "cpu-ref", *both, "--state", str(state), "--report", str(tmp_path / "resumed"))
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{len(lines) - 1} of " in resumed.stderr and "read back" in resumed.stderr
+    fresh = certify("--runner", "cpu-ref", *both, "--report", str(tmp_path / "fresh"))
+    a, b = _found(tmp_path / "resumed"), _found(tmp_path / "fresh")
+    assert a["counts"]["collected"] > len(lines) - 1
+    assert {k: v for k, v in a.items() if k != "cases"} == {k: v for k, v in b.items() if k != "cases"}
+    assert [{k: v for k, v in c.items() if k != "duration_s"} for c in a["cases"]] == \
+        [{k: v for k, v in c.items() if k != "duration_s"} for c in b["cases"]]
+    other = certify("--runner", "onnx-reference", *both, "--state", str(state), "--report", str(tmp_path / "x"))
+    assert other.returncode == 2 and other.stderr.count("\n") == 1 and "written by another run" in other.stderr

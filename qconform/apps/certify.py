@@ -11,7 +11,9 @@ before, with everything else passed along.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
+import json
 import os
 import shlex
 import sys
@@ -47,6 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--worker-memory-mb", type=int, default=0, metavar="MB",
                    help="address-space limit of each runner worker (default: none)")
     p.add_argument("--batch", type=int, default=64, metavar="N", help="cases per round trip to a worker (default 64)")
+    p.add_argument("--state", default=None, metavar="FILE",
+                   help="keep each finished case in FILE (JSON lines) and, rerun with the same command, read back "
+                        "the cases done before: a long run stopped part way resumes")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--cluster", metavar="local:N", default=None,
                        help="run on a Dask LocalCluster of N workers started here (each with its own isolated "
@@ -133,21 +138,38 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         raise _Usage(str(exc)) from None
     options = Options(str(golden), args.runner, opts, bool(args.strict_nan), args.profile, args.diagnose == "on",
                       None if by_behaviour else args.diagnose_per_group or None)
-    engine: Executor = _executor(args, options, index, jobs)
+    state = _State(Path(args.state), {"corpus": index.digest, "runner": ident, "options": dataclasses.asdict(options)}) \
+        if args.state else None
+    done = state.load() if state else {}
+    todo = [r.id for r in refs if r.id not in done]
+    if done:
+        print(f"qconform certify: {len(refs) - len(todo)} of {len(refs)} cases read back from {args.state}",
+              file=sys.stderr)
+    engine: Executor | None = _executor(args, options, index, jobs) if todo else None
     stubs = {r.id: writer.stub(r) for r in refs}
     records: list[dict] = []
     interrupted = False
     progress = _Progress(len(refs))
     try:
-        engine.submit([r.id for r in refs])
+        if engine is not None:
+            engine.submit(todo)
         for r in refs:
-            res = engine.result(r.id)
-            records.append({**stubs[r.id], **res.record, "duration_s": res.runner_seconds})
-            progress.step(res.verdict)
+            if r.id in done:
+                rec = done[r.id]
+            else:
+                res = engine.result(r.id)
+                rec = {**stubs[r.id], **res.record, "duration_s": res.runner_seconds}
+                if state:
+                    state.append(rec)
+            records.append(rec)
+            progress.step(rec["verdict"])
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        engine.close()
+        if engine is not None:
+            engine.close()
+        if state:
+            state.close()
     progress.done()
 
     filters = ["--case"] if patterns else []
@@ -157,6 +179,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         invocation={"args": list(argv), "profile": args.profile, "strict_nan": bool(args.strict_nan),
                     "filters": filters, "workers": 0, "runner_workers": getattr(engine, "workers", jobs),
                     "executor": engine.describe() if hasattr(engine, "describe") else "local",
+                    "resumed": len(refs) - len(todo),
                     "front_end": "qconform certify",
                     "command_line": shlex.join(["qconform", "certify", *argv]),
                     "baseline": writer.baseline_identity(args.baseline) if args.baseline else None})
@@ -168,6 +191,53 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     written = writer.write(Path(args.report), report, texts)
     _summary(report, written)
     return status
+
+
+class _State:
+    """``--state FILE``: every finished case's record, one JSON line each, written as it arrives. A run
+    stopped part way (Ctrl-C, a lost client, a machine gone) restarts with the same command and reads
+    back what was done; a file written by another run (another corpus, runner, runner options or
+    judging options) is refused, never mixed in."""
+
+    FORMAT = "qconform-certify-state/1"
+
+    def __init__(self, path: Path, key: dict) -> None:
+        self.path, self.key = path, json.loads(json.dumps(key, sort_keys=True, default=str))
+        self._fh = None
+
+    def load(self) -> dict[str, dict]:
+        if not self.path.exists():
+            return {}
+        done = {}
+        with self.path.open(encoding="utf-8") as fh:
+            try:
+                head = json.loads(fh.readline() or "{}")
+            except ValueError:
+                head = {}
+            if head.get("format") != self.FORMAT or head.get("key") != self.key:
+                raise _Usage(f"--state {self.path}: written by another run (another corpus, runner or options); "
+                             "remove it or give another file")
+            for line in fh:
+                try:
+                    rec = json.loads(line)
+                except ValueError:  # the last line of a run killed mid-write
+                    continue
+                done[rec["id"]] = rec
+        return done
+
+    def append(self, record: dict) -> None:
+        if self._fh is None:
+            fresh = not self.path.exists() or self.path.stat().st_size == 0
+            self._fh = self.path.open("a", encoding="utf-8")
+            if fresh:
+                self._fh.write(json.dumps({"format": self.FORMAT, "key": self.key}, sort_keys=True) + "\n")
+        self._fh.write(json.dumps(record, default=str) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
 
 
 def _executor(args: argparse.Namespace, options, index, jobs: int):
