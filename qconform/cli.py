@@ -72,6 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "the report pytest --runner=NAME --report=DIR writes, without a pytest item per case. "
                     "Options only pytest knows (-m, -k, -n, --from-report, ...) run it through pytest instead, "
                     "every option passed on."))
+    imp = sub.add_parser(
+        "import-results", help="judge the outputs a device wrote offline into an export, and write a report",
+        description="For a device with no network: after `qconform export backend-test DIR`, the device team's own "
+                    "tool writes each case's outputs as DIR/<case dir>/actual/output_N.pb (or actual/unsupported.txt, "
+                    "actual/error.txt) and DIR/device.json; this judges them through qconform's engine into the "
+                    "report a live run writes (qconform certify --offline DIR). Format: qconform/docs/runners.md §11.")
+    imp.add_argument("results", metavar="DIR", help="the export, with the device's actual/ folders")
+    certify.add_arguments(imp)
     init = sub.add_parser("init-runner", help="write a starter runner file to fill in for your runtime")
     init.add_argument("path", type=Path, help="file to write, e.g. my_runner.py")
     init.add_argument("--bytes", action="store_true",
@@ -197,6 +205,11 @@ def main(argv: list[str] | None = None) -> int:
         return promote_main(args.file, args.dir)
     if args.cmd == "certify":
         return certify.main(args, argv[argv.index("certify") + 1:])
+    if args.cmd == "import-results":
+        if args.offline and args.offline != args.results:
+            parser.error("import-results takes the results folder once (DIR), not --offline too")
+        args.offline = args.results
+        return certify.main(args, argv[argv.index("import-results") + 1:])
     if args.cmd == "init-runner":
         return init_runner(args.path, bytes_binding=args.bytes, force=args.force)
     if args.cmd == "baseline":

@@ -132,6 +132,11 @@ class Pipeline:
     def judge(self, case) -> CaseResult:
         """One case's verdict, record and failure text: the one path every application takes."""
         result, seconds = self.call(case)
+        return self.judge_call(case, result, seconds)
+
+    def judge_call(self, case, result: CallResult, seconds: float = 0.0) -> CaseResult:
+        """The verdict of a runner call made elsewhere (a device's stored outputs, ``qconform.offline``):
+        the same comparison, diagnosis and record as ``judge``."""
         out = self._finish(case, result, seconds)
         if self.keep_outputs and result.kind == "ok":
             out.outputs = list(result.outputs)

@@ -28,7 +28,7 @@ ENGINE_OPTIONS = ("--runner-opt", "--golden", "--case", "--baseline", "--min-cas
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--runner", required=True, help="bundled name, entry point, package.module:Attr or file.py:Attr")
+    p.add_argument("--runner", default=None, help="bundled name, entry point, package.module:Attr or file.py:Attr")
     p.add_argument("--report", default="qconform-report", metavar="DIR",
                    help="report directory (default qconform-report)")
     p.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
@@ -53,6 +53,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="keep each finished case in FILE (JSON lines) and, rerun with the same command, read back "
                         "the cases done before: a long run stopped part way resumes")
     where = p.add_mutually_exclusive_group()
+    where.add_argument("--offline", metavar="DIR", default=None,
+                       help="judge the outputs a device wrote into an export (qconform export backend-test DIR, "
+                            "then actual/output_N.pb per case; see qconform import-results) instead of running")
     where.add_argument("--cluster", metavar="local:N", default=None,
                        help="run on a Dask LocalCluster of N workers started here (each with its own isolated "
                             "runner worker); needs qconform[dask]")
@@ -110,9 +113,20 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         raise _Usage(f"--batch={args.batch}: expected a number of cases >= 1")
     if args.min_cases is not None and args.min_cases < 0:
         raise _Usage(f"--min-cases={args.min_cases}: expected a number of cases >= 0 (0 disables the floor)")
+    if bool(args.runner) == bool(args.offline):
+        raise _Usage("give --runner NAME (run the cases) or --offline DIR (judge a device's stored outputs)")
     try:
         opts = parse_options(args.runner_opt)
-        ident = writer.runner_identity(resolve(args.runner, opts), args.runner, opts)
+        if args.offline:
+            from qconform.offline import OfflineError, OfflineResults
+
+            try:
+                ident = writer.runner_identity(OfflineResults(args.offline), f"offline:{args.offline}")
+            except OfflineError as exc:
+                raise _Usage(str(exc)) from None
+            args.runner = ident["name"]
+        else:
+            ident = writer.runner_identity(resolve(args.runner, opts), args.runner, opts)
     except RunnerError as exc:
         raise _Usage(str(exc)) from None
     golden = Path(args.golden or corpus_mod.DEFAULT_ROOT)
@@ -181,7 +195,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
                     "executor": engine.describe() if hasattr(engine, "describe") else "local",
                     "resumed": len(refs) - len(todo),
                     "front_end": "qconform certify",
-                    "command_line": shlex.join(["qconform", "certify", *argv]),
+                    "command_line": shlex.join(["qconform", getattr(args, "cmd", None) or "certify", *argv]),
                     "baseline": writer.baseline_identity(args.baseline) if args.baseline else None})
     report, texts = writer.assemble(records, list(stubs.values()), run_meta, cases_of=index.cases_of, baseline=base,
                                     today=_dt.date.today(), min_cases=args.min_cases, filters=filters,
@@ -244,6 +258,13 @@ def _executor(args: argparse.Namespace, options, index, jobs: int):
     """Where the cases run: this machine's worker processes, or a Dask cluster (``qconform.cluster``)."""
     from qconform.execution import local_executor
 
+    if args.offline:
+        from qconform.offline import OfflineEngine, OfflineError
+
+        try:
+            return OfflineEngine(options, index, Path(args.offline))
+        except OfflineError as exc:
+            raise _Usage(str(exc)) from None
     if not (args.cluster or args.scheduler):
         return local_executor(options, index, workers=jobs, timeout=args.case_timeout,
                               memory_mb=args.worker_memory_mb, batch=args.batch)
