@@ -27,7 +27,8 @@ import numpy as np
 
 from qconform import dtypes
 
-__all__ = ["NUMPY_NATIVE", "dtype", "elem_type", "from_bytes", "from_codes", "nbytes", "pack", "to_bytes", "to_codes",
+__all__ = ["NUMPY_NATIVE", "dtype", "elem_type", "from_bytes", "from_codes", "from_tensor_proto", "nbytes", "pack",
+           "to_bytes", "to_codes", "to_tensor_proto",
            "unpack"]
 
 #: ONNX element types (``onnx.TensorProto`` codes) whose arrays are plain numpy arrays; every other
@@ -121,3 +122,30 @@ def from_bytes(data: bytes | bytearray | memoryview | np.ndarray, onnx_type: int
         raise ValueError(f"{t.name}{list(shape)} takes {want} bytes in the ONNX layout, got {raw.size}")
     count = int(np.prod(shape, dtype=np.int64))
     return from_codes(unpack(onnx_type, raw, count), onnx_type).reshape(shape)
+
+
+def to_tensor_proto(array: np.ndarray, name: str = "") -> bytes:
+    """An array as serialised ONNX TensorProto bytes: ``raw_data`` in the ONNX layout (sub-byte types
+    packed), so every type crosses a file or a socket bit-exactly (the device protocol, offline results)."""
+    import onnx
+
+    array = np.asarray(array)
+    t = onnx.TensorProto()
+    t.name = name
+    t.data_type = elem_type(array.dtype)
+    t.dims.extend(array.shape)
+    t.raw_data = to_bytes(array)
+    return t.SerializeToString()
+
+
+def from_tensor_proto(data: bytes) -> np.ndarray:
+    """Serialised TensorProto bytes as a qconform array: ``raw_data`` through ``from_bytes`` (exact
+    byte count), else onnx's reading of the typed fields (``float_data``, ``int32_data``, ...)."""
+    import onnx
+    from onnx import numpy_helper
+
+    t = onnx.TensorProto()
+    t.ParseFromString(data)
+    if t.raw_data or not any((t.float_data, t.int32_data, t.int64_data, t.double_data, t.uint64_data)):
+        return from_bytes(t.raw_data, t.data_type, list(t.dims))
+    return numpy_helper.to_array(t)

@@ -80,6 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "report a live run writes (qconform certify --offline DIR). Format: qconform/docs/runners.md §11.")
     imp.add_argument("results", metavar="DIR", help="the export, with the device's actual/ folders")
     certify.add_arguments(imp)
+    from qconform import worker as worker_mod
+
+    worker_mod.add_arguments(sub.add_parser(
+        "worker", help="serve a runner on a TCP port, for a device that cannot host the suite",
+        description="Serve a runner to a controller elsewhere (qconform certify --runner remote:HOST:PORT): "
+                    "models and tensors over the versioned protocol of qconform/docs/protocol.md, the runner "
+                    "in a child process restarted after a crash or hang. Binds to loopback unless --host says "
+                    "otherwise; any other address needs a shared secret."))
     init = sub.add_parser("init-runner", help="write a starter runner file to fill in for your runtime")
     init.add_argument("path", type=Path, help="file to write, e.g. my_runner.py")
     init.add_argument("--bytes", action="store_true",
@@ -210,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("import-results takes the results folder once (DIR), not --offline too")
         args.offline = args.results
         return certify.main(args, argv[argv.index("import-results") + 1:])
+    if args.cmd == "worker":
+        from qconform import worker as worker_mod
+
+        return worker_mod.main(args)
     if args.cmd == "init-runner":
         return init_runner(args.path, bytes_binding=args.bytes, force=args.force)
     if args.cmd == "baseline":

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import onnx
 
-from qconform.runner import Unsupported, prepare
+from qconform.runner import CaseFault, Unsupported, prepare
 
 
 @dataclass
@@ -84,6 +84,8 @@ def call(run: Callable, feeds: Mapping[str, np.ndarray]) -> CallResult:
         outputs = _as_arrays(run(handed))
     except Unsupported as exc:
         return CallResult("unsupported", message=reason_line(str(exc)))
+    except CaseFault as exc:  # it crashed or hung where it really ran (a device worker)
+        return CallResult(exc.kind, message=str(exc))
     except MemoryError as exc:
         return CallResult("error", message=f"runner ran out of memory: {exc}")
     except Exception as exc:  # noqa: BLE001 — any runner exception is that case's error

@@ -37,16 +37,9 @@ class OfflineError(ValueError):
 
 def read_tensor(path: Path) -> np.ndarray:
     """A TensorProto file as a qconform array (bit-exact: raw bytes through ``qconform.adapt``)."""
-    import onnx
-    from onnx import numpy_helper
-
     from qconform import adapt
 
-    t = onnx.TensorProto()
-    t.ParseFromString(path.read_bytes())
-    if t.raw_data or not any((t.float_data, t.int32_data, t.int64_data, t.double_data, t.uint64_data)):
-        return adapt.from_bytes(t.raw_data, t.data_type, list(t.dims))
-    return numpy_helper.to_array(t)
+    return adapt.from_tensor_proto(path.read_bytes())
 
 
 class OfflineResults:

@@ -21,6 +21,8 @@ Outputs = list[np.ndarray]
 Prepared = Callable[[Inputs], Outputs]
 
 ENTRY_POINT_GROUP = "qconform.runners"
+#: ``--runner remote:HOST:PORT``: a ``qconform worker`` (or a device team's own, qconform/docs/protocol.md).
+REMOTE = "remote:"
 
 #: Bundled runners: name -> "module:Attr" (imported only when chosen).
 BUNDLED: dict[str, str] = {
@@ -65,6 +67,17 @@ def runtime_name(identity: Mapping[str, Any]) -> str:
 
 class Unsupported(Exception):
     """Raised by a runner that cannot execute a model; the case is reported *unsupported*."""
+
+
+class CaseFault(Exception):
+    """Raised by a runner whose case crashed or hung where it really ran (a device worker behind
+    ``remote:HOST:PORT``): the case is ``crashed`` or ``timeout`` (``kind``), as a local worker's would be."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        if kind not in ("crashed", "timeout"):
+            raise ValueError(f"CaseFault kind {kind!r}: crashed or timeout")
+        super().__init__(message)
+        self.kind = kind
 
 
 class RunnerError(Exception):
@@ -183,6 +196,10 @@ def resolve(name: str, options: Mapping[str, str] | None = None) -> Runner:
         if name in BUNDLED:
             tried.append(f"bundled {BUNDLED[name]}")
             return _instantiate(_load_attr(BUNDLED[name], "bundled runners"), options, name)
+        if name.startswith(REMOTE):
+            tried.append("a device worker over TCP")
+            remote = _load_attr("qconform.runners.remote:RemoteRunner", "--runner remote:HOST:PORT")
+            return _instantiate(lambda **o: remote(name[len(REMOTE):], **o), options, name)
         eps = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
         if eps:
             tried.append(f"entry point {eps[0].value}")

@@ -1,0 +1,141 @@
+"""``--runner remote:HOST:PORT``: a runner whose runtime lives on a device, behind ``qconform worker``
+(or a device team's own worker, ``qconform/docs/protocol.md``).
+
+Everything but the runtime stays here: the corpus, the model building, the comparison, the
+diagnosis and the report. Each call sends the model (ModelProto bytes) and its inputs (TensorProto)
+and reads the outputs back. What the device says maps onto the verdicts a local runner gets:
+``unsupported`` (``Unsupported``), ``error`` (an exception), ``crashed`` and ``timeout`` (the device's
+runner died or hung: ``CaseFault``). A connection that drops, stalls past ``timeout`` or answers
+garbage costs the case in flight (crashed, timeout, error) and is opened afresh for the next one:
+the batch resumes. The report's identity is the device's own ``describe()`` and platform.
+
+Options (``--runner-opt``): ``timeout`` (seconds a request may take, default 150: the worker's own
+case timeout plus a margin), ``secret_file`` (the shared secret; else ``$QCONFORM_WORKER_SECRET``).
+"""
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import onnx
+
+from qconform import adapt, wire
+from qconform.runner import CaseFault, RunnerError, Unsupported
+
+
+class RemoteRunner:
+    name = "remote"
+
+    def __init__(self, address: str, timeout: str = "150", secret_file: str = "") -> None:
+        host, sep, port = address.rpartition(":")
+        if not sep or not port.isdigit():
+            raise RunnerError(f"remote:{address}: expected remote:HOST:PORT")
+        self.host, self.port, self.timeout = host.strip("[]"), int(port), float(timeout)
+        try:
+            self._secret = wire.read_secret(secret_file or None)
+        except (OSError, ValueError) as exc:
+            raise RunnerError(f"remote:{address}: {exc}") from None
+        self._sock: socket.socket | None = None
+        self._key: bytes | None = None
+        self._seq = 0
+        self.device: dict[str, Any] = {}
+
+    # -- the connection ------------------------------------------------------------------------
+    def _connect(self) -> socket.socket:
+        if self._sock is not None:
+            return self._sock
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+        except OSError as exc:
+            raise ConnectionError(f"cannot reach the worker at {self.host}:{self.port}: {exc}") from None
+        try:
+            hello, _ = wire.recv(sock, limit=0)
+            if hello.get("qconform") != "worker" or wire.VERSION not in hello.get("versions", []):
+                raise wire.ProtocolError(f"not a qconform worker speaking version {wire.VERSION}: {hello}")
+            if hello.get("auth") and self._secret is None:
+                raise RunnerError(f"the worker at {self.host}:{self.port} requires the shared secret "
+                                  f"(--runner-opt secret_file=FILE or ${wire.SECRET_ENV})")
+            cnonce = wire.nonce()
+            snonce = str(hello.get("nonce", ""))
+            wire.send(sock, {"version": wire.VERSION, "nonce": cnonce,
+                             **({"proof": wire.proof(self._secret, b"client", snonce, cnonce)} if hello.get("auth") else {})})
+            welcome, _ = wire.recv(sock, limit=0)
+            if "error" in welcome:
+                raise RunnerError(f"the worker at {self.host}:{self.port} refused: {welcome['error']}")
+            if hello.get("auth"):
+                import hmac
+
+                if not hmac.compare_digest(str(welcome.get("proof", "")),
+                                           wire.proof(self._secret, b"worker", snonce, cnonce)):
+                    raise wire.ProtocolError("the worker could not prove it holds the shared secret")
+                self._key = wire.session_key(self._secret, snonce, cnonce)
+            self.device = dict(welcome.get("describe") or {})
+        except BaseException:
+            sock.close()
+            raise
+        self._sock, self._seq = sock, 0
+        return sock
+
+    def _drop(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+        self._sock, self._key = None, None
+
+    def _request(self, header: dict, blobs: list[bytes]) -> tuple[dict, list[bytes]]:
+        sock = self._connect()
+        self._seq += 1
+        try:
+            wire.send(sock, {**header, "seq": self._seq}, blobs, self._key)
+            answer, out = wire.recv(sock, self._key)
+        except BaseException:
+            self._drop()  # whatever happened, the next case starts on a fresh connection
+            raise
+        if "error" in answer:
+            self._drop()
+            raise wire.ProtocolError(f"the worker closed the session: {answer['error']}")
+        if answer.get("seq") != self._seq:
+            self._drop()
+            raise wire.ProtocolError(f"answer to request {answer.get('seq')!r} where {self._seq} was due")
+        return answer, out
+
+    # -- the runner contract -------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        self._connect()
+        info = dict(self.device)
+        platform = info.pop("device_platform", None)
+        return {**info, "remote": f"{self.host}:{self.port}", "authenticated": self._key is not None,
+                **({"platform": platform} if platform else {})}
+
+    def run(self, model: onnx.ModelProto, inputs):
+        return self.prepare(model)(inputs)
+
+    def prepare(self, model: onnx.ModelProto):
+        data = model.SerializeToString()
+
+        def run(inputs):
+            names = list(inputs)
+            try:
+                answer, out = self._request({"op": "run", "inputs": names},
+                                            [data, *(adapt.to_tensor_proto(inputs[n], n) for n in names)])
+            except socket.timeout:
+                raise CaseFault("timeout", f"no answer from the worker at {self.host}:{self.port} within "
+                                           f"{self.timeout:g}s; the connection was dropped") from None
+            except (ConnectionError, OSError) as exc:
+                raise CaseFault("crashed", f"the connection to the worker at {self.host}:{self.port} was lost: "
+                                           f"{exc}") from None
+            kind = answer.get("kind")
+            if kind == "ok":
+                return [adapt.from_tensor_proto(b) for b in out]
+            message = str(answer.get("message", ""))
+            if kind == "unsupported":
+                raise Unsupported(message)
+            if kind in ("crashed", "timeout"):
+                raise CaseFault(kind, message)
+            if kind == "error":
+                raise RuntimeError(message)
+            raise wire.ProtocolError(f"unknown answer kind {kind!r}")
+
+        return run
+
+
+__all__ = ["RemoteRunner"]
