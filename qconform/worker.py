@@ -30,8 +30,12 @@ def _serve_runner(conn, runner_name: str, options: dict[str, str]) -> None:
     from qconform.isolation import CallResult, call, reason_line
     from qconform.runner import Unsupported, prepare, resolve
 
+    from collections import OrderedDict
+
+    from qconform.execution import PREPARED_CACHE
+
     runner = resolve(runner_name, options)
-    prepared: dict[bytes, Any] = {}
+    prepared: OrderedDict[bytes, Any] = OrderedDict()  # the engine's reuse of identical models, on the device
     while True:
         try:
             msg = conn.recv()
@@ -41,7 +45,9 @@ def _serve_runner(conn, runner_name: str, options: dict[str, str]) -> None:
             return
         model_bytes, feeds = msg
         run = prepared.get(model_bytes)
-        if run is None:
+        if run is not None:
+            prepared.move_to_end(model_bytes)
+        else:
             try:
                 run = prepare(runner, onnx.load_from_string(model_bytes))
             except Unsupported as exc:
@@ -50,7 +56,9 @@ def _serve_runner(conn, runner_name: str, options: dict[str, str]) -> None:
             except Exception as exc:  # noqa: BLE001 - the runner's refusal or failure: this request's error
                 conn.send(CallResult("error", message=f"runner raised {type(exc).__name__}: {exc}"))
                 continue
-            prepared = {model_bytes: run}  # one model kept: a device has little memory to spare
+            prepared[model_bytes] = run
+            if len(prepared) > PREPARED_CACHE:
+                prepared.popitem(last=False)
         res = call(run, feeds)
         try:
             conn.send(res)
