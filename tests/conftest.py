@@ -56,6 +56,8 @@ def pytest_runtest_setup(item):
 def pytest_addoption(parser):
     parser.addoption("--full-sweep", action="store_true",
                      help="also run cpu-kernel over all 2^32 float32 inputs of every full sweep (~15 min, 2 cores)")
+    parser.addoption("--emulated-aarch64", action="store_true",
+                     help="also certify onnxruntime's aarch64 build under qemu-user (root; ~5 min the first time)")
 
 
 @pytest.fixture(scope="session")

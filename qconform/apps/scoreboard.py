@@ -284,6 +284,8 @@ def build(reports: Mapping[str, Mapping[str, Any]], links: Mapping[str, Mapping[
     for name in names:
         r = reports[name]
         who, plat, c = r.get("runner") or {}, r.get("platform") or {}, r["counts"]
+        if who.get("remote") and isinstance(who.get("platform"), dict):  # a device worker: its platform
+            plat = who["platform"]
         digest = (r.get("corpus") or {}).get("digest") or ""
         digests.setdefault(digest, []).append(name)
         scoped = certificate.scopes(dict(r))

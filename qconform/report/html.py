@@ -101,8 +101,12 @@ def _badge(verdict: str) -> str:
 def _identity(report: dict) -> str:
     """What was tested, on what, with which suite: the block a customer reads first."""
     r, p, corpus, inv = report["runner"], report["platform"], report["corpus"], report["invocation"]
+    host = None
+    if r.get("remote") and isinstance(r.get("platform"), dict):  # a device worker: it ran there, this host judged
+        host, p = p, {**r["platform"], "packages": p.get("packages")}
     opts = ", ".join(f"{k}={v}" for k, v in sorted((r.get("options") or {}).items())) or "none"
-    extra = {k: v for k, v in r.items() if k not in ("name", "version", "device", "options", "platform", "source")}
+    extra = {k: v for k, v in r.items()
+             if k not in ("name", "version", "device", "options", "platform", "source", "load")}
     src = r.get("source") or {}
     pk = p.get("packages") or {}
     packages = ", ".join(f"{k} {v}" for k, v in sorted(pk.items()))
@@ -115,6 +119,8 @@ def _identity(report: dict) -> str:
         ("platform", f"{_e(p.get('cpu', '?'))} · {_e(p.get('label', ''))} · {_e(p.get('platform', ''))} · "
                      f"Python {_e(p.get('python', ''))}"),
         ("ISA features", _e(" ".join(p.get("features") or []) or "?")),
+        *([("controller", f"{_e(host.get('label', ''))} · {_e(host.get('platform', ''))}: built the models, compared "
+                          f"and reported; the runtime ran on the device at {_e(r.get('remote'))}")] if host else []),
         ("packages", _e(packages or "?")),
         ("suite", f"qconform {_e(report['qconform_version'])} · corpus <code>{_e(corpus.get('digest', ''))}</code> "
                   f"({_e(corpus.get('cases', '?'))} cases: the SHA-256 over the corpus MANIFEST, which lists every "
