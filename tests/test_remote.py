@@ -341,3 +341,20 @@ def test_the_document_is_the_protocol():
     want = hmac.new(key, body + b"".join(hashlib.sha256(b).digest() for b in blobs), hashlib.sha256).hexdigest()
     assert sent_header["mac"] == want and sent_header["blobs"] == [5, 6]
     assert "64 KiB" in doc and wire.MAX_HEADER == 64 * 2**10 and "64 MiB" in doc and wire.MAX_FRAME == 64 * 2**20
+
+
+def test_several_workers_share_a_run_and_must_serve_the_same_runtime(device, tmp_path, capsys):
+    a, b = device(), device()
+    both = f"remote:127.0.0.1:{a.port},127.0.0.1:{b.port}"
+    assert cli.main(["certify", "--runner", both, "--case", SLICE, "--report", str(tmp_path / "two"), "-j", "2"]) == 0
+    assert cli.main(["certify", "--runner", "cpu-ref", "--case", SLICE, "--report", str(tmp_path / "local")]) == 0
+    assert _verdicts(tmp_path / "two") == _verdicts(tmp_path / "local")
+    other = WorkerProcess("--runner", "cpu-ref")
+    try:
+        capsys.readouterr()
+        mixed = f"remote:127.0.0.1:{a.port},127.0.0.1:{other.port}"
+        assert cli.main(["certify", "--runner", mixed, "--case", SLICE, "--report", str(tmp_path / "mixed")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "serve different runtimes" in err
+    finally:
+        other.stop()

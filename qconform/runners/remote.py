@@ -14,6 +14,8 @@ case timeout plus a margin), ``secret_file`` (the shared secret; else ``$QCONFOR
 """
 from __future__ import annotations
 
+import json
+import os
 import socket
 from typing import Any
 
@@ -23,14 +25,28 @@ from qconform import adapt, wire
 from qconform.runner import CaseFault, RunnerError, Unsupported
 
 
+def _addresses(spec: str) -> list[tuple[str, int]]:
+    out = []
+    for address in spec.split(","):
+        host, sep, port = address.strip().rpartition(":")
+        if not sep or not port.isdigit() or not host:
+            raise RunnerError(f"remote:{spec}: expected remote:HOST:PORT (or several, comma-separated)")
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
 class RemoteRunner:
+    """One device worker, or several serving the same runtime (``remote:H1:P1,H2:P2``): each runner
+    worker of the controller (``-j N``) takes one by its process id and fails over to the next when
+    it cannot connect. Their identities must agree: a report names one runtime."""
+
     name = "remote"
 
     def __init__(self, address: str, timeout: str = "150", secret_file: str = "") -> None:
-        host, sep, port = address.rpartition(":")
-        if not sep or not port.isdigit():
-            raise RunnerError(f"remote:{address}: expected remote:HOST:PORT")
-        self.host, self.port, self.timeout = host.strip("[]"), int(port), float(timeout)
+        self.addresses = _addresses(address)
+        first = os.getpid() % len(self.addresses)
+        self.addresses = self.addresses[first:] + self.addresses[:first]
+        (self.host, self.port), self.timeout = self.addresses[0], float(timeout)
         try:
             self._secret = wire.read_secret(secret_file or None)
         except (OSError, ValueError) as exc:
@@ -44,10 +60,17 @@ class RemoteRunner:
     def _connect(self) -> socket.socket:
         if self._sock is not None:
             return self._sock
-        try:
-            sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
-        except OSError as exc:
-            raise ConnectionError(f"cannot reach the worker at {self.host}:{self.port}: {exc}") from None
+        errors = []
+        for host, port in self.addresses:  # this worker's own first, then the others (failover)
+            try:
+                sock = socket.create_connection((host, port), timeout=self.timeout)
+            except OSError as exc:
+                errors.append(f"{host}:{port}: {exc}")
+                continue
+            self.host, self.port = host, port
+            break
+        else:
+            raise ConnectionError(f"cannot reach the worker at {'; '.join(errors)}")
         try:
             hello, _ = wire.recv(sock, limit=0)
             if hello.get("qconform") != "worker" or wire.VERSION not in hello.get("versions", []):
@@ -100,10 +123,23 @@ class RemoteRunner:
 
     # -- the runner contract -------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
+        """The device's identity; with several workers, each is asked and all must agree."""
+        if len(self.addresses) > 1:
+            seen = {}
+            for host, port in self.addresses:
+                other = RemoteRunner(f"{host}:{port}", str(self.timeout))
+                other._secret = self._secret
+                other._connect()
+                seen[f"{host}:{port}"] = json.dumps(other.device, sort_keys=True)
+                other._drop()
+            if len(set(seen.values())) > 1:
+                raise RunnerError("the workers serve different runtimes or settings (their describe() differ: "
+                                  + "; ".join(f"{a}: {d[:120]}" for a, d in seen.items()) + ")")
         self._connect()
         info = dict(self.device)
         platform = info.pop("device_platform", None)
-        return {**info, "remote": f"{self.host}:{self.port}", "authenticated": self._key is not None,
+        return {**info, "remote": ",".join(f"{h}:{p}" for h, p in sorted(self.addresses)),
+                "authenticated": self._key is not None,
                 **({"platform": platform} if platform else {})}
 
     def run(self, model: onnx.ModelProto, inputs):
