@@ -7,7 +7,8 @@
 #
 #   sudo scripts/emulated-aarch64.sh [REPORT_DIR [CERTIFY OPTIONS...]]   # default: qconform-report-aarch64
 #
-# Needs root (binfmt_misc, debootstrap, chroot, mounts) and the README's .venv (the host side).
+# Needs root (binfmt_misc, debootstrap, chroot, mounts); from a clean clone it first makes the host's
+# .venv as README's quick start does.
 # QCONFORM_ARM64_DIR (default /var/tmp/qconform-arm64) keeps the rootfs and wheels between runs.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,7 +20,12 @@ PORT=${QCONFORM_ARM64_PORT:-7768}
 PY=${PYTHON:-$HERE/.venv/bin/python}
 say() { echo "emulated-aarch64: $*" >&2; }
 [ "$(id -u)" = 0 ] || { say "needs root (binfmt_misc, debootstrap, chroot, mounts); run it with sudo"; exit 2; }
-[ -x "$PY" ] || { say "no host qconform at $PY: run README's test command first (or set PYTHON)"; exit 2; }
+if [ ! -x "$PY" ]; then  # a clean clone: the host side as README's quick start makes it
+  say "creating the host's .venv (qconform with the onnxruntime extra, pinned)"
+  python3 -m venv "$HERE/.venv"
+  "$HERE/.venv/bin/pip" install -q -c "$HERE/constraints.txt" -e "$HERE[onnxruntime]"
+  PY=$HERE/.venv/bin/python
+fi
 
 if ! command -v debootstrap >/dev/null || [ ! -e /usr/bin/qemu-aarch64-static ]; then
   say "installing debootstrap and qemu-user-static"
