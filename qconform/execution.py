@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from qconform.isolation import CallResult, Child, _raised, call, describe_exit, reason_line
+from qconform.verdicts import FAULTS
 
 #: How many prepared models a pipeline keeps (keyed by the serialized model: identical models only).
 PREPARED_CACHE = 32
@@ -146,7 +147,7 @@ class Pipeline:
         from qconform.compare import Outcome, compare
 
         o = self.options
-        if case.information and call.kind not in ("crashed", "timeout"):
+        if case.information and call.kind not in FAULTS:
             return self._inform(case, call, seconds)
         if call.kind != "ok":
             outcome = Outcome(call.kind, problem=call.message)

@@ -16,6 +16,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import onnx
 
+from qconform.verdicts import FAULTS
+
 Inputs = Mapping[str, np.ndarray]
 Outputs = list[np.ndarray]
 Prepared = Callable[[Inputs], Outputs]
@@ -74,7 +76,7 @@ class CaseFault(Exception):
     ``remote:HOST:PORT``): the case is ``crashed`` or ``timeout`` (``kind``), as a local worker's would be."""
 
     def __init__(self, kind: str, message: str) -> None:
-        if kind not in ("crashed", "timeout"):
+        if kind not in FAULTS:
             raise ValueError(f"CaseFault kind {kind!r}: crashed or timeout")
         super().__init__(message)
         self.kind = kind

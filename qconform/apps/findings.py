@@ -70,6 +70,7 @@ import numpy as np
 
 import qconform
 from qconform.runner import VARIANTS
+from qconform.verdicts import FAULTS
 
 PKG = Path(qconform.__file__).resolve().parent
 CHECKOUT = PKG.parent if (PKG.parent / "pyproject.toml").is_file() else None
@@ -644,7 +645,7 @@ def observe(runner, case, must_reject: bool = False) -> Observation:
             return Observation("ran" if call.kind == "ok" else "rejected",
                                list(call.outputs) if call.kind == "ok" else None, call.message)
         res = pipeline.judge(case)
-    verdict = "error" if res.verdict in ("crashed", "timeout") else res.verdict
+    verdict = "error" if res.verdict in FAULTS else res.verdict
     return Observation(verdict, res.outputs, res.record.get("problem") or "", res.record.get("diagnosis"))
 
 

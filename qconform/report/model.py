@@ -20,9 +20,9 @@ SCHEMA_VERSION = 2
 #: Every verdict a case can carry in a report. ``crashed``/``timeout`` come from runner isolation,
 #: ``not-run`` marks a collected case that produced no result (interrupted or stopped run), ``info`` a
 #: model the text makes invalid (what the runner did is reported; it is never a pass or a failure).
-VERDICTS = ("pass", "fail", "error", "crashed", "timeout", "unsupported", "info", "not-run")
+from qconform.verdicts import DEVIATING, VERDICTS  # noqa: E402 - the names live in one place
 #: Verdicts that are deviations: they fail a run unless a baseline entry covers them.
-BAD = frozenset({"fail", "error", "crashed", "timeout"})
+BAD = DEVIATING
 
 #: The failures list keeps a runner's message up to this many characters; a longer one is cut there
 #: and kept whole, once per distinct text, in ``texts/<sha256>.txt`` beside report.json.

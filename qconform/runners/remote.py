@@ -23,6 +23,7 @@ import onnx
 
 from qconform import adapt, wire
 from qconform.runner import CaseFault, RunnerError, Unsupported
+from qconform.verdicts import FAULTS
 
 
 def _addresses(spec: str) -> list[tuple[str, int]]:
@@ -165,7 +166,7 @@ class RemoteRunner:
             message = str(answer.get("message", ""))
             if kind == "unsupported":
                 raise Unsupported(message)
-            if kind in ("crashed", "timeout"):
+            if kind in FAULTS:
                 raise CaseFault(kind, message)
             if kind == "error":
                 raise RuntimeError(message)
