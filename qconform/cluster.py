@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from qconform.execution import CaseResult, IsolatedEngine, Options, crash_result
+from qconform.execution import CaseResult, IsolatedEngine, Options, crash_result, runs
 
 #: Worker deaths a shard (or a single case) may be involved in before it fails (1: the first death
 #: reschedules it, a second one fails it).
@@ -165,9 +165,7 @@ class DaskEngine:
         distributed = distributed_module()
         import dask
 
-        from qconform.corpus import group_of
-
-        self.index, self.shard, self._group_of = index, shard, group_of
+        self.index, self.shard = index, shard
         self._own_cluster = self._own_client = None
         # worker-saturation 1.0: a worker holds only the shard it runs, so a death is charged to that
         # shard alone and not to shards merely queued there (Dask counts every task "involved").
@@ -209,13 +207,8 @@ class DaskEngine:
     def submit(self, case_ids: Sequence[str]) -> None:
         fresh = [c for c in case_ids if c not in self.submitted]
         self.submitted.update(fresh)
-        run: list[str] = []
-        for cid in [*fresh, None]:
-            if run and (cid is None or len(run) >= self.shard or self._group_of(cid) != self._group_of(run[0])):
-                self._send(run)
-                run = []
-            if cid is not None:
-                run.append(cid)
+        for run in runs(fresh, self.shard):
+            self._send(run)
 
     def result(self, case_id: str) -> CaseResult:
         if case_id not in self.done and case_id not in self.future_of:

@@ -25,7 +25,7 @@ import traceback
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 from qconform.isolation import CallResult, Child, _raised, call, describe_exit, reason_line
 from qconform.verdicts import FAULTS
@@ -125,9 +125,14 @@ class Pipeline:
             model = build_model(case, check=False)  # every corpus model passed onnx.checker when it was written
         except Exception as exc:  # noqa: BLE001 — a model qconform cannot build is that case's error
             return CallResult("error", message=f"build_model: {type(exc).__name__}: {exc}"), 0.0
+        return self.call_model(model, case.feeds)
+
+    def call_model(self, model, feeds) -> tuple[CallResult, float]:
+        """The runner on a model and its inputs (prepared once per identical model): what ``call``
+        does after building the case's model, and what a device worker does with a model it was sent."""
         run, refused = self._prepare(model)
         t0 = time.perf_counter()
-        result = refused or call(run, case.feeds)
+        result = refused or call(run, feeds)
         return result, time.perf_counter() - t0
 
     def judge(self, case) -> CaseResult:
@@ -461,6 +466,22 @@ class _Lane:
         self.last = time.monotonic()
 
 
+def runs(case_ids: Sequence[str], size: int) -> Iterator[list[str]]:
+    """The ids cut into runs handed to one worker each: consecutive cases of one corpus group (a
+    worker loads a group once), at most ``size``. Every executor cuts them here, so a run (the
+    diagnosis budget's scope) is the same whichever executor runs it."""
+    from qconform.corpus import group_of
+
+    run: list[str] = []
+    for cid in case_ids:
+        if run and (len(run) >= size or group_of(cid) != group_of(run[0])):
+            yield run
+            run = []
+        run.append(cid)
+    if run:
+        yield run
+
+
 class IsolatedEngine:
     """``--isolate=on``: the pipeline in ``workers`` worker processes, fed ahead in batches, results
     read back per worker in order. Cases go to workers in runs of one corpus group (a worker loads a
@@ -472,8 +493,6 @@ class IsolatedEngine:
 
     def __init__(self, options: Options, index, timeout: float | None, memory_mb: int = 0, batch: int = 64,
                  workers: int = 1) -> None:
-        from qconform.corpus import group_of
-
         self.options, self.index = options, index
         self.timeout, self.memory_mb, self.batch = timeout, memory_mb, batch
         self.lanes = [_Lane(self) for _ in range(max(1, workers))]
@@ -481,7 +500,6 @@ class IsolatedEngine:
         self.submitted: set[str] = set()  # every id ever submitted (results are handed out once)
         self.done: dict[str, CaseResult] = {}
         self.restarts = 0
-        self._group_of = group_of
 
     @property
     def child(self) -> Child:  # the first worker (tests look at it)
@@ -490,19 +508,12 @@ class IsolatedEngine:
     def submit(self, case_ids) -> None:
         """Queue cases (those never submitted before) for the workers."""
         fresh = [c for c in case_ids if c not in self.submitted]
-        if not fresh:
-            return
         self.submitted.update(fresh)
-        run: list[str] = []
-        for cid in fresh + [None]:
-            if run and (cid is None or len(run) >= self.RUN or self._group_of(cid) != self._group_of(run[0])):
-                lane = min(self.lanes, key=lambda ln: len(ln.pending))
-                for c in run:
-                    self.owner[c] = lane
-                lane.send(run)
-                run = []
-            if cid is not None:
-                run.append(cid)
+        for run in runs(fresh, self.RUN):
+            lane = min(self.lanes, key=lambda ln: len(ln.pending))
+            for c in run:
+                self.owner[c] = lane
+            lane.send(run)
 
     def result(self, case_id: str) -> CaseResult:
         lane = self.owner.get(case_id)
@@ -523,5 +534,5 @@ class IsolatedEngine:
             lane.child.close()
 
 
-__all__ = ["CaseResult", "Executor", "InProcessEngine", "IsolatedEngine", "Options", "Pipeline", "crash_result", "judge",
+__all__ = ["CaseResult", "Executor", "InProcessEngine", "IsolatedEngine", "Options", "Pipeline", "crash_result", "judge", "runs",
            "local_executor", "record"]

@@ -18,24 +18,19 @@ import argparse
 import socket
 import sys
 import threading
-from typing import Any
 
 from qconform import wire
 
 
 def _serve_runner(conn, runner_name: str, options: dict[str, str]) -> None:
-    """The child: (model bytes, {name: array}) in, a CallResult out, one at a time."""
+    """The child: (model bytes, {name: array}) in, a CallResult out, one at a time, through the
+    engine's own runner call (``Pipeline.call_model``: identical models prepared once)."""
     import onnx
 
-    from qconform.isolation import CallResult, call, reason_line
-    from qconform.runner import Unsupported, prepare, resolve
+    from qconform.execution import Pipeline
+    from qconform.runner import resolve
 
-    from collections import OrderedDict
-
-    from qconform.execution import PREPARED_CACHE
-
-    runner = resolve(runner_name, options)
-    prepared: OrderedDict[bytes, Any] = OrderedDict()  # the engine's reuse of identical models, on the device
+    pipeline = Pipeline.local(resolve(runner_name, options))
     while True:
         try:
             msg = conn.recv()
@@ -44,24 +39,9 @@ def _serve_runner(conn, runner_name: str, options: dict[str, str]) -> None:
         if msg is None:
             return
         model_bytes, feeds = msg
-        run = prepared.get(model_bytes)
-        if run is not None:
-            prepared.move_to_end(model_bytes)
-        else:
-            try:
-                run = prepare(runner, onnx.load_from_string(model_bytes))
-            except Unsupported as exc:
-                conn.send(CallResult("unsupported", message=reason_line(str(exc))))
-                continue
-            except Exception as exc:  # noqa: BLE001 - the runner's refusal or failure: this request's error
-                conn.send(CallResult("error", message=f"runner raised {type(exc).__name__}: {exc}"))
-                continue
-            prepared[model_bytes] = run
-            if len(prepared) > PREPARED_CACHE:
-                prepared.popitem(last=False)
-        res = call(run, feeds)
+        result, _ = pipeline.call_model(onnx.load_from_string(model_bytes), feeds)
         try:
-            conn.send(res)
+            conn.send(result)
         except (BrokenPipeError, ConnectionError, EOFError):
             return
 

@@ -22,7 +22,7 @@ from typing import Any
 import onnx
 
 from qconform import adapt, wire
-from qconform.runner import CaseFault, RunnerError, Unsupported
+from qconform.runner import BaseRunner, CaseFault, RunnerError, Unsupported
 from qconform.verdicts import FAULTS
 
 
@@ -36,7 +36,7 @@ def _addresses(spec: str) -> list[tuple[str, int]]:
     return out
 
 
-class RemoteRunner:
+class RemoteRunner(BaseRunner):
     """One device worker, or several serving the same runtime (``remote:H1:P1,H2:P2``): each runner
     worker of the controller (``-j N``) takes one by its process id and fails over to the next when
     it cannot connect. Their identities must agree: a report names one runtime."""
@@ -142,9 +142,6 @@ class RemoteRunner:
         return {**info, "remote": ",".join(f"{h}:{p}" for h, p in sorted(self.addresses)),
                 "authenticated": self._key is not None,
                 **({"platform": platform} if platform else {})}
-
-    def run(self, model: onnx.ModelProto, inputs):
-        return self.prepare(model)(inputs)
 
     def prepare(self, model: onnx.ModelProto):
         data = model.SerializeToString()
