@@ -18,7 +18,7 @@ def array(t: str, values: Iterable[float] | np.ndarray, shape: tuple[int, ...] |
     if shape is not None:
         v = v.reshape(shape)
     if et.is_float:
-        return et.from_bits(floats.encode(v, et, saturate=False)).reshape(v.shape)
+        return et.from_bits(floats.encode(v, et, saturate=False, notes=False)).reshape(v.shape)
     lo, hi = et.qrange
     if v.size and (v.min() < lo or v.max() > hi):
         raise ValueError(f"{t}: value outside [{lo}, {hi}]")

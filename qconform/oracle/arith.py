@@ -91,7 +91,8 @@ def exact_product(t: ElemType | str, a: np.ndarray, b: np.ndarray) -> np.ndarray
     t = dtypes.get(t)
     a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
     out = fl(t, a * b)
-    wide = np.isfinite(a) & np.isfinite(b) & (np.abs(a) > 2.0**29)
+    # A zero factor keeps float64's product: its zero carries IEEE's sign, which an exact rational lacks.
+    wide = np.isfinite(a) & np.isfinite(b) & (np.abs(a) > 2.0**29) & (b != 0)
     for idx in map(tuple, np.argwhere(wide)):
         out[idx] = _round_fraction(t, Fraction(a[idx]) * Fraction(b[idx]))
     return out

@@ -6,10 +6,9 @@
 
 Every arithmetic step is one IEEE float32 operation (``fl``), as the function body in onnx.defs
 spells it (Sub, Div, Div, Sub, Clip, Round, QuantizeLinear). Readings:
-- a zero range (all +-0, or empty): ``scale-zero-limit`` (the formula's literal 0/255, first; y and
-  the zero point 0 as the limit of the 0/0 it leaves, a reading, not the text),
-  ``scale-one`` (onnxruntime), ``scale-1/255`` (onnx.reference); y and zp are 0 in all of them
-  (#dql-zero-input);
+- a zero range (all +-0, or empty): y_scale is the formula's 0/255 = +0, or -0 where an x element
+  is -0 (Max and Min do not order the zeros, so hi - lo may be -0 - +0); the zero point and y are
+  0/0 by the text, so don't-care (#dql-zero-input);
 - NaN anywhere in x: every output is don't-care (#dql-nan);
 - +-Inf: plain IEEE float32 arithmetic; elements it leaves NaN are don't-care (#dql-inf).
 """
@@ -26,9 +25,6 @@ from qconform.oracle.granularity import InvalidModel
 
 QMIN, QMAX = 0, 255  # "Right now only uint8 is supported."
 OUT_T = "uint8"
-
-#: The scale of a zero range under each reading (#dql-zero-input); the first is the literal formula.
-ZERO_RANGE_SCALES = (("scale-zero-limit", 0.0), ("scale-one", 1.0), ("scale-1/255", 1.0 / 255.0))
 
 
 def _f32(v) -> np.ndarray:
@@ -86,13 +82,14 @@ class DynamicQuantizeLinear(OpOracle):
         with np.errstate(all="ignore"):
             rng = self.fl("float32", np.float64(hi) - np.float64(lo))
             scale = self.dql_scale(rng)
-        if rng == 0:  # all +-0 or empty: the adjusted range is [0, 0]
-            ev.clause = "dql-zero-input"
-            for name, sv in ZERO_RANGE_SCALES:
-                ev.add(name, (u8(np.zeros(shape)), _f32(self.fl("float32", sv)), u8(0)))
-            ev.dont_care = [None, None, None]
-            return ev
         zp, y, undefined = self.dql_quantize(xv, lo, scale)
+        if rng == 0:  # all +-0 or empty: the adjusted range is [0, 0], zp and y are 0/0 (#dql-zero-input)
+            ev.clause = "dql-zero-input"
+            ev.add("scale-plus-zero", (self.pack(y, OUT_T), _f32(0.0), u8(0)))
+            if np.signbit(xv).any():  # Max(-0, 0) may be -0 and Min(-0, 0) may be +0: -0 - +0 = -0
+                ev.add("scale-minus-zero", (self.pack(y, OUT_T), _f32(-0.0), u8(0)))
+            ev.dont_care = [undefined, np.zeros((), bool), np.ones((), bool)]
+            return ev
         if np.isinf(xv).any():
             ev.clause = "dql-inf"
         ev.add("spec", (self.pack(y, OUT_T), _f32(scale), u8(0 if zp is None else zp)))

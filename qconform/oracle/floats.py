@@ -48,8 +48,9 @@ The codec applies these rules per ``nan_style``: "fn" like E4M3FN, "fnuz" like t
 infinity if OOR", is ``saturate=False``; ``saturate=True`` on them clamps like E5M2). "none"
 (float4e2m1, float6e2m3, float6e3m2) always saturates: "[saturate] has no effect for float4e2m1,
 float6e2m3, or float6e3m2, since those types have no non-saturating (infinity-representable)
-encoding to fall back to" (QuantizeLinear). NaN into a "none" type has no encoding: the spec leaves
-it undefined; ``encode`` returns code 0 there and ``undefined_mask`` flags it.
+encoding to fall back to" (QuantizeLinear). NaN into a "none" type saturates to +max, as the types'
+notes say ("NaN | 6", float4.md; "nan | ... (sat)", float6.md), and float6 has no -0 result ("-0
+saturates to 0", float6.md): qconform/docs/semantics.md#q-float4-float6.
 
 Choice of NaN code (comparisons treat every NaN code as one class, so this is only a convention):
 "fn" 0x7F, or 0xFF when the input NaN/Inf/overflow is negative (the table's "-NaN"); "fnuz" 0x80
@@ -71,7 +72,6 @@ __all__ = [
     "decode",
     "round_to_format",
     "encode",
-    "undefined_mask",
     "all_finite_values",
     "midpoints",
 ]
@@ -207,7 +207,7 @@ def _nan_code(fmt: FloatFormat, negative: np.ndarray) -> np.ndarray:
         return np.where(negative, pos | sign, pos)
     if fmt.nan_style == "e8m0":
         return np.full(negative.shape, 0xFF, dtype=np.uint64)
-    return np.zeros(negative.shape, dtype=np.uint64)  # "none": undefined, see undefined_mask
+    return np.zeros(negative.shape, dtype=np.uint64)  # "none": no NaN code (encode saturates NaN)
 
 
 def _magnitude_code(k: np.ndarray, q: np.ndarray, fmt: FloatFormat) -> np.ndarray:
@@ -246,9 +246,12 @@ def _encode_e8m0(x: np.ndarray, t: ElemType) -> np.ndarray:
 
 
 def encode(
-    x: np.ndarray, t: ElemType, *, saturate: bool = True, fnuz_inf_saturates: bool = True
+    x: np.ndarray, t: ElemType, *, saturate: bool = True, fnuz_inf_saturates: bool = True, notes: bool = True
 ) -> np.ndarray:
     """float64 input -> raw codes of t (t.bits_dtype: uint8, or uint16/uint32 for 16/32-bit kinds).
+
+    ``notes=False`` leaves out the float4/float6 notes' conversion rules (NaN -> +max, float6 -0 -> +0):
+    a generator writing a value's own code (-0 is 0x20 in float6) wants the representation, not a Cast.
 
     Any float64 is accepted (float32/float16/bfloat16 values widen exactly). Rules: see the module
     docstring (the ONNX Cast tables). ``saturate`` picks the table; ``fnuz_inf_saturates=False``
@@ -294,25 +297,11 @@ def encode(
         # FNUZ: all of these -> NaN (0x80).
         code = np.where(overflow | inf, nan_code, code)
 
-    # "NaN -> NaN", "-NaN -> -NaN" (fn, ieee) / "NaN" (fnuz); "none": undefined -> code 0.
-    code = np.where(nan, nan_code, code)
+    # "NaN -> NaN", "-NaN -> -NaN" (fn, ieee) / "NaN" (fnuz); "none": "NaN | 6" (float4.md), +max.
+    code = np.where(nan, max_code if fmt.nan_style == "none" and notes else nan_code, code)
+    if fmt.nan_style == "none" and fmt.width == 6 and notes:  # float6.md: "-0 saturates to 0"
+        code = np.where(code == sign, np.uint64(0), code)
     return code.astype(t.bits_dtype)
-
-
-def undefined_mask(
-    x: np.ndarray, t: ElemType, *, saturate: bool = True, fnuz_inf_saturates: bool = True
-) -> np.ndarray:
-    """True where the spec leaves ``encode(x, t, ...)`` undefined: NaN into a type without NaN.
-
-    Everything else is defined (the keyword arguments are accepted for signature symmetry with
-    ``encode``; they do not change definedness). For float8e8m0, inputs ``encode`` rejects raise
-    there rather than being flagged here.
-    """
-    fmt = _fmt(t)
-    x = _as_float64(x)
-    if fmt.has_nan:
-        return np.zeros(x.shape, dtype=bool)
-    return np.isnan(x)
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,14 +16,16 @@ and requantised in the readings of #qlmm-requant (the spec names no precision or
     multiplier-float32-product-float64  m as multiplier-float32, v = fl64(acc*m) (onnx.reference)
     multiplier-in-scale-type            m = fl_TS(fl_TS(a_s*b_s)/y_s), v = fl_TS(acc*m), TS half only
 
+A reading whose chain overflows to +-Inf where the exact value is finite is not offered for that
+case: saturation cannot turn an in-range value into NaN or into another value (#qlmm-requant).
+
 v is rounded half to even, the zero point added exactly and the sum saturated (integer y), or
 v + y_zero_point goes to the float8 output through QuantizeLinear-21's saturate=1 Cast table, with
-the #q-float8-zero-point and #q-float8-fnuz-inf readings (#qlmm-float8). Readings giving the same
+the #q-float8-zero-point readings and QuantizeLinear-21's fnuz table (#qlmm-float8). Readings giving the same
 bits collapse in base.evaluate.
 """
 from __future__ import annotations
 
-import itertools
 from fractions import Fraction
 
 import numpy as np
@@ -31,7 +33,6 @@ import numpy as np
 from qconform import dtypes
 from qconform.case import Arg, Draft
 from qconform.dtypes import ElemType
-from qconform.oracle import floats
 from qconform.oracle.arith import pack_output
 from qconform.oracle.base import Evaluation, OpOracle, register
 from qconform.oracle.granularity import InvalidModel
@@ -141,13 +142,14 @@ class QLinearMatMul(OpOracle):
                 return {True: self.round(v) + zp}
             return {True: r(v + zp), False: v}
 
-    def qlmm_encode(self, v: np.ndarray, out_t: ElemType, fnuz_inf_max: bool) -> tuple[np.ndarray, np.ndarray]:
-        """Saturate to an integer y, or QuantizeLinear-21's saturate=1 Cast to a float8 y."""
+    def qlmm_encode(self, v: np.ndarray, out_t: ElemType) -> tuple[np.ndarray, np.ndarray]:
+        """Saturate to an integer y (with NaN's undefined mask), or QuantizeLinear-21's saturate=1
+        Cast table to a float8 y (fnuz +-Inf -> NaN, #q-float8-fnuz-inf)."""
         if out_t.is_integer:
             y, nan = self.saturate(v, out_t)
             return pack_output(y, out_t), nan
-        kw = dict(saturate=True, fnuz_inf_saturates=fnuz_inf_max)
-        return pack_output(self.encode(v, out_t, **kw), out_t), floats.undefined_mask(v, out_t, **kw)
+        code = self.encode(v, out_t, saturate=True, fnuz_inf_saturates=False)
+        return pack_output(code, out_t), np.zeros(np.shape(v), bool)
 
     # -- the body ----------------------------------------------------------------------------------
     def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
@@ -213,34 +215,44 @@ class QLinearMatMul(OpOracle):
         yz = float(self.param(y_zp).reshape(())) if y_zp is not None else 0.0
 
         zp_readings = [("", True)]
-        fnuz_readings = [("", False)]
         if out_t.is_float:
             zp_readings = [("zero-point-added", True)] + ([("zero-point-skipped", False)] if yz == 0 else [])
-            if out_t.float_format.nan_style == "fnuz":
-                fnuz_readings = [("fnuz-inf-nan", False), ("fnuz-inf-max", True)]
 
         ev = Evaluation(clause="qlmm-formula", primary_only=primary_only)
         undefined = np.broadcast_to(touched, out_shape).copy()
         # every accumulation reading at once, stacked on a leading axis
         e = accs[0][2]
         stack = np.stack([np.broadcast_to(acc, out_shape) for _, acc, _ in accs])
-        encoded: dict[tuple[bytes, bool], tuple[np.ndarray, np.ndarray]] = {}  # readings often coincide
+        encoded: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}  # readings often coincide
+        finite = _finite_exact(stack, e, scales, yz) & ~undefined
         for req in self.requantisations(scale_t):
             values = self.requantise(req, stack, e, scales, yz, out_t, scale_t)
-            for (zp_name, add_zp), (fnuz_name, fnuz_max) in itertools.product(zp_readings, fnuz_readings):
+            if any(np.any(np.isinf(v) & finite) for v in values.values()):
+                continue  # its chain overflows where the exact value is finite (#qlmm-requant)
+            for zp_name, add_zp in zp_readings:
                 for i, (acc_name, _, _) in enumerate(accs):
                     v = np.where(undefined, 0.0, values[add_zp][i])
-                    key = (v.tobytes(), fnuz_max)
+                    key = v.tobytes()
                     if key not in encoded:
-                        encoded[key] = self.qlmm_encode(v, out_t, fnuz_max)
+                        encoded[key] = self.qlmm_encode(v, out_t)
                     out, undef = encoded[key]
                     undefined |= undef
-                    ev.add("+".join(n for n in (req, acc_name, zp_name, fnuz_name) if n), (out,))
+                    ev.add("+".join(n for n in (req, acc_name, zp_name) if n), (out,))
         if squeeze:
             ev.readings = [(n, tuple(np.squeeze(o, axis=squeeze) for o in outs)) for n, outs in ev.readings]
             undefined = np.squeeze(undefined, axis=squeeze)
         ev.dont_care = [undefined]
         return ev
+
+
+def _finite_exact(acc: np.ndarray, e: int, scales, zp: float) -> np.ndarray:
+    """Where acc * a_s * b_s / y_s (+ y_zero_point) is finite: float64 holds every such value of
+    8-bit operands and scales finite in their own types, so an Inf there is the operands'."""
+    a_s, b_s, y_s = scales
+    if acc.dtype == object:
+        acc = np.array([float(Fraction(int(c), 1 << e)) for c in acc.ravel()], dtype=np.float64).reshape(acc.shape)
+    with np.errstate(all="ignore"):
+        return np.isfinite(acc.astype(np.float64) * a_s * b_s / y_s + zp)
 
 
 class QLinearMatMul_10(QLinearMatMul):

@@ -12,7 +12,8 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.case import Arg, Draft
-from qconform.oracle import floats, granularity
+from qconform.oracle import granularity
+from qconform.oracle.arith import round_half_even
 from qconform.oracle.base import Evaluation, OpOracle, register
 from qconform.oracle.granularity import InvalidModel
 
@@ -43,11 +44,13 @@ class QuantizeLinear(OpOracle):
         qconform/docs/semantics.md#q-division, #q-division-half."""
         if attrs.get("precision", 0):
             return self.precision_readings(dtypes.get(attrs["precision"]).name)
-        if s_t in ("int32", "float8e8m0"):  # no meaningful division in these types
+        if s_t in ("int32", "float8e8m0"):  # no floating-point division in these types
             readings = [("division-in-float32", "float32")]
             if x_t in HALF_KINDS:
                 readings.append((f"division-in-{x_t}", x_t))
             readings.append(("division-in-float64", "float64"))
+            if s_t == "int32" and self.scale_type_sets_precision:  # the division in int32 precision
+                readings += self.precision_readings("int32")
             return readings
         if s_t in HALF_KINDS and not self.scale_type_sets_precision:
             return [(f"quotient-in-{s_t}", s_t), ("quotient-in-float32", "float32")]
@@ -55,7 +58,9 @@ class QuantizeLinear(OpOracle):
             return [("int32-via-float32", s_t), ("int32-via-float64", "float64")]
         if self.scale_type_sets_precision:
             return self.precision_readings(s_t)
-        return [("spec", s_t)]
+        # float32 operands before 23: the precision is unstated; float32 (what 23+ states for these
+        # types) or the exact quotient, the formula's own value (qconform/docs/semantics.md#q-division)
+        return [("spec", s_t), ("quotient-exact", "float64")]
 
     def precision_readings(self, p: str) -> list[tuple[str, str]]:
         """"The type of y_scale determines the precision of the division" (23+; and ``precision``):
@@ -70,6 +75,9 @@ class QuantizeLinear(OpOracle):
         out: list[tuple[str, str, np.ndarray]] = []
         for name, prec in readings[:1] if primary_only else readings:
             p = prec.removeprefix(ONCE)
+            if p == "int32":  # an integer quotient: the zero point is then added exactly
+                out.append((name, "float64", self.integer_quotient(xv, scale, once=prec.startswith(ONCE))))
+                continue
             if prec.startswith(ONCE):
                 q = self.quotient_once(xv, scale, p)
                 first = next((o for o in out if o[1] == p), None)
@@ -81,13 +89,14 @@ class QuantizeLinear(OpOracle):
             out.append((name, p, q))
         return out
 
-    def fnuz_readings(self, out_t: dtypes.ElemType, saturate: bool) -> list[tuple[str, bool]]:
-        """±Inf into a fnuz kind with saturate=1: each version's own Cast table first; the 24+ table
-        (a "spec clarification") is permitted before 24 too. qconform/docs/semantics.md#q-float8-fnuz-inf."""
-        fnuz = out_t.float_format is not None and out_t.float_format.nan_style == "fnuz"
-        if fnuz and saturate and not self.fnuz_inf_saturates:
-            return [("fnuz-inf-nan", False), ("fnuz-inf-max", True)]
-        return [("", self.fnuz_inf_saturates)]
+    def integer_quotient(self, x: np.ndarray, s: np.ndarray, once: bool) -> np.ndarray:
+        """x / s in int32 precision, "For (x / y_scale), it rounds to the nearest even": x converted to
+        an integer (ties to even) unless ``once``, then the quotient rounded to the nearest integer, ties
+        to even (qconform/docs/semantics.md#q-division, int32 scale). float64 decides every tie here:
+        a non-tie quotient of a float32 x and an int32 s is further from k + 1/2 than float64's error."""
+        with np.errstate(all="ignore"):
+            xi = np.asarray(x, np.float64) if once else round_half_even(x)
+            return self.round(xi / np.asarray(s, np.float64))
 
     def quantize_int(self, xv, scale, q, zero, out_t, prec: str) -> tuple[np.ndarray, np.ndarray]:
         """An integer y from the quotient q = x / scale; x and scale are here for kernels that fuse
@@ -118,9 +127,7 @@ class QuantizeLinear(OpOracle):
 
         saturate = bool(attrs.get("saturate", 1))
         divisions = self.divisions(xv, scale, self.division_readings(x.type, s.type, attrs), primary_only)
-        for (div_name, prec, q), (zp_name, skip_zp), (inf_name, inf_max) in itertools.product(
-            divisions, zp_readings, self.fnuz_readings(out_t, saturate)
-        ):
+        for (div_name, prec, q), (zp_name, skip_zp) in itertools.product(divisions, zp_readings):
             if ev.complete:
                 break
             if out_t.is_integer:
@@ -129,10 +136,10 @@ class QuantizeLinear(OpOracle):
                 out = self.pack(y, out_t)
             else:
                 v = q if skip_zp else self.add_zero_float(q, zero, prec)
-                kw = dict(saturate=saturate, fnuz_inf_saturates=inf_max)
-                undefined |= floats.undefined_mask(v, out_t, **kw)
-                out = self.pack(self.encode(v, out_t, **kw), out_t)
-            name = "+".join(n for n in (div_name, zp_name, inf_name) if n and n != "spec") or "spec"
+                # fnuz +-Inf: this version's own Cast table (#q-float8-fnuz-inf)
+                out = self.pack(self.encode(v, out_t, saturate=saturate, fnuz_inf_saturates=self.fnuz_inf_saturates),
+                                out_t)
+            name = "+".join(n for n in (div_name, zp_name) if n and n != "spec") or "spec"
             ev.add(name, (out,))
         ev.dont_care = [undefined]
         return ev

@@ -1,0 +1,147 @@
+"""No reading the text forbids, and decisions with their sentence (issue 37, items 1-6): each test
+pins one decision of qconform/docs/semantics.md on the corpus case (or a small draft) that shows it."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from qconform import dtypes, schemas
+from qconform.case import Arg, Draft
+from qconform.oracle import evaluate
+from qconform.oracle.arith import as_float64
+
+DOC = (__import__("pathlib").Path(__file__).resolve().parents[1] / "qconform" / "docs" / "semantics.md").read_text()
+
+
+def _q(opset: int, x: tuple[str, list], s: tuple[str, float], zp: tuple[str, float] | None, **attrs) -> Draft:
+    def arg(name, t, v, init):
+        et = dtypes.get(t)
+        from qconform.generators.common import array
+
+        return Arg(name, t, array(t, np.asarray(v, np.float64 if et.is_float else np.int64)), init)
+
+    inputs = (arg("x", *x, False), arg("y_scale", *s, True)) + ((arg("y_zero_point", *zp, True),) if zp else ())
+    return Draft("QuantizeLinear", opset, "test", "test", "t", inputs, attrs)
+
+
+@pytest.fixture(scope="module")
+def cases(corpus) -> dict:
+    return {c.id: c for c in corpus.cases}
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return dtypes.get(a.dtype).to_bits(a)
+
+
+# 1 -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("opset", [10, 19, 23, 25])
+@pytest.mark.parametrize("which", ["scale-neg-zero", "scale-pos-zero"])
+def test_a_zero_product_keeps_its_ieee_sign_in_every_reading(cases, opset, which):
+    """semantics.md#dq-precision (signed zero): int32 x up to +-2^31 times a +-0 scale."""
+    case = cases[f"DequantizeLinear-{opset}/int32-float32/special-scales/{which}"]
+    x = as_float64(case.inputs[0].value, "int32")
+    s = as_float64(case.inputs[1].value, "float32")
+    assert np.abs(x).max() > 2.0 ** 29  # the exact-product path is the one exercised
+    want = np.signbit(x) ^ np.signbit(s)
+    for r in case.readings:
+        y = r.outputs[0]
+        assert not y.any() and np.array_equal(np.signbit(y), want), r.name
+
+
+# 2 -------------------------------------------------------------------------------------------
+def test_a_reading_whose_chain_overflows_is_not_offered(corpus, cases):
+    """semantics.md#qlmm-requant (overflow): exact 77824 - 28672 = 49152, code 0x7e, whatever the reading."""
+    case = cases["QLinearMatMul-21/float16-int8-int8-float8e5m2fnuz/saturation/y-zero-point-minus-half-max"]
+    assert all("multiplier-in-scale-type" not in r.name for r in case.readings)
+    assert {int(_bits(r.outputs[0]).ravel()[0]) for r in case.readings} == {0x7E}
+    overflowing = [c for c in corpus.cases if c.op == "QLinearMatMul" and c.family == "saturation"
+                   and any("multiplier-in-scale-type" in r.name for r in c.readings)]
+    for c in overflowing:  # where the reading is kept, it gives no NaN the exact value lacks
+        exact = next(r for r in c.readings if r.name.startswith("exact-rational") or r.name == c.readings[0].name)
+        for r in c.readings:
+            nan = dtypes.get(r.outputs[0].dtype).is_nan_bits(_bits(r.outputs[0]))
+            assert not (nan & ~dtypes.get(exact.outputs[0].dtype).is_nan_bits(_bits(exact.outputs[0]))).any()
+
+
+# 3 -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name, minus", [("constant/zeros", False), ("constant/single-zero", False),
+                                         ("constant/negative-zeros", True), ("constant/signed-zeros", True),
+                                         ("shapes/empty-1d", False), ("shapes/empty-2x0", False)])
+def test_a_zero_range_has_the_formulas_scale_and_leaves_0_over_0_undefined(cases, name, minus):
+    """semantics.md#dql-zero-input: y_scale +0 (or -0 where x holds a -0); y and the zero point 0/0."""
+    case = cases[f"DynamicQuantizeLinear-11/float32-uint8-float32/{name}"]
+    scales = [(float(r.outputs[1]), bool(np.signbit(r.outputs[1]))) for r in case.readings]
+    assert scales == ([(0.0, False), (0.0, True)] if minus else [(0.0, False)])
+    y_care, s_care, zp_care = case.dont_care
+    assert y_care is None or y_care.all()  # every y element is 0/0 (an empty y has none)
+    assert s_care is None and zp_care is not None and zp_care.all()
+
+
+# 4 -------------------------------------------------------------------------------------------
+def test_an_int32_scale_at_23_carries_the_integer_division_readings():
+    """semantics.md#q-division (int32 scale at 23+): x = 1.5, s = 3, zp = 128."""
+    case = evaluate(_q(23, ("float32", [1.5]), ("int32", 3), ("uint8", 128)))
+    got = {r.name: int(r.outputs[0][0]) for r in case.readings}
+    assert got == {"division-in-float32": 128, "operands-rounded-to-int32": 129}  # 0.5 -> 0; 2/3 -> 1
+    # below 23 the sentence is not there: no integer reading
+    case = evaluate(Draft("QuantizeLinear", 21, "test", "test", "t", (
+        Arg("x", "int32", np.array([3], np.int32)), Arg("y_scale", "int32", np.array(2, np.int32), True)), {}))
+    assert not any("int32" in r.name for r in case.readings)
+
+
+# 5 -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("t, code", [("float4e2m1", 0x7), ("float6e2m3", 0x1F), ("float6e3m2", 0x1F)])
+def test_nan_into_float4_and_float6_saturates_to_max(t, code):
+    """semantics.md#q-float4-float6: float4.md "NaN | 6", float6.md "nan | ... (sat)"."""
+    case = evaluate(_q(28, ("float32", [np.nan, -np.nan]), ("float32", 1.0), (t, 0.0)))
+    assert all(m is None for m in case.dont_care)
+    for r in case.readings:
+        assert _bits(r.outputs[0]).tolist() == [code, code], r.name
+
+
+@pytest.mark.parametrize("t", ["float6e2m3", "float6e3m2"])
+def test_float6_has_no_negative_zero_result(t):
+    """semantics.md#q-float4-float6: "-0 saturates to 0" (float6.md); float4 keeps -0 ("+/-0")."""
+    tiny = -(2.0 ** -40)
+    case = evaluate(_q(28, ("float32", [-0.0, tiny]), ("float32", 1.0), (t, 0.0)))
+    assert [r.name for r in case.readings] == ["spec"] and _bits(case.readings[0].outputs[0]).tolist() == [0, 0]
+    case = evaluate(_q(28, ("float32", [-0.0, tiny]), ("float32", 1.0), ("float4e2m1", 0.0)))
+    assert {tuple(_bits(r.outputs[0]).tolist()) for r in case.readings} == {(0x0, 0x8), (0x8, 0x8)}
+
+
+@pytest.mark.parametrize("opset, want", [(19, [0x80, 0x80]), (21, [0x80, 0x80]), (23, [0x80, 0x80]),
+                                         (24, [0x7F, 0xFF])])
+def test_fnuz_infinities_follow_their_own_versions_cast_table(opset, want):
+    """semantics.md#q-float8-fnuz-inf: Cast-19/21/23 "Inf | NaN"; Cast-24+ "Inf | FLT_MAX"."""
+    case = evaluate(_q(opset, ("float32", [np.inf, -np.inf]), ("float32", 1.0), ("float8e4m3fnuz", 0.0)))
+    assert [r.name for r in case.readings] == ["spec"]
+    assert _bits(case.readings[0].outputs[0]).tolist() == want
+
+
+def test_float32_operands_below_23_carry_the_exact_quotient(cases):
+    """semantics.md#q-division (float32 operands below 23): x/s = 64.5 + 1/16908286 exactly."""
+    case = cases["QuantizeLinear-21/float32-uint8/random/draw-000"]
+    assert [r.name for r in case.readings] == ["spec", "quotient-exact"]
+    first, exact = (r.outputs[0].astype(int) for r in case.readings)
+    diff = exact - first
+    assert diff.any() and set(np.unique(diff)) <= {-1, 0, 1}  # one rounding step apart where they part
+
+
+def test_a_scalar_scale_with_a_block_size_is_per_tensor_and_normative(corpus):
+    """semantics.md#granularity-per-tensor: granularity is "determined by the shape of y_scale"."""
+    found = [c for c in corpus.cases if c.id.split("/")[-1].startswith("scalar-scale-with-block-size")]
+    assert found and all(not c.information and c.inputs[1].value.ndim == 0 and c.attrs["block_size"] > 0
+                         for c in found)
+    assert "which a scalar does not have, so it does not apply" in DOC
+
+
+# 6 -------------------------------------------------------------------------------------------
+def test_reduce_min_and_max_11_say_what_an_empty_reduction_gives():
+    """semantics.md#dql-zero-input quotes ReduceMin-11/ReduceMax-11, and onnx's own text carries it."""
+    onnx_defs = pytest.importorskip("onnx.defs")
+    for op, sentence in (("ReduceMin", "Reduction over an empty set of values yields plus infinity"),
+                         ("ReduceMax", "Reduction over an empty set of values yields minus infinity")):
+        assert sentence in onnx_defs.get_schema(op, 11).doc
+        assert f"{sentence} (if supported by the datatype)" in DOC
+    assert "say nothing about empty inputs" not in DOC
+    assert schemas.get("DynamicQuantizeLinear", 11)
