@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import onnx
 
+from qconform.runtimes import RUNTIMES
 from qconform.verdicts import FAULTS
 
 Inputs = Mapping[str, np.ndarray]
@@ -26,31 +27,19 @@ ENTRY_POINT_GROUP = "qconform.runners"
 #: ``--runner remote:HOST:PORT``: a ``qconform worker`` (or a device team's own, qconform/docs/protocol.md).
 REMOTE = "remote:"
 
-#: Bundled runners: name -> "module:Attr" (imported only when chosen).
-BUNDLED: dict[str, str] = {
-    "onnxruntime": "qconform.runners.onnxruntime_runner:OnnxRuntimeRunner",
-    "onnx-reference": "qconform.runners.onnx_reference:OnnxReferenceRunner",
-    "cpu-ref": "qconform.runners.cpu_ref:CpuRefRunner",
-    "cpu-kernel": "qconform.runners.cpu_kernel:CpuKernelRunner",
-    "gpu-kernel": "qconform.runners.gpu_kernel:GpuKernelRunner",
-    # Third-party runtimes, each an optional extra: pip install 'qconform[openvino]', ...
-    "openvino": "qconform.runners.openvino_runner:OpenVinoRunner",
-    "tract": "qconform.runners.tract_runner:TractRunner",
-    "tinygrad": "qconform.runners.tinygrad_runner:TinygradRunner",
-    "tvm": "qconform.runners.tvm_runner:TvmRunner",
-    "iree": "qconform.runners.iree_runner:IreeRunner",
-    "onnxruntime-web": "qconform.runners.ortweb_runner:OrtWebRunner",
-}
+#: Bundled runners: name -> "module:Attr" (imported only when chosen), from each runtime's
+#: declaration (``qconform.runtimes``); the third-party runtimes are optional extras:
+#: pip install 'qconform[openvino]', ...
+BUNDLED: dict[str, str] = {name: rt.runner for name, rt in RUNTIMES.items() if not rt.variant_of}
 #: Bundled runners whose runtime is an optional extra: runner name -> the module it imports.
-EXTRAS: dict[str, str] = {"onnxruntime": "onnxruntime", "openvino": "openvino", "tract": "tract",
-                          "tinygrad": "tinygrad", "tvm": "tvm", "iree": "iree"}
+EXTRAS: dict[str, str] = {name: str(rt.package) for name, rt in RUNTIMES.items() if rt.extra}
 
 #: Runtimes certified through another runner: name -> (runner, its options, the distribution that
 #: carries them). An onnxruntime variant's wheel brings its execution provider under the
 #: ``onnxruntime`` import package; ``--runner onnxruntime-openvino`` is the onnxruntime runner on
 #: that provider alone. Reports, facts and findings name such a run by this name (``runtime_name``).
 VARIANTS: dict[str, tuple[str, dict[str, str], str]] = {
-    "onnxruntime-openvino": ("onnxruntime", {"providers": "OpenVINOExecutionProvider"}, "onnxruntime-openvino"),
+    name: (str(rt.variant_of), dict(rt.options), str(rt.dist)) for name, rt in RUNTIMES.items() if rt.variant_of
 }
 
 
@@ -217,7 +206,8 @@ def resolve(name: str, options: Mapping[str, str] | None = None) -> Runner:
             raise RunnerError(f"runner {name!r} needs {dist}: pip install {dist} (in a venv of its own: it "
                               "replaces plain onnxruntime)") from None
         if name in EXTRAS and exc.name == EXTRAS[name]:
-            raise RunnerError(f"runner {name!r} needs the {exc.name} package: pip install 'qconform[{name}]'") from None
+            raise RunnerError(f"runner {name!r} needs the {exc.name} package: pip install "
+                              f"'qconform[{RUNTIMES[name].extra}]'") from None
         raise RunnerError(f"runner {name!r} failed to load ({'; '.join(tried)}): {type(exc).__name__}: {exc}") from None
     except Exception as exc:  # a plugin that fails to import: one line, what and where
         raise RunnerError(

@@ -33,8 +33,9 @@ ONNX layout for onnxruntime and OpenVINO, ``codes.view(ml_dtypes.<type>)`` for o
 dependency ml_dtypes already is, a bitcast for tinygrad). Every script is checked when written:
 it is run in a subprocess and must print the mismatch, else the group's next smallest case is tried.
 
-``TEMPLATES`` holds one entry per runtime (how its script loads and runs a model); a new runtime
-is one more entry. A runner with no entry (a vendor's own) gets ``generic_template``: its report
+``TEMPLATES`` holds one entry per runtime (how its script loads and runs a model), read from the
+runtime's declaration (``qconform.runtimes``: the template copies the settings its runner applies);
+a new runtime is one more declaration. A runner with no entry (a vendor's own) gets ``generic_template``: its report
 says how it was loaded (``runner.load``: the ``--runner`` spec, a file by its absolute path, and
 the ``--runner-opt`` words), and the script loads it the same way and calls it through the runner
 contract, never another runtime in its place. ``OUT/index.md`` lists every finding with its status: ``OUT/status.toml``
@@ -62,14 +63,13 @@ import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import qconform
-from qconform.runner import VARIANTS
+from qconform.runtimes import RUNTIMES, Template, ml_dtype
 from qconform.verdicts import FAULTS
 
 PKG = Path(qconform.__file__).resolve().parent
@@ -94,270 +94,10 @@ def default_out() -> Path:
 
 
 # ----------------------------------------------------------------------------------------------
-# The per-runtime script templates
+# The per-runtime script templates: each declared with its runtime (qconform.runtimes)
 # ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Template:
-    """How a standalone script drives one runtime.
-
-    ``run`` is the body (indented under ``try:`` in the script) that turns ``inputs`` (a dict of
-    numpy arrays, graph inputs by name, in graph order) into ``actual`` (a dict of numpy arrays,
-    outputs by name) for models whose inputs and outputs are all numpy types. ``codes`` names, for
-    a type numpy lacks, the object the script maps it to in its ``CODES`` dict (a runtime type, an
-    ONNX type number, an ml_dtypes type); with it, ``run_codes`` (and its ``helpers``) runs models
-    where such arrays hold element codes. ``codes`` None: the runtime's binding carries numpy types
-    only, and a group whose example needs another is skipped with the reason."""
-
-    runtime: str  # qconform runner name
-    package: str  # distribution whose installed version a finding is seen on (pip install name)
-    imports: str  # import lines after ``import numpy as np``
-    version: str  # expression for the runtime's version, printed first
-    run: str
-    codes: Callable[[Any], str | None] | None = None  # dtypes.ElemType -> expression, None: cannot carry it
-    run_codes: str = ""
-    helpers: str = ""
-    codes_imports: str = ""  # extra imports when CODES is used
-    #: The runtime takes raw ONNX-layout bytes for such types: sub-byte codes are packed (``to_bytes``).
-    bytes_io: bool = False
-    #: Extra words for README's "how to run" (a compiler the runtime needs ...).
-    note: str = ""
-    #: Environment the script needs (the verification run and the tests set it): name -> value.
-    env: Callable[[], dict[str, str]] = field(default=dict)
-    #: The installed version where the runtime is not a Python distribution (an npm package).
-    version_of: Callable[[], str | None] | None = None
-    #: README's install line, where it is not ``pip install PACKAGE==VERSION numpy`` ({version}).
-    install: str = ""
-    #: Tools the script needs besides the runtime itself (names of ``qconform.tools``).
-    tools: tuple[str, ...] = ()
-
-    def installed_version(self) -> str | None:
-        if self.version_of is not None:
-            return self.version_of()
-        try:
-            return metadata.version(self.package)
-        except metadata.PackageNotFoundError:
-            return None
-
-
-def _onnx_number(t) -> str:
-    return f"{t.onnx}"
-
-
-_OV_TYPE = {"bfloat16": "bf16", "float8e4m3fn": "f8e4m3", "float8e5m2": "f8e5m2", "float8e8m0": "f8e8m0",
-            "float4e2m1": "f4e2m1", "int4": "i4", "uint4": "u4", "uint2": "u2"}
-
-
-def _ov_type(t) -> str | None:
-    return f"ov.Type.{_OV_TYPE[t.name]}" if t.name in _OV_TYPE else None
-
-
-def _ml_dtype(t) -> str:
-    return f"ml_dtypes.{t.dtype.name}"
-
-
-def _tinygrad_env() -> dict[str, str]:
-    """tinygrad's CPU device compiles C with $CC; clang 14 rejects __bf16, so the newest clang >= 15."""
-    from qconform import tools
-
-    if "CC" in os.environ or tools.find("clang") is None:
-        return {}
-    return {"CC": os.path.basename(tools.find("clang"))}
-
-
-def _ort_session(providers: Sequence[str] = ("CPUExecutionProvider",)) -> str:
-    """The session qconform's onnxruntime runner makes: no graph optimisation; with an execution
-    provider, no CPU fallback (what the provider does not run fails, as in the certification)."""
-    lines = ["so = ort.SessionOptions(); so.log_severity_level = 4  # the error, if any, is raised below anyway",
-             "so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL"]
-    if list(providers) != ["CPUExecutionProvider"]:
-        lines.append('so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")  # only the EP runs')
-    lines.append(f'sess = ort.InferenceSession("model.onnx", so, providers={list(providers)!r})')
-    return "\n".join(lines) + "\n"
-
-
-_OV_COMPILE = """\
-compiled = ov.Core().compile_model("model.onnx", "CPU", {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1})
-"""
-
-
-def _iree_module(args: str) -> str:
-    """The IREE script's import, compile and call, with ``args`` the call's arguments."""
-    return """\
-mlir = subprocess.run([sys.executable, "-m", "iree.compiler.tools.import_onnx", "model.onnx", "-o", "/dev/stdout"],
-                      check=True, capture_output=True).stdout
-vmfb = ireec.compile_str(mlir, input_type="onnx", target_backends=["llvm-cpu"],
-                         extra_args=["--iree-llvmcpu-target-cpu=generic"])
-module = ireert.load_vm_flatbuffer(vmfb, driver="local-sync")
-main = next(f for f in module.vm_module.function_names if not f.startswith("__") and not f.endswith("$async"))
-res = module[main](*%s)
-""" % args
-
-
-_IREE_SIGNLESS = '''\
-def signless(r, e):  # IREE returns integers signless (uint8 as int8): their bits, read in the expected type
-    return r.view(e.dtype) if r.dtype.kind in "iu" and e.dtype.kind in "iu" and r.itemsize == e.itemsize else r
-'''
-
-_ORTWEB_JS = """\
-JS = r\"\"\"
-const ort = require('onnxruntime-web'), fs = require('fs');
-const VIEW = {float32: Float32Array, float16: Uint16Array, int8: Int8Array, uint8: Uint8Array,
-              int16: Int16Array, uint16: Uint16Array, int32: Int32Array};
-(async () => {
-  ort.env.wasm.numThreads = 1; ort.env.logLevel = 'fatal';
-  const s = await ort.InferenceSession.create(fs.readFileSync('model.onnx'),
-      {executionProviders: ['wasm'], graphOptimizationLevel: 'disabled'});
-  const feeds = {};
-  for (const [k, [type, dims, b64]] of Object.entries(JSON.parse(fs.readFileSync(0, 'utf8')))) {
-    const b = new Uint8Array(Buffer.from(b64, 'base64')); feeds[k] = new ort.Tensor(type, new VIEW[type](b.buffer), dims); }
-  const r = await s.run(feeds), d = (t) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength);
-  console.log(JSON.stringify(Object.fromEntries(s.outputNames.map((n) => [n, [r[n].type, r[n].dims, d(r[n]).toString('base64')]]))));
-})().catch((e) => { console.error(String(e)); process.exit(1); });
-\"\"\"
-req = {k: [v.dtype.name, list(v.shape), base64.b64encode(v.tobytes()).decode()] for k, v in inputs.items()}
-p = subprocess.run(["node", "-e", JS], input=json.dumps(req), capture_output=True, text=True)
-if p.returncode:
-    raise RuntimeError(p.stderr.strip().splitlines()[-1])
-actual = {k: np.frombuffer(base64.b64decode(b), t).reshape(dims) for k, (t, dims, b) in json.loads(p.stdout).items()}
-"""
-
-
-def _ortweb_version() -> str | None:
-    from qconform.runners import ortweb_runner
-
-    return ortweb_runner.installed_version()
-
-
-def _ortweb_env() -> dict[str, str]:
-    """Where node finds onnxruntime-web: the copy qconform's runner installed (a user runs
-    ``npm install`` in the finding's folder instead, see the README)."""
-    from qconform.runners import ortweb_runner
-
-    return {"NODE_PATH": str(ortweb_runner.install_dir() / "node_modules")}
-
-
-#: One entry per runtime: the runner name, the package, how to load and run a model, and, if the
-#: binding carries ml_dtypes-like types, ``codes``.
-def _ort_template(runtime: str, package: str, providers: Sequence[str] = ("CPUExecutionProvider",)) -> Template:
-    """onnxruntime's template, on the CPU EP or on an execution provider of a variant's wheel."""
-    session = _ort_session(providers)
-    ep = list(providers) != ["CPUExecutionProvider"]
-    return Template(
-        runtime, package, "import onnxruntime as ort", "ort.__version__",
-        session + "actual = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, inputs)))\n",
-        codes=_onnx_number, codes_imports="import ctypes", bytes_io=True,
-        helpers='''\
-def to_ort(k, v):  # an array of element codes -> an OrtValue of its ONNX type, the bytes copied as they are
-    o = ort.OrtValue.ortvalue_from_shape_and_type(list(v.shape), CODES[k])
-    ctypes.memmove(o.data_ptr(), to_bytes(k, v), o.tensor_size_in_bytes()); return o
-def from_ort(k, o):  # an output OrtValue of a type numpy lacks -> its element codes
-    return from_bytes(k, ctypes.string_at(o.data_ptr(), o.tensor_size_in_bytes()), o.shape())
-''',
-        run_codes=session + """\
-feeds = {k: to_ort(k, v) if k in CODES else ort.OrtValue.ortvalue_from_numpy(v) for k, v in inputs.items()}
-outs = dict(zip([o.name for o in sess.get_outputs()], sess.run_with_ort_values(None, feeds)))
-actual = {k: from_ort(k, o) if o.element_type() == CODES.get(k) else o.numpy() for k, o in outs.items()}
-""",
-        note=(f"`{package}` replaces plain `onnxruntime` (the same import package): install it in a venv of "
-              f"its own. The session runs on {', '.join(providers)} alone, CPU fallback off, as qconform "
-              "certified it.") if ep else "")
-
-
-TEMPLATES: dict[str, Template] = {t.runtime: t for t in (
-    _ort_template("onnxruntime", "onnxruntime"),
-    Template(
-        "onnx-reference", "onnx", "import onnx\nfrom onnx.reference import ReferenceEvaluator", "onnx.__version__",
-        """\
-sess = ReferenceEvaluator("model.onnx")
-actual = dict(zip(sess.output_names, sess.run(None, inputs)))
-""",
-        codes=_ml_dtype, codes_imports="import ml_dtypes  # a dependency of onnx",
-        run_codes="""\
-sess = ReferenceEvaluator("model.onnx")
-outs = sess.run(None, {k: v.view(CODES[k]) if k in CODES else v for k, v in inputs.items()})
-actual = {k: np.asarray(a).view(f"u{a.dtype.itemsize}") if a.dtype == CODES.get(k) else a
-          for k, a in zip(sess.output_names, outs)}
-"""),
-    Template(
-        "openvino", "openvino", "import openvino as ov", "ov.__version__",
-        _OV_COMPILE + """\
-res = compiled(inputs)
-actual = {o.get_any_name(): res[o] for o in compiled.outputs}
-""",
-        codes=_ov_type, bytes_io=True,
-        helpers='''\
-def to_ov(k, v):  # an array of element codes -> an ov.Tensor of its type, the bytes copied as they are
-    t = ov.Tensor(CODES[k], list(v.shape))
-    t.data.reshape(-1).view(np.uint8)[:] = np.frombuffer(to_bytes(k, v), np.uint8); return t
-''',
-        run_codes=_OV_COMPILE + """\
-res = compiled({k: to_ov(k, v) if k in CODES else v for k, v in inputs.items()})
-actual = {o.get_any_name(): from_bytes(o.get_any_name(), np.asarray(res[o]).tobytes(), tuple(o.get_shape()))
-          if o.get_element_type() == CODES.get(o.get_any_name()) else res[o] for o in compiled.outputs}
-"""),
-    Template(
-        "tvm", "apache-tvm", "import onnx\nimport tvm\nfrom tvm import relax\nfrom tvm.relax.frontend.onnx import from_onnx",
-        "tvm.__version__",
-        """\
-vm = relax.VirtualMachine(tvm.compile(from_onnx(onnx.load("model.onnx")), target="llvm"), tvm.cpu(0))
-res = vm["main"](*[tvm.runtime.tensor(v, tvm.cpu(0)) for v in inputs.values()])
-actual = dict(zip(expected, (r.numpy() for r in ([res] if isinstance(res, tvm.runtime.Tensor) else res))))
-"""),
-    Template(
-        "iree", "iree-base-runtime",
-        "import subprocess\nimport sys\nfrom importlib.metadata import version\n"
-        "import iree.compiler.tools as ireec\nimport iree.runtime as ireert",
-        "version(\"iree-base-runtime\")",
-        _iree_module("inputs.values()") + _IREE_SIGNLESS + """\
-res = [np.asarray(r.to_host()) for r in (res if isinstance(res, (list, tuple)) else [res])]
-actual = {k: signless(r, e) for (k, e), r in zip(expected.items(), res)}
-""",
-        codes=_ml_dtype, codes_imports="import ml_dtypes  # a dependency of iree-base-runtime",
-        run_codes=_iree_module("(v.view(CODES[k]) if k in CODES else v for k, v in inputs.items())")
-        + _IREE_SIGNLESS + """\
-res = [np.asarray(r.to_host()) for r in (res if isinstance(res, (list, tuple)) else [res])]
-actual = {k: r.view(f"u{r.itemsize}") if r.dtype == CODES.get(k) else signless(r, e)
-          for (k, e), r in zip(expected.items(), res)}
-""",
-        note="Needs `pip install iree-base-compiler[onnx] iree-base-runtime` (the ONNX importer uses the `onnx` "
-             "package)."),
-    Template(
-        "tract", "tract", "import tract", "tract.version()",
-        """\
-model = tract.onnx().load("model.onnx").into_model().into_runnable()
-actual = dict(zip(expected, (t.to_numpy() for t in model.run(list(inputs.values())))))
-"""),
-    Template(
-        "tinygrad", "tinygrad",
-        "os.environ.setdefault(\"DEV\", \"CPU\")  # tinygrad's CPU device\n"
-        "from importlib.metadata import version\nfrom tinygrad import Tensor, dtypes  # noqa: F401 (bfloat16)\n"
-        "from tinygrad.nn.onnx import OnnxRunner",
-        "version(\"tinygrad\")",
-        """\
-res = OnnxRunner("model.onnx")({k: Tensor(v) for k, v in inputs.items()})
-actual = {k: res[k].numpy() for k in expected}
-""",
-        codes=lambda t: "dtypes.bfloat16" if t.name == "bfloat16" else None,
-        run_codes="""\
-res = OnnxRunner("model.onnx")({k: Tensor(v).bitcast(CODES[k]) if k in CODES else Tensor(v) for k, v in inputs.items()})
-actual = {k: res[k].bitcast(dtypes.uint16).numpy() if res[k].dtype == CODES.get(k) else res[k].numpy()
-          for k in expected}
-""",
-        note="tinygrad's CPU device compiles C with `$CC` (default `clang`); bfloat16 needs clang 17 or newer "
-             "(`CC=clang-19 python repro.py`).",
-        env=_tinygrad_env, tools=("clang",)),
-    Template(
-        "onnxruntime-web", "onnxruntime-web", "import base64\nimport json\nimport subprocess",
-        "subprocess.run([\"node\", \"-p\", \"require('onnxruntime-web').env.versions.web\"], capture_output=True, "
-        "text=True).stdout.strip()",
-        _ORTWEB_JS,
-        note="The script drives Node.js (`node` on PATH) with onnxruntime-web's WASM backend, one thread, "
-             "graph optimisations off, as qconform's runner does; inputs and outputs travel as raw bytes.",
-        env=_ortweb_env, version_of=_ortweb_version, tools=("node",),
-        install="pip install numpy && npm install onnxruntime-web@{version}   # into this folder"),
-    *(_ort_template(name, dist, options["providers"].split(",")) for name, (runner, options, dist) in VARIANTS.items()
-      if runner == "onnxruntime"),
-)}
+#: One entry per runtime that has a template, in ``RUNTIMES`` order: how its script loads and runs a model.
+TEMPLATES: dict[str, Template] = {name: rt.template for name, rt in RUNTIMES.items() if rt.template}
 
 _BYTES_HELPERS = '''\
 def to_bytes(k, v):  # element codes -> the ONNX layout
@@ -426,7 +166,7 @@ runner = load_runner(RUNNER, OPTIONS)'''
     return Template(
         name, str(source.get("path") or spec), loader, 'runner.describe().get("version", "unknown")',
         "FEEDS = inputs\n" + _GENERIC_RUN,
-        codes=_ml_dtype, codes_imports="import ml_dtypes  # a dependency of onnx",
+        codes=ml_dtype, codes_imports="import ml_dtypes  # a dependency of onnx",
         run_codes="FEEDS = {k: v.view(CODES[k]) if k in CODES else v for k, v in inputs.items()}\n" + _GENERIC_RUN
         + "actual = {k: a.view(f\"u{a.dtype.itemsize}\") if a.dtype == CODES.get(k) else a for k, a in actual.items()}\n",
         note=(f"The script loads the runner that produced the report ({spec}"

@@ -39,12 +39,13 @@ from qconform.report import certificate
 from qconform.report.diff import ReportError, load
 from qconform.report.model import BAD
 from qconform.runner import BUNDLED, ENTRY_POINT_GROUP, RunnerError, describe, resolve
+from qconform.runtimes import RUNTIMES
 
 FORMAT = 1
 FILES = ("scoreboard.md", "scoreboard.html", "scoreboard.json")
 DATA = "scoreboard.json"
 #: qconform's own kernels: bundled runners, but no runtime anyone ships; left out by default.
-OWN = ("cpu-ref", "cpu-kernel", "gpu-kernel")
+OWN = tuple(name for name, rt in RUNTIMES.items() if rt.own)
 #: Top deviation models listed per runtime.
 TOP = 10
 #: Verdict columns of the headline table (crashed and timeout share one).

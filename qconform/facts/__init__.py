@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import importlib.metadata
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -38,7 +37,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from qconform import platform as plat
-from qconform.runner import VARIANTS
+from qconform.runtimes import RUNTIMES, THIRD_PARTY_CHECK, Runtime
 
 HERE = Path(__file__).resolve().parent
 KINDS = ("erratum", "reading", "oracle-gap", "unsupported", "must-reject")
@@ -48,62 +47,43 @@ PROBE = "probe:"
 DRIFT_COMMAND = "qconform facts drift"
 
 
-#: The cases the project's tests observe for a third-party runtime: a whole-corpus pass takes minutes
-#: to tens of minutes there, so its facts are asserted complete on this slice (plus every fact's
-#: example), and ``qconform facts drift --whole`` lists what the rest of the corpus adds.
-THIRD_PARTY_CHECK = ("*-21/*/basic/*", "*-21/*/specials/*", "*-21/*/ties/*", "QLinearMatMul-10/*/basic/*",
-                     "DynamicQuantizeLinear-11/*")
-
-
 @dataclass(frozen=True)
 class Source:
     """A piece of third-party software facts are recorded about, and how to read its version."""
 
     name: str
-    module: str  # imported to tell whether it is installed (and, without ``dist``, to read __version__)
+    module: str  # imported to tell whether it is installed (and to read its __version__)
     runner: str | None = None  # the bundled qconform runner that exercises it, if any
-    dist: str | None = None  # the distribution whose metadata gives the version (modules without __version__)
     check: tuple[str, ...] = ()  # case-id globs the tests observe; () = the whole corpus
-    #: ``module:function`` giving the version where neither ``__version__`` nor a distribution can
-    #: (onnxruntime-web: an npm package the runner pins and installs on first use)
-    version_from: str | None = None
+    #: the runtime's declaration (``qconform.runtimes``), which says how to read its version
+    runtime: Runtime | None = None
 
     def version(self) -> str | None:
         """The installed version, or None where the software is not installed."""
+        if self.runtime is not None:
+            return self.runtime.installed_version()
         try:
-            mod = importlib.import_module(self.module)
-            if self.version_from:
-                modname, _, func = self.version_from.partition(":")
-                return getattr(importlib.import_module(modname), func)()
-            if self.dist:
-                return importlib.metadata.version(self.dist)
+            return str(getattr(importlib.import_module(self.module), "__version__", "")) or None
         except Exception:  # noqa: BLE001 - not installed, or broken: no facts apply
             return None
-        return str(getattr(mod, "__version__", "")) or None
+
+    @classmethod
+    def of(cls, rt: Runtime) -> Source:
+        """A runtime as a facts source: its runner exercises it, its declaration says how to read
+        its version and which cases the tests observe."""
+        return cls(rt.name, str(rt.module), runner=rt.name, check=rt.check, runtime=rt)
 
     def checked(self, case_id: str) -> bool:
         """Whether the project's tests observe this case for the source."""
         return not self.check or any(fnmatchcase(case_id, g) for g in self.check)
 
 
+_RUNTIMES = [Source.of(rt) for rt in RUNTIMES.values() if not rt.own]
+_ONNX = 1 + [s.name for s in _RUNTIMES].index("onnx-reference")
+#: Every source: the runtimes qconform runs (from their declarations, ``qconform.runtimes``), with
+#: the onnx package's node tests and ml_dtypes after its reference evaluator (facts.md's order).
 SOURCES: dict[str, Source] = {s.name: s for s in (
-    Source("onnxruntime", "onnxruntime", runner="onnxruntime"),
-    Source("onnx-reference", "onnx", runner="onnx-reference"),
-    Source("onnx-node-tests", "onnx"),
-    Source("ml_dtypes", "ml_dtypes"),
-    Source("openvino", "openvino", runner="openvino", dist="openvino", check=THIRD_PARTY_CHECK),
-    Source("tract", "tract", runner="tract", dist="tract", check=THIRD_PARTY_CHECK),
-    Source("tinygrad", "tinygrad", runner="tinygrad", dist="tinygrad", check=THIRD_PARTY_CHECK),
-    Source("tvm", "tvm", runner="tvm", dist="apache-tvm", check=THIRD_PARTY_CHECK),
-    # IREE compiles every model with iree-compile (about a quarter second each): a smaller slice
-    Source("iree", "iree.runtime", runner="iree", dist="iree-base-runtime",
-           check=("*-21/*/basic/per-tensor", "*-21/*/basic/per-axis", "*-21/*/specials/*")),
-    # the whole corpus takes onnxruntime-web about 20 s (most models are refused at once)
-    Source("onnxruntime-web", "qconform.runners.ortweb_runner", runner="onnxruntime-web",
-           version_from="qconform.runners.ortweb_runner:pinned_version"),
-    # onnxruntime's variants (qconform.runner.VARIANTS): the onnxruntime runner on their provider alone
-    *(Source(name, "onnxruntime", runner=name, dist=dist, check=THIRD_PARTY_CHECK)
-      for name, (_, _, dist) in VARIANTS.items()),
+    *_RUNTIMES[:_ONNX], Source("onnx-node-tests", "onnx"), Source("ml_dtypes", "ml_dtypes"), *_RUNTIMES[_ONNX:],
 )}
 RUNNER_SOURCES = tuple(s.name for s in SOURCES.values() if s.runner)
 

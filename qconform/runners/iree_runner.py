@@ -40,6 +40,7 @@ from iree.compiler.extras import onnx_importer
 from qconform import adapt, platform
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
 from qconform.runners.common import joined_lines
+from qconform.runtimes import IREE, iree_flags
 
 TP = onnx.TensorProto
 H = rt.HalElementType
@@ -76,16 +77,16 @@ def compile_errors(exc: BaseException) -> str:
 class IreeRunner(BaseRunner):
     name = "iree"
 
-    def __init__(self, driver: str = "local-sync", cpu: str = "generic"):
+    def __init__(self, driver: str = IREE.settings["driver"], cpu: str = IREE.settings["cpu"]):
         if driver not in ("local-sync", "local-task"):
             raise TypeError(f"driver must be local-sync or local-task, not {driver!r}")
         self.driver, self.cpu = driver, cpu
-        self.flags = [f"--iree-llvmcpu-target-cpu={cpu}"]
+        self.flags = iree_flags(cpu)
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "version": _pkg_version("iree-base-runtime"), "device": f"cpu ({self.driver})",
-                "options": {"compiler": _pkg_version("iree-base-compiler"), "input_type": "onnx",
-                            "target_backends": ["llvm-cpu"], "driver": self.driver, "compile_flags": self.flags,
+        return {"name": self.name, "version": _pkg_version(str(IREE.dist)), "device": f"cpu ({self.driver})",
+                "options": {"compiler": _pkg_version("iree-base-compiler"), "input_type": IREE.settings["input_type"],
+                            "target_backends": list(IREE.settings["target_backends"]), "driver": self.driver, "compile_flags": self.flags,
                             "importer": "iree.compiler.extras.onnx_importer (as iree-import-onnx)"},
                 "platform": platform.info()}
 
@@ -104,7 +105,8 @@ class IreeRunner(BaseRunner):
             with open(src, "w") as f:
                 f.write(asm)
             try:
-                ireec.compile_file(src, input_type="onnx", target_backends=["llvm-cpu"], extra_args=self.flags,
+                ireec.compile_file(src, input_type=IREE.settings["input_type"],
+                                   target_backends=list(IREE.settings["target_backends"]), extra_args=self.flags,
                                    output_file=out)
             except ireec.CompilerToolError as exc:
                 raise Unsupported(compile_errors(exc)) from None

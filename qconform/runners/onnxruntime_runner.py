@@ -86,12 +86,16 @@ from onnxruntime.capi import onnxruntime_pybind11_state as _ort_state
 
 from qconform import adapt, dtypes, platform
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
+from qconform.runtimes import ONNXRUNTIME
 
 #: Element types ORT's numpy binding cannot carry: these travel as bytes through ``qconform.adapt``.
 _ADAPTED: dict[int, dtypes.ElemType] = {
     t.onnx: t for t in dtypes.TYPES.values() if t.onnx not in adapt.NUMPY_NATIVE
 }
 
+#: The options and their defaults, the session's settings: the runtime's declaration, which the
+#: reproducer's session copies.
+_DEFAULTS = ONNXRUNTIME.settings
 _OPTIONS = ("providers", "optimize", "threads", "log")
 
 
@@ -233,7 +237,7 @@ class OnnxRuntimeRunner(BaseRunner):
         unknown = sorted(set(options) - set(_OPTIONS))
         if unknown:
             raise TypeError(f"unknown option(s) {', '.join(unknown)}; onnxruntime takes {', '.join(_OPTIONS)}")
-        providers = [p.strip() for p in str(options.get("providers", "CPUExecutionProvider")).split(",") if p.strip()]
+        providers = [p.strip() for p in str(options.get("providers", _DEFAULTS["providers"])).split(",") if p.strip()]
         if not providers:
             raise TypeError("providers= is empty; e.g. providers=CPUExecutionProvider")
         known = set(ort.get_all_providers())
@@ -246,13 +250,13 @@ class OnnxRuntimeRunner(BaseRunner):
                 f"execution provider(s) {', '.join(missing)} not available in this onnxruntime build "
                 f"(available: {', '.join(ort.get_available_providers())})"
             )
-        optimize = str(options.get("optimize", "0"))
+        optimize = str(options.get("optimize", _DEFAULTS["optimize"]))
         if optimize not in ("0", "1"):
             raise TypeError(f"optimize={optimize!r}: use 0 (ORT_DISABLE_ALL, default) or 1 (ORT_ENABLE_ALL)")
-        threads = str(options.get("threads", "1"))
+        threads = str(options.get("threads", _DEFAULTS["threads"]))
         if not threads.isdigit():
             raise TypeError(f"threads={threads!r}: use a non-negative integer (0 = onnxruntime's default)")
-        log = str(options.get("log", "4"))
+        log = str(options.get("log", _DEFAULTS["log"]))
         if log not in ("0", "1", "2", "3", "4"):
             raise TypeError(f"log={log!r}: use 0 (verbose) .. 4 (fatal only, default)")
         self.log = int(log)
@@ -260,6 +264,7 @@ class OnnxRuntimeRunner(BaseRunner):
         ort.set_default_logger_severity(self.log)
         self.providers = providers
         self.optimize = optimize == "1"
+        self.level = _DEFAULTS["levels"][optimize]
         self.threads = int(threads)
         self.device = "cpu" if providers[0] == "CPUExecutionProvider" else providers[0].removesuffix("ExecutionProvider").lower()
 
@@ -270,7 +275,7 @@ class OnnxRuntimeRunner(BaseRunner):
             "device": self.device,
             "providers": list(self.providers),
             "options": {
-                "optimize": "ORT_ENABLE_ALL" if self.optimize else "ORT_DISABLE_ALL",
+                "optimize": self.level,
                 "intra_op_threads": self.threads or "default",
                 "cpu_fallback": "CPUExecutionProvider" in self.providers,
                 **({"fallback_credited": False} if self._profiled else {}),
@@ -280,16 +285,14 @@ class OnnxRuntimeRunner(BaseRunner):
 
     def _session_options(self) -> ort.SessionOptions:
         so = ort.SessionOptions()
-        so.graph_optimization_level = (
-            ort.GraphOptimizationLevel.ORT_ENABLE_ALL if self.optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        )
+        so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, self.level)
         so.intra_op_num_threads = self.threads
         so.inter_op_num_threads = self.threads
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.log_severity_level = self.log  # refusals and warnings would flood a run; they are verdicts
         if "CPUExecutionProvider" not in self.providers:
             # Without this ORT silently runs nodes the requested EP lacks on the CPU EP.
-            so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+            so.add_session_config_entry(*_DEFAULTS["no_fallback"])
         elif self._profiled:  # fallback on: the first run says where each node ran
             import tempfile
 

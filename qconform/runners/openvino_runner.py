@@ -18,18 +18,16 @@ import numpy as np
 import onnx
 import openvino as ov
 
-from qconform import adapt, platform
+from qconform import adapt, dtypes, platform
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
+from qconform.runtimes import OPENVINO
+
+_CONFIG = OPENVINO.settings["config"]
 
 TP = onnx.TensorProto
-#: ONNX element type -> OpenVINO element type with the same bit layout.
-_OV_OF_ONNX = {
-    TP.FLOAT: ov.Type.f32, TP.FLOAT16: ov.Type.f16, TP.BFLOAT16: ov.Type.bf16,
-    TP.INT8: ov.Type.i8, TP.UINT8: ov.Type.u8, TP.INT16: ov.Type.i16, TP.UINT16: ov.Type.u16,
-    TP.INT32: ov.Type.i32,
-    TP.FLOAT8E4M3FN: ov.Type.f8e4m3, TP.FLOAT8E5M2: ov.Type.f8e5m2, TP.FLOAT8E8M0: ov.Type.f8e8m0,
-    TP.FLOAT4E2M1: ov.Type.f4e2m1, TP.INT4: ov.Type.i4, TP.UINT4: ov.Type.u4, TP.UINT2: ov.Type.u2,
-}
+#: ONNX element type -> OpenVINO element type with the same bit layout (the declaration's, which the
+#: reproducer's ``CODES`` read too).
+_OV_OF_ONNX = {dtypes.TYPES[name].onnx: getattr(ov.Type, ov_name) for name, ov_name in OPENVINO.settings["types"].items()}
 _ONNX_OF_OV = {str(v): k for k, v in _OV_OF_ONNX.items()}
 
 
@@ -61,7 +59,8 @@ def one_line(exc: BaseException) -> str:
 class OpenVinoRunner(BaseRunner):
     name = "openvino"
 
-    def __init__(self, threads: str = "1", precision: str = "f32"):
+    def __init__(self, threads: str = str(_CONFIG["INFERENCE_NUM_THREADS"]),
+                 precision: str = _CONFIG["INFERENCE_PRECISION_HINT"]):
         self.threads = int(threads)
         self.precision = precision
         self._core = None
@@ -89,7 +88,7 @@ class OpenVinoRunner(BaseRunner):
         except Exception as exc:
             raise Unsupported("read_model: " + one_line(exc)) from None
         try:
-            compiled = self.core.compile_model(ov_model, "CPU", self._config())
+            compiled = self.core.compile_model(ov_model, OPENVINO.settings["device"], self._config())
         except Exception as exc:
             raise Unsupported("compile_model: " + one_line(exc)) from None
 

@@ -21,8 +21,16 @@ import onnx
 from qconform import adapt, platform, tools
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
 from qconform.runners.common import io_types, joined_lines, model_file
+from qconform.runtimes import TINYGRAD
 
 TP = onnx.TensorProto
+
+
+def compiler() -> str | None:
+    """The C compiler tinygrad's CPU device is given as ``$CC`` (unless set), by name: the newest
+    clang >= 15 (``qconform.tools``), None where there is none. The reproducer's run gets the same."""
+    found = tools.find("clang")
+    return os.path.basename(found) if found else None
 
 
 class TinygradRunner(BaseRunner):
@@ -31,15 +39,15 @@ class TinygradRunner(BaseRunner):
     def __init__(self) -> None:
         # tinygrad reads DEV and THREADS when it is imported and $CC when it compiles: set them here,
         # when the runner is chosen, never when this module is imported.
-        os.environ.setdefault("DEV", "CPU")
-        os.environ.setdefault("THREADS", "0")
+        for key, value in TINYGRAD.settings["env"].items():
+            os.environ.setdefault(key, value)
         import tinygrad  # noqa: F401  (here, so a missing extra is said when the runner is chosen)
 
         if os.environ["DEV"] == "CPU":
             why = tools.missing("clang")
             if why:
                 raise Unsupported(f"tinygrad's CPU device compiles C with clang: {why}")
-            os.environ.setdefault("CC", os.path.basename(tools.find("clang") or "clang"))
+            os.environ.setdefault("CC", compiler() or "clang")
 
     def describe(self) -> dict[str, Any]:
         from tinygrad import Device

@@ -2,7 +2,7 @@
 
 ``tvm.relax.frontend.onnx.from_onnx(model)`` (initializers folded in as constants, the frontend's
 default), ``tvm.compile(mod, target="llvm")`` (no ``-mcpu``: LLVM's generic CPU for the host
-triple) and ``relax.VirtualMachine(executable, tvm.cpu())``. ``TVM_NUM_THREADS=1`` (unless set):
+triple) and ``relax.VirtualMachine(executable, tvm.cpu())``. ``TVM_NUM_THREADS=1`` (unless set; when the runner is chosen):
 qconform already runs two workers, and TVM's pool would otherwise take every core.
 
 Inputs travel as ``tvm.runtime.tensor(array)``, which takes numpy and the byte-wide ml_dtypes
@@ -19,30 +19,36 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+from typing import Any
 
-os.environ.setdefault("TVM_NUM_THREADS", "1")
+import numpy as np
+import onnx
 
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
-import onnx  # noqa: E402
-import tvm  # noqa: E402
-
-from qconform import platform  # noqa: E402
-from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported  # noqa: E402
-from qconform.runners.common import io_types, joined_lines  # noqa: E402
+from qconform import platform
+from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
+from qconform.runners.common import io_types, joined_lines
+from qconform.runtimes import TVM
 
 TP = onnx.TensorProto
 #: Types TVM stores packed (sub-byte bit streams): ``tvm.runtime.tensor`` rejects the unpacked
 #: ml_dtypes array ("TensorCopyFromBytes: size mismatch").
 _PACKED = {TP.INT4, TP.UINT4, TP.INT2, TP.UINT2, TP.FLOAT6E2M3, TP.FLOAT6E3M2}
-TARGET = "llvm"
+TARGET = TVM.settings["target"]
 
 
 class TvmRunner(BaseRunner):
     name = "tvm"
 
+    def __init__(self) -> None:
+        # TVM_NUM_THREADS (unless set) before tvm is imported: here, when the runner is chosen, never
+        # when this module is imported; the import here says a missing extra when the runner is chosen.
+        for key, value in TVM.settings["env"].items():
+            os.environ.setdefault(key, value)
+        import tvm  # noqa: F401
+
     def describe(self) -> dict[str, Any]:
+        import tvm
+
         return {"name": self.name, "version": tvm.__version__, "device": "cpu (tvm.cpu(0))",
                 "options": {"target": TARGET,
                             "target_attrs": {str(k): str(v) for k, v in tvm.target.Target(TARGET).attrs.items()},
@@ -52,6 +58,7 @@ class TvmRunner(BaseRunner):
                 "platform": platform.info()}
 
     def prepare(self, model: onnx.ModelProto) -> Prepared:
+        import tvm
         from tvm import relax
         from tvm.relax.frontend.onnx import from_onnx
 

@@ -1,0 +1,52 @@
+"""Each runtime is declared once (qconform/runtimes.py); the registry, facts, findings and the
+scoreboard read that declaration, and importing a runner changes no environment (issue 33)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import REPO
+
+from qconform import facts, runner, runtimes
+from qconform.apps import findings, scoreboard
+
+
+def test_the_registry_facts_and_findings_read_the_declarations():
+    rts = runtimes.RUNTIMES
+    assert runner.BUNDLED == {n: rt.runner for n, rt in rts.items() if not rt.variant_of}
+    assert set(runner.VARIANTS) == {n for n, rt in rts.items() if rt.variant_of}
+    assert all(runner.EXTRAS[n] == rt.package for n, rt in rts.items() if rt.extra)
+    assert {n for n, s in facts.SOURCES.items() if s.runner} == {n for n, rt in rts.items() if not rt.own}
+    assert all(facts.SOURCES[n].runtime is rt for n, rt in rts.items() if not rt.own)
+    assert findings.TEMPLATES == {n: rt.template for n, rt in rts.items() if rt.template}
+    assert all(t.runtime == n and t.package == rts[n].dist for n, t in findings.TEMPLATES.items())
+    assert set(scoreboard.OWN) == {n for n, rt in rts.items() if rt.own}
+
+
+def test_a_reproducer_copies_its_runners_settings():
+    ort, ov, iree, tvm = (findings.TEMPLATES[n] for n in ("onnxruntime", "openvino", "iree", "tvm"))
+    level = runtimes.ORT_SETTINGS["levels"][runtimes.ORT_SETTINGS["optimize"]]
+    assert f"ort.GraphOptimizationLevel.{level}" in ort.run
+    assert json.dumps(dict(runtimes.OPENVINO_SETTINGS["config"])) in ov.run
+    assert json.dumps(runtimes.iree_flags()) in iree.run and runtimes.IREE_SETTINGS["driver"] in iree.run
+    assert f'target="{runtimes.TVM_SETTINGS["target"]}"' in tvm.run
+    variant = findings.TEMPLATES["onnxruntime-openvino"]
+    assert runtimes.ORT_SETTINGS["no_fallback"][0] in variant.run and "OpenVINOExecutionProvider" in variant.run
+
+
+def test_declarations_and_runner_modules_import_no_runtime_and_change_no_environment():
+    """Listing the runtimes imports none of them; importing a runner module (not choosing it)
+    leaves os.environ as it was."""
+    code = ("import os, sys, json; before = dict(os.environ)\n"
+            "from qconform import runner, facts, runtimes\n"
+            "from qconform.apps import findings\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('onnxruntime', 'openvino', 'tvm', 'iree', 'tinygrad', 'tract'))\n"
+            "import qconform.runners.tinygrad_runner, qconform.runners.tvm_runner\n"
+            "print(json.dumps([heavy, {k: v for k, v in os.environ.items() if before.get(k) != v}]))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("DEV", "THREADS", "CC", "TVM_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
+    heavy, changed = json.loads(out.stdout.strip().splitlines()[-1])
+    assert heavy == [] and changed == {}
