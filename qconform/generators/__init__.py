@@ -7,7 +7,7 @@ from typing import Callable, Iterable, Iterator
 
 from qconform.case import Draft
 from qconform.generators import basic, examples
-from qconform.generators import (constant_operand, defaults, explored, floatkinds, fp8_zero_point, granularity,
+from qconform.generators import (codec_edges, constant_operand, defaults, explored, floatkinds, fp8_zero_point, granularity,
                                     granularity_edges, ignored_attributes, packing, precision, random, saturation,
                                     shapes, signed_zero, special_scales, specials, ties)
 from qconform.generators import dynamic_quantize, ms_quant, qlinear_matmul
@@ -19,6 +19,7 @@ FAMILIES: dict[str, Callable[[], Iterable[Draft]]] = {
     saturation.FAMILY: saturation.generate,
     specials.FAMILY: specials.generate,
     floatkinds.FAMILY: floatkinds.generate,
+    codec_edges.FAMILY: codec_edges.generate,
     packing.FAMILY: packing.generate,
     granularity.FAMILY: granularity.generate,
     shapes.FAMILY: shapes.generate,

@@ -115,6 +115,16 @@ ORDER = (
     "dq-minifloat-zero-point-ignored",
     "minifloat-double-rounding-via-bfloat16",
     "qlinearmatmul-accumulate-in-float32",
+    "minifloat-underflow-shift-wraps",
+    "minifloat-subnormal-rounded-one-bit-low",
+    "minifloat-subnormal-sticky-lost",
+    "minifloat-subnormal-double-rounding",
+    "minifloat-overflow-before-rounding",
+    "fnuz-saturate-nan-to-max",
+    "minifloat-quotient-rounded-to-integer",
+    "float4-signed-code-subnormal-test",
+    "int4-read-as-offset-binary",
+    "int4-pack-saturating-narrow",
 )
 STEPS = (rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul)
 

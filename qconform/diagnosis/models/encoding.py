@@ -230,6 +230,179 @@ class TruncfBitEmulation:
 
 
 
+# -- the edges of the encoders: far underflow, the subnormal rounding, overflow, NaN (issue 37) --------
+
+
+def _subnormal_path(v: np.ndarray, fmt) -> tuple[np.ndarray, np.ndarray]:
+    """(|v|, where a bit-field encoder takes its subnormal branch): finite, non-zero and below the
+    smallest normal once rounded to the format's precision as if it were normal (a value that rounds
+    up to 2^emin leaves through the normal branch, as it does in every encoder quoted here)."""
+    v = np.asarray(v, dtype=np.float64)
+    ok = np.isfinite(v) & (v != 0)
+    a = np.where(ok, np.abs(v), 1.0)
+    return a, ok & (_round_as_normal(a, fmt) < 2.0 ** fmt.emin)
+
+
+def _round_as_normal(a: np.ndarray, fmt) -> np.ndarray:
+    """|v| rounded to nearest even at the format's mantissa width, exponent range unbounded below."""
+    _, e = np.frexp(a)
+    q = e.astype(np.int64) - 1 - fmt.mbits
+    return np.ldexp(np.rint(np.ldexp(a, -q)), q)
+
+
+def _subnormal_mixin(name: str, doc: str, magnitude) -> type:
+    """A mixin whose float8/float4/float6 encoder computes a subnormal result's magnitude by
+    ``magnitude(|v|, fmt)`` (a multiple of the subnormal quantum, up to 2^emin); normal results,
+    zero, ±Inf and NaN keep the spec's encoding. The one step it overrides is ``encode``."""
+
+    def encode(self, v, t, **kw):
+        if not _minifloat(t):
+            return super(cls, self).encode(v, t, **kw)
+        fmt = dtypes.get(t).float_format
+        v = np.asarray(v, dtype=np.float64)
+        with np.errstate(all="ignore"):
+            a, sub = _subnormal_path(v, fmt)
+            alt = np.copysign(magnitude(a, fmt), v)
+        return super(cls, self).encode(np.where(sub, alt, v), t, **kw)
+
+    cls = type(name, (), {"encode": encode, "__doc__": doc})
+    return cls
+
+
+def _quantum(fmt) -> float:
+    return 2.0 ** (fmt.emin - fmt.mbits)
+
+
+MinifloatSubnormalRoundedOneBitLow = _subnormal_mixin(
+    "MinifloatSubnormalRoundedOneBitLow",
+    "A subnormal result rounded one bit too far right (to twice the subnormal quantum, then stored as "
+    "a count of quanta): tt-metal's round_ties_even(mant >> shift, mant_width, 24) where 23 is right, "
+    "so every subnormal comes out about half its value.",
+    lambda a, fmt: np.rint(a / (2 * _quantum(fmt))) * _quantum(fmt))
+
+
+def _sticky_lost(a, fmt):
+    """The float32 significand shifted right to the subnormal binade first (the bits shifted out are
+    dropped), then rounded to nearest even at the format's mantissa width from the bits that are left."""
+    u = _quantum(fmt)
+    pre = np.floor(a * 2.0 ** (23 - fmt.emin))  # mant_with_hidden_bit >> (emin - E): 23 fraction bits of 2^emin
+    return np.rint(np.ldexp(pre, -(23 - fmt.mbits))) * u
+
+
+MinifloatSubnormalStickyLost = _subnormal_mixin(
+    "MinifloatSubnormalStickyLost",
+    "A subnormal result rounded after the significand was shifted down to the subnormal binade: the "
+    "bits shifted out are lost, so a value just above a midpoint whose lower neighbour is even rounds "
+    "down (the tie rule sees an exact tie).", _sticky_lost)
+
+
+MinifloatSubnormalDoubleRounding = _subnormal_mixin(
+    "MinifloatSubnormalDoubleRounding",
+    "A subnormal result rounded twice: to the format's mantissa width as if it were normal, then again "
+    "to the subnormal grid (ties to even both times).",
+    lambda a, fmt: np.rint(_round_as_normal(a, fmt) / _quantum(fmt)) * _quantum(fmt))
+
+
+def _rocm_cast_to_f8(bits: int, fmt) -> int:
+    """ROCm's internal::cast_to_f8 (amd_hip_fp8.h, rocBLAS's rocblas_hip_f8_impl.h; float input,
+    round to nearest even, no stochastic rounding) for a finite non-zero float32 whose exponent gap
+    to the float8 subnormal exponent reaches 64, with x86-64's shift semantics: a 64-bit shift count
+    is taken mod 64, a 32-bit ``1 << n`` mod 32."""
+    wm, nz = fmt.mbits, fmt.nan_style == "fnuz"
+    m64 = (1 << 64) - 1
+    sign, exponent, mantissa = bits >> 31, (bits >> 23) & 0xFF, bits & 0x7FFFFF
+    den = 1 - fmt.bias
+    if exponent == 0:
+        act = 1 - 127
+        diff = den - act
+    else:
+        act = exponent - 127
+        diff = den - act if act <= den else 0
+        mantissa += 1 << 23
+
+    def int_shl(n):  # the int (32-bit) 1 << n on x86: count mod 32, two's complement
+        r = (1 << (n & 31)) & 0xFFFFFFFF
+        return r - (1 << 32) if r >= 1 << 31 else r
+
+    sh = 23 - wm + diff
+    mask = (((int_shl(sh) - 1 + (1 << 31)) % (1 << 32)) - (1 << 31)) & m64
+    midpoint = (mantissa & mask) == (int_shl(sh - 1) & 0xFFFFFFFF)
+    if diff > 0:
+        mantissa >>= diff & 63
+    implicit_one = bool(mantissa & (1 << 23))
+    f8_exp = act + diff + fmt.bias - (0 if implicit_one else 1)
+    drop = (1 << (23 - wm)) - 1
+    odd = bool(mantissa & (1 << (23 - wm)))
+    mantissa += ((mantissa if odd else (mantissa - 1) & m64) if midpoint else mantissa) & drop
+    if f8_exp == 0:
+        if mantissa & (1 << 23):
+            f8_exp = 1
+    elif mantissa & (1 << 24):
+        mantissa >>= 1
+        f8_exp += 1
+    mantissa >>= 23 - wm
+    if f8_exp == 0 and mantissa == 0:
+        return 0 if nz else sign << 7
+    return ((sign << 7) | (f8_exp << wm) | (mantissa & ((1 << wm) - 1))) & 0xFF
+
+
+class MinifloatUnderflowShiftWraps:
+    """float8 outputs from float32 quotients far below the smallest subnormal: the mantissa's right
+    shift by the exponent gap (64 or more) wraps mod 64, so a non-zero code comes out where ±0 is right."""
+
+    def encode(self, v, t, **kw):
+        code = super().encode(v, t, **kw)
+        if not _minifloat(t) or dtypes.get(t).float_format.width != 8:
+            return code
+        fmt = dtypes.get(t).float_format
+        bits = _f32(v).view(np.uint32).astype(np.int64)
+        exponent = (bits >> 23) & 0xFF
+        act = np.where(exponent == 0, -126, exponent - 127)
+        wraps = (exponent != 0xFF) & ((bits & 0x7FFFFFFF) != 0) & ((1 - fmt.bias) - act >= 64)
+        if not np.any(wraps):
+            return code
+        out = code.copy()
+        for idx in zip(*np.nonzero(wraps)):
+            out[idx] = _rocm_cast_to_f8(int(bits[idx]), fmt)
+        return out
+
+
+class MinifloatOverflowBeforeRounding:
+    """With saturate=0, overflow decided on the value before rounding (|v| > the largest finite) rather
+    than on [v]: values in (max, max + half an ulp], which round to the largest finite, become Inf/NaN."""
+
+    def encode(self, v, t, **kw):
+        if _minifloat(t) and not kw.get("saturate", True):
+            fmt = dtypes.get(t).float_format
+            v = np.asarray(v, dtype=np.float64)
+            with np.errstate(invalid="ignore"):
+                v = np.where(np.isfinite(v) & (np.abs(v) > fmt.max_finite), np.copysign(np.inf, v), v)
+        return super().encode(v, t, **kw)
+
+
+class FnuzSaturateNanToMax:
+    """fnuz outputs with saturate=1: the saturating branch tests the input's exponent field (all ones:
+    ±Inf and NaN alike) and returns ±max by the sign bit, so NaN gives ±max where NaN (0x80) is right."""
+
+    def encode(self, v, t, **kw):
+        tt = dtypes.get(t)
+        if tt.float_format is not None and tt.float_format.nan_style == "fnuz" and kw.get("saturate", True):
+            v = np.asarray(v, dtype=np.float64)
+            v = np.where(np.isnan(v), np.copysign(tt.float_format.max_finite, v), v)
+        return super().encode(v, t, **kw)
+
+
+class MinifloatQuotientRoundedToInteger:
+    """float8/float4/float6 outputs from x / scale first rounded to an integer (half to even), the
+    integer outputs' path, then converted."""
+
+    def encode(self, v, t, **kw):
+        if _minifloat(t):
+            v = np.rint(np.asarray(v, dtype=np.float64))
+        return super().encode(v, t, **kw)
+
+
+
 #: The deviations of this step, each beside its mixin above (the registry's order: ``ORDER``).
 DEVIATIONS = [
     _dev("float8e5m2-rounding-overflow-to-nan", Q,
@@ -333,4 +506,69 @@ DEVIATIONS = [
          "QuantizeLinear float32->float8e4m3fn, x = 1.0625 + 2^-10 (just above a midpoint, below "
          "bfloat16's half-ulp): 1.125 expected, 1.0 given",
          MinifloatDoubleRoundingViaBfloat16, _minifloat_out, ("floatkinds", "ties")),
+    _dev("minifloat-underflow-shift-wraps", Q,
+         "Your float32-to-float8 conversion shifts the significand right by the gap to the subnormal exponent "
+         "without bounding it, and a 64-bit shift by 64 or more wraps mod 64: quotients around 2^-70 (e4m3fn) "
+         "to 2^-82 (e5m2fnuz) come out as a non-zero code (up to the smallest normal) where ±0 is right.",
+         "ROCm/rocm-systems#10591 and its fix #10593 (internal::cast_to_f8 in amd_hip_fp8.h, also rocBLAS's "
+         "rocblas_hip_f8_impl.h: float 3.3e-24 -> e5m2 0x04 = 2^-14 where 0 is right; the shift count ends up "
+         "taken mod 64).",
+         "QuantizeLinear float32->float8e5m2, x=2^-78 (and 2^-79..2^-81), y_scale=1: 0x00 expected, 0x04 given",
+         MinifloatUnderflowShiftWraps, lambda d: _q_out(d) is not None and _minifloat(_q_out(d))
+         and _q_out(d).float_format.width == 8, ("codec-edges",)),
+    _dev("minifloat-subnormal-rounded-one-bit-low", Q,
+         "Your float8/float4/float6 conversion rounds a subnormal result one bit too far right (to twice the "
+         "subnormal spacing), so every subnormal result comes out about half its value.",
+         "tenstorrent/tt-metal#51971 root cause 1 and its fix #51975 (convert_to_mxfp_elem_bits: "
+         "round_ties_even(mant >> shift, mant_width, 24) where the significand has 23 fraction bits; MXFP4 "
+         "0.25000006 -> 0 where 0.5 is right).",
+         "QuantizeLinear float32->float8e4m3fn, x=2^-8 (code 0x02), y_scale=1: 0x02 expected, 0x01 given",
+         MinifloatSubnormalRoundedOneBitLow, lambda d: _q_out(d) is not None and _minifloat(_q_out(d)),
+         ("codec-edges", "floatkinds")),
+    _dev("minifloat-subnormal-sticky-lost", Q,
+         "Your float8/float4/float6 conversion shifts a subnormal result's significand down before rounding "
+         "and drops the bits shifted out, so a value just above a midpoint whose lower neighbour is even "
+         "rounds down as if it were a tie.",
+         "tenstorrent/tt-metal#51971 root cause 3 ('subnormal rounding drops sticky bits': mant_with_hb >> shift "
+         "before round_ties_even); mattuna15/68881-fpga#73 (denormal results truncated again with no sticky bit).",
+         "QuantizeLinear float32->float8e4m3fn, x=(2.5 + 2^-21) * 2^-9 (the set bit is shifted out), y_scale=1: 0x03 expected, 0x02 given",
+         MinifloatSubnormalStickyLost, lambda d: _q_out(d) is not None and _minifloat(_q_out(d)),
+         ("codec-edges", "floatkinds")),
+    _dev("minifloat-subnormal-double-rounding", Q,
+         "Your float8/float4/float6 conversion rounds a subnormal result twice: to the mantissa width as if "
+         "it were normal, then again to the subnormal grid, which moves values near a subnormal midpoint.",
+         "openvinotoolkit/openvino#30057 ('Fix excess rounding for f8e4m3 subnormal values': rounding should be "
+         "done only once for normal values as well as for subnormal values separately); mattuna15/68881-fpga#73 "
+         "(denormal results round twice: rounded to normal precision, then shifted to the denormal grid).",
+         "QuantizeLinear float32->float8e4m3fn, x=(2.5 + 2^-4) * 2^-9, y_scale=1 (rounds as normal to the "
+         "midpoint 2.5 * 2^-9, then ties to even): 0x03 expected, 0x02 given",
+         MinifloatSubnormalDoubleRounding, lambda d: _q_out(d) is not None and _minifloat(_q_out(d)),
+         ("codec-edges", "floatkinds")),
+    _dev("minifloat-overflow-before-rounding", Q,
+         "Your float8 conversion with saturate=0 decides overflow on the value before rounding: values just "
+         "above the largest finite value, which round down to it, become Inf or NaN.",
+         "libxsmm/libxsmm#814 ('Fixed mantissa threshold for hf8 overflow convert': the fp32 -> hf8 overflow "
+         "test was m_f32 > 0x600000, i.e. above the largest finite 1.75 * 2^8, where 0x680000, its rounding "
+         "threshold, is right).",
+         "QuantizeLinear float32->float8e4m3fn, saturate=0, x=456, y_scale=1: 448 (0x7E) expected, NaN given",
+         MinifloatOverflowBeforeRounding, lambda d: _q_out(d) is not None and _minifloat(_q_out(d))
+         and not d.attrs.get("saturate", 1), ("codec-edges", "floatkinds")),
+    _dev("fnuz-saturate-nan-to-max", Q,
+         "Your float8 fnuz conversion with saturate=1 sends every input whose exponent field is all ones to "
+         "±max by its sign bit, NaN included, where NaN (0x80) is right.",
+         "Plausible, from a real code pattern: ROCm's cast_to_f8 (amd_hip_fp8.h) classifies Inf and NaN "
+         "together with (x & 0x7F800000) == 0x7F800000 and returns 0x80 for both (the opset 19-23 row); "
+         "moving that branch to opset 24's 'Inf -> ±FLT_MAX' row takes NaN with it (onnx/onnx#6220 on that row).",
+         "QuantizeLinear float32->float8e4m3fnuz, x=NaN and -NaN, y_scale=1: NaN (0x80) expected, 240 and -240 given",
+         FnuzSaturateNanToMax, lambda d: _q_out(d) is not None and _q_out(d).name.endswith("fnuz")
+         and d.attrs.get("saturate", 1), ("codec-edges", "specials")),
+    _dev("minifloat-quotient-rounded-to-integer", Q,
+         "Your QuantizeLinear to a float8/float4/float6 type rounds x / scale to an integer first (the integer "
+         "outputs' nearbyint), then converts: 0.3 becomes 0 and 2.5 becomes 2.",
+         "ROCm/AMDMIGraphX#2661 ('Is nearbyint necessary for the FP8 quantizelinear?': MIGraphX applied "
+         "nearbyint(x / scale) to FP8 outputs too); pytorch/pytorch#153601 (quantize ops rounded for every "
+         "dtype; the patch rounds only for integers).",
+         "QuantizeLinear float32->float8e4m3fn, x=0.3, y_scale=1: 0.3125 (0x2A) expected, 0 given",
+         MinifloatQuotientRoundedToInteger, lambda d: _q_out(d) is not None and _minifloat(_q_out(d)),
+         ("floatkinds", "codec-edges")),
 ]

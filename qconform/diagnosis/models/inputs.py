@@ -4,9 +4,10 @@ from __future__ import annotations
 import numpy as np
 
 from qconform import dtypes
-from qconform.diagnosis.models.base import _dev, _has_subnormal_scale, _packed_io
+from qconform.diagnosis.models.base import _dev, _has_subnormal_scale, _packed_io, _q_out
 from qconform.diagnosis.models.common import DQ, IEEE_KINDS, Q, _minifloat, swap_slots
 from qconform.diagnosis.models.division import FlushDenormals
+from qconform.oracle.arith import as_float64, pack_output
 
 
 class ConstantSubnormalsFlushed:
@@ -108,6 +109,52 @@ class UnsignedZeroPointReadAsSigned:
 
 
 
+class Float4SignedCodeSubnormalTest:
+    """float4e2m1 data decoded from the code sign-extended to int8 (``s = (int8_t)(c << 4) >> 4``),
+    with the subnormal test ``s < 2`` written for the exponent field: every negative code passes it, so
+    a negative code decodes as ±0.5 * its mantissa bit (-1.0 -> -0, -6 -> -0.5); positive codes and
+    -0.5 are right."""
+
+    def data(self, arg):
+        v = super().data(arg)
+        if arg.type != "float4e2m1":
+            return v
+        codes = dtypes.get(arg.type).to_bits(arg.value).astype(np.int64)
+        wrong = np.copysign((codes & 1) * 0.5, -1.0)
+        return np.where(codes >= 8, wrong, v)
+
+
+class Int4ReadAsOffsetBinary:
+    """int4 data read as offset binary with a bias of 7: the nibble as an unsigned number minus 7
+    (0x0 -> -7, 0x7 -> 0, 0x8 -> 1, 0xF -> 8), tilelang's decode_i4s_to_i8s."""
+
+    def data(self, arg):
+        v = super().data(arg)
+        if arg.type != "int4":
+            return v
+        return np.where(v < 0, v + 16, v) - 7
+
+
+class Int4PackSaturatingNarrow:
+    """int4 output packed two elements per 16-bit lane as (odd << 4) | (even & 0xF), the odd element
+    sign-extended, and narrowed to a byte with unsigned saturation (x86 packus, NEON vqmovun): a
+    negative odd element makes the lane negative, so the whole byte becomes 0x00."""
+
+    def layout(self, out, t):
+        out = super().layout(out, t)
+        tt = dtypes.get(t)
+        if tt.name != "int4":
+            return out
+        vals = as_float64(out, tt).reshape(-1).copy()
+        n = vals.size - vals.size % 2
+        pairs = vals[:n].reshape(-1, 2)
+        neg_odd = pairs[:, 1] < 0
+        pairs[neg_odd] = 0
+        vals[:n] = pairs.reshape(-1)
+        return pack_output(vals.astype(np.int64), tt).reshape(np.shape(out))
+
+
+
 #: The deviations of this step, each beside its mixin above (the registry's order: ``ORDER``).
 DEVIATIONS = [
     _dev("sub-byte-high-nibble-first", (Q, DQ),
@@ -170,4 +217,31 @@ DEVIATIONS = [
          lambda d: len(d.inputs) > 2 and d.inputs[2] is not None and d.inputs[2].type in ("uint8", "uint16")
          and bool(np.any(np.asarray(d.inputs[2].value).astype(np.int64) >= 2 ** (dtypes.get(d.inputs[2].type).bits - 1))),
          ("basic", "zero-point-ties")),
+    _dev("float4-signed-code-subnormal-test", DQ,
+         "Your float4e2m1 decoder tests for a subnormal with 'code < 2' on the code sign-extended to a signed "
+         "integer, so every negative code is taken as subnormal: -1 decodes as -0, -1.5, -3 and -6 as -0.5.",
+         "Plausible, from the code pattern (the 4-bit code sign-extended as int4 data is, then the exponent "
+         "test written as a compare on the whole code); the exponent-zero test is where float4 decoders go "
+         "wrong (tile-ai/tilelang#2704: _tir_u8_to_f4_to_bf16 decoded the exponent-zero codes 0x0, 0x1, 0x8, "
+         "0x9 as normal).",
+         "DequantizeLinear float4e2m1->float32, x=-1.0 (code 0xA), x_scale=1: -1 expected, -0 given",
+         Float4SignedCodeSubnormalTest, lambda d: d.op == DQ and d.inputs[0].type == "float4e2m1",
+         ("floatkinds", "packing")),
+    _dev("int4-read-as-offset-binary", DQ,
+         "Your DequantizeLinear reads each int4 nibble as offset binary with a bias of 7 (the unsigned nibble "
+         "minus 7) instead of two's complement: 0 becomes -7, -1 (0xF) becomes 8.",
+         "tile-ai/tilelang#2477 and its fix #2490 (decode_i4s_to_i8s decoded signed int4 as nibble - 7, range "
+         "[-7, 8], where the scalar path sign-extends; the same file's decode_i4b_to_f16 subtracts 8).",
+         "DequantizeLinear int4->float32, x=[0, -1, 7], x_scale=1: [0, -1, 7] expected, [-7, 8, 0] given",
+         Int4ReadAsOffsetBinary, lambda d: d.op == DQ and d.inputs[0].type == "int4", ("packing", "basic")),
+    _dev("int4-pack-saturating-narrow", Q,
+         "Your int4 QuantizeLinear packs each pair as (odd << 4) | (even & 0xF) in a signed 16-bit lane and "
+         "narrows it to a byte with unsigned saturation, so a negative odd-index element zeroes its whole "
+         "byte (both elements read back 0).",
+         "Plausible, from the SIMD pattern (x86 _mm_packus_epi16 / NEON vqmovun_s16 saturate signed lanes to "
+         "unsigned bytes); the signed high-nibble shift is the known hazard of int4 packing "
+         "(vllm-project/compressed-tensors#518 review: mask the high nibble before shifting).",
+         "QuantizeLinear float32->int4, x=[3, -2], y_scale=1: bytes 0xE3 expected, 0x00 given (read back [0, 0])",
+         Int4PackSaturatingNarrow, lambda d: d.op == Q and _q_out(d) is not None and _q_out(d).name == "int4",
+         ("packing", "basic")),
 ]
