@@ -13,6 +13,7 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.case import Case
+from qconform.verdicts import FAIL, PASS
 
 MAX_SHOWN = 5
 
@@ -178,11 +179,11 @@ def compare(case: Case, actual: object, *, strict_nan: bool = False, profile: st
     for reading in readings:
         result, problem, masked = _diff(case, reading.outputs, actual, strict_nan, reading.name)
         if problem:
-            return Outcome("fail", reading=reading.name, problem=problem)
+            return Outcome(FAIL, reading=reading.name, problem=problem)
         mism, count, masked = result
         if count == 0:
-            return Outcome("pass", reading=reading.name, masked=masked)
+            return Outcome(PASS, reading=reading.name, masked=masked)
         if first is None:
-            first = Outcome("fail", reading.name, mism, count, masked)
+            first = Outcome(FAIL, reading.name, mism, count, masked)
     assert first is not None
     return first

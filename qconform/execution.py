@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 from qconform.isolation import CallResult, Child, _raised, call, describe_exit, reason_line
-from qconform.verdicts import FAULTS
+from qconform.verdicts import FAIL, FAULTS, PASS, UNSUPPORTED
 
 #: How many prepared models a pipeline keeps (keyed by the serialized model: identical models only).
 PREPARED_CACHE = 32
@@ -159,19 +159,19 @@ class Pipeline:
             rec = record(case, outcome)
             if call.traceback:
                 rec["traceback"] = call.traceback
-            message = "" if call.kind == "unsupported" else f"{case.id}: {call.kind}: {_terminal(call.message)}"
+            message = "" if call.kind == UNSUPPORTED else f"{case.id}: {call.kind}: {_terminal(call.message)}"
             return CaseResult(case.id, call.kind, rec, message, seconds)
         outcome = compare(case, call.outputs, strict_nan=o.strict_nan, profile=o.profile)
         diagnosis, diagnosis_errors, step = self._diagnose(case, outcome, call.outputs)
         rec = record(case, outcome, diagnosis, diagnosis_errors, step)
-        if outcome.verdict == "fail" and outcome.mismatch_count:
+        if outcome.verdict == FAIL and outcome.mismatch_count:
             from qconform.compare import evidence
 
             try:
                 rec["evidence"] = evidence(case, call.outputs, outcome.reading, o.strict_nan)
             except Exception:  # noqa: BLE001 - evidence is for the report; it never changes a verdict
                 pass
-        if outcome.verdict == "pass":
+        if outcome.verdict == PASS:
             return CaseResult(case.id, "pass", rec, "", seconds)
         lines = [outcome.message(case)]
         if diagnosis is not None:
@@ -189,7 +189,7 @@ class Pipeline:
         reading = None
         if call.kind == "ok":
             o = compare(case, call.outputs, strict_nan=self.options.strict_nan, profile=self.options.profile)
-            if o.verdict == "pass":
+            if o.verdict == PASS:
                 reading, did = o.reading, f"ran it; the outputs match reading '{o.reading}'"
             else:
                 did = "ran it; " + (o.problem or f"{o.mismatch_count} element(s) differ from reading '{o.reading}'")
@@ -203,7 +203,7 @@ class Pipeline:
         """Which known deviations reproduce a failure (None: not diagnosed, by option or budget); the
         models that broke on it (shown in the summary and report); and, when none explains it, the
         step the difference sits in."""
-        if outcome.verdict != "fail" or not self.options.diagnose:
+        if outcome.verdict != FAIL or not self.options.diagnose:
             return None, [], ""
         from qconform.diagnosis.diagnose import Budget, diagnose_case
 

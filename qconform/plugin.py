@@ -28,6 +28,7 @@ import pytest
 from qconform import corpus as corpus_mod
 from qconform.execution import CaseResult, Options, local_executor
 from qconform.runner import Runner, RunnerError, parse_options, resolve
+from qconform.verdicts import ERROR, FAIL, INFO, PASS, UNSUPPORTED
 
 RUNNER_KEY = pytest.StashKey[Runner]()
 CORPUS_KEY = pytest.StashKey[corpus_mod.Index]()
@@ -384,7 +385,7 @@ class CaseItem(pytest.Item):
     def report(self, call) -> pytest.TestReport:
         """A phase's report, made from the case's result (no exception raised or inspected)."""
         res = self._result
-        if call.when != "call" or res.verdict == "pass":
+        if call.when != "call" or res.verdict == PASS:
             outcome, longrepr = "passed", None
         elif res.verdict in SKIPPED:
             outcome = "skipped"
@@ -418,7 +419,7 @@ class CaseItem(pytest.Item):
         """pytest's own protocol (``--case-protocol=pytest``): the verdict as an outcome."""
         res = self._compute()
         self._result = None  # the report comes from the exception, as for any pytest item
-        if res.verdict == "pass":
+        if res.verdict == PASS:
             return
         if res.verdict in SKIPPED:
             pytest.skip(_skip_reason(res))
@@ -608,7 +609,7 @@ SKIPPED = ("unsupported", "info")
 
 def _skip_reason(res) -> str:
     problem = res.record.get("problem", "")
-    if res.verdict == "info":  # "information: <why>. The runner ...": the runner's part first, at a glance
+    if res.verdict == INFO:  # "information: <why>. The runner ...": the runner's part first, at a glance
         why, _, did = problem.partition(". The runner ")
         return _short(f"information: the runner {did} ({why.removeprefix('information: ')})", 160)
     return f"unsupported: {_short(problem)}"
@@ -620,15 +621,15 @@ def _summary(tr, records) -> None:
     for r in records:
         key = f"{r['domain'] + '.' if r.get('domain') else ''}{r['op']}-{r['opset']}"
         per_op[key][r["verdict"]] += 1
-        if r["verdict"] == "unsupported":
+        if r["verdict"] == UNSUPPORTED:
             unsupported[(key, _short(r.get("problem", ""), 120))] += 1
     tr.section("qconform summary")
-    verdicts = ("pass", "fail", "error", "unsupported", "info")
+    verdicts = (PASS, FAIL, ERROR, UNSUPPORTED, INFO)
     tr.write_line(f"{'op-version':32} {'cases':>6} " + " ".join(f"{v:>11}" for v in verdicts))
     for key in sorted(per_op, key=lambda k: (k.rsplit('-', 1)[0], int(k.rsplit('-', 1)[1]))):
         cnt = per_op[key]
         other = sum(n for v, n in cnt.items() if v not in verdicts)  # crashed, timeout: counted as errors
-        cells = [cnt["pass"], cnt["fail"], cnt["error"] + other, cnt["unsupported"], cnt["info"]]
+        cells = [cnt[PASS], cnt[FAIL], cnt[ERROR] + other, cnt[UNSUPPORTED], cnt[INFO]]
         tr.write_line(f"{key:32} {sum(cnt.values()):>6} " + " ".join(f"{v:>11}" for v in cells))
     if unsupported:
         tr.write_line("not supported by the runner (cases, op-version, reason):")

@@ -41,3 +41,28 @@ def test_a_runtime_runner_gives_every_case_of_a_slice_a_verdict(name, tmp_path):
     assert "INTERNALERROR" not in r.stdout
     reasons = [rep["reasons"][c["reason"]]["text"] for c in rep["cases"] if c["verdict"] == "unsupported"]
     assert all(r and "\n" not in r for r in reasons), reasons  # the runtime's own reason, one line
+
+
+@pytest.mark.needs(EXTRAS["iree"])
+def test_iree_compile_cache_gives_the_same_module_and_keeps_refusals(tmp_path, corpus):
+    """``--runner-opt cache=DIR``: the second pass reads each module (or iree-compile's refusal) back
+    instead of compiling it; outputs and refusals are the first pass's, bit for bit."""
+    from qconform.model import build_model
+    from qconform.runner import Unsupported
+
+    picks = [c for c in corpus.cases if c.id.startswith("DequantizeLinear-21/int8-float32/basic/")][:2]
+    picks += [c for c in corpus.cases if c.id.startswith("QuantizeLinear-21/float32-float8e4m3fn/basic/")][:1]
+    cold, warm = resolve("iree", {"cache": str(tmp_path)}), resolve("iree", {"cache": str(tmp_path)})
+    assert cold.describe()["options"]["compile_cache"].startswith("on")
+
+    def outcome(runner, case):
+        try:
+            return [o.tobytes() for o in runner.run(build_model(case), case.feeds)]
+        except Unsupported as exc:
+            return str(exc)
+
+    first = [outcome(cold, c) for c in picks]
+    entries = sorted(p.name for p in tmp_path.iterdir())
+    assert len(entries) == len(picks) and all(e.endswith((".vmfb", ".refused")) for e in entries)
+    assert [outcome(warm, c) for c in picks] == first
+    assert sorted(p.name for p in tmp_path.iterdir()) == entries  # nothing compiled again

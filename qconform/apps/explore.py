@@ -17,6 +17,7 @@ import pytest
 
 from qconform import schemas
 from qconform.generators import qdq
+from qconform.verdicts import CRASHED, ERROR, INFO, PASS, TIMEOUT, UNSUPPORTED
 
 # hypothesis and the strategies are imported where --explore runs: a certification run does not pay
 # for them at start-up.
@@ -94,12 +95,12 @@ class ExploreItem(pytest.Item):
 
         case = evaluate(draft)
         res = self._pipeline().judge(case)
-        if res.verdict in ("unsupported", "info"):  # the runner declines it; a model the text makes invalid
+        if res.verdict in (UNSUPPORTED, INFO):  # the runner declines it; a model the text makes invalid
             reject()
-        if res.verdict in ("error", "crashed", "timeout"):
+        if res.verdict in (ERROR, CRASHED, TIMEOUT):
             path = self._save(draft)
             raise ExploreFailure(f"runner raised: {res.record.get('problem')}\n  saved {path}") from None
-        if res.verdict != "pass":
+        if res.verdict != PASS:
             path = self._save(draft)
             raise ExploreFailure(f"{res.detail}\n  saved {path}; add it to the corpus with "
                                  f"`qconform explore promote {path}`")

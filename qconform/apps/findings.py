@@ -70,7 +70,7 @@ import numpy as np
 
 import qconform
 from qconform.runtimes import RUNTIMES, Template, ml_dtype
-from qconform.verdicts import FAULTS
+from qconform.verdicts import ERROR, FAIL, FAULTS
 
 PKG = Path(qconform.__file__).resolve().parent
 CHECKOUT = PKG.parent if (PKG.parent / "pyproject.toml").is_file() else None
@@ -247,7 +247,7 @@ def error_signature(problem: str) -> str:
 
 
 def mechanism_of(verdict: str, diagnosis: Sequence[str] | None, problem: str = "") -> str:
-    if verdict != "fail":
+    if verdict != FAIL:
         return "error: " + error_signature(problem)
     return diagnosis[0] if diagnosis else "unexplained"
 
@@ -703,7 +703,7 @@ def render_readme(g: Group, tpl: Template, case, version: str, platform_label: s
     if not g.fact:
         out += [f"**qconform's diagnosis.** `{g.mechanism}`" + (
             " (a deviation model of qconform/docs/diagnosis.md that reproduces these outputs bit for bit)"
-            if g.kind == "fail" and g.mechanism != "unexplained" else ""), ""]
+            if g.kind == FAIL and g.mechanism != "unexplained" else ""), ""]
     if g.evidence:
         out += [f"**Seen elsewhere.** {_md(g.evidence, link)}", ""]
     out += ["**Case.** `" + case.id + "` of the qconform corpus"
@@ -856,13 +856,13 @@ def _disagrees(obs: Observation, g: Group, must_reject: bool) -> bool:
     if must_reject:
         return obs.verdict == "ran"
     if g.fact:
-        return obs.verdict in ("fail", "error")
-    return obs.verdict == ("error" if g.kind == "error" else "fail")
+        return obs.verdict in (FAIL, ERROR)
+    return obs.verdict == ("error" if g.kind == ERROR else "fail")
 
 
 def _shows(line: str, obs: Observation) -> bool:
     """The script's verdict line shows what the runner saw: an error for an error, outputs otherwise."""
-    return bool(line) and (("the run raised" in line) == (obs.outputs is None and obs.verdict == "error"))
+    return bool(line) and (("the run raised" in line) == (obs.outputs is None and obs.verdict == ERROR))
 
 
 def generate(runtime: str, out: Path, *, failures: Sequence[Mapping[str, Any]] | None = None, rediagnose: bool = False,
@@ -944,9 +944,9 @@ def run_corpus(runner, index, select: str | None, log: Callable[[str], None]) ->
     log(f"  running {len(refs)} case(s)")
     for cid, case in sorted(index.cases_of([r.id for r in refs]).items()):
         obs = observe(pipeline, case)
-        if obs.verdict == "fail":
+        if obs.verdict == FAIL:
             failures.append({"id": cid, "verdict": "fail", "diagnosis": obs.diagnosis or [], "problem": obs.message})
-        elif obs.verdict == "error":
+        elif obs.verdict == ERROR:
             failures.append({"id": cid, "verdict": "error", "problem": obs.message})
     return failures
 

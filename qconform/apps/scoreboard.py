@@ -40,6 +40,7 @@ from qconform.report.diff import ReportError, load
 from qconform.report.model import BAD
 from qconform.runner import BUNDLED, ENTRY_POINT_GROUP, RunnerError, describe, resolve
 from qconform.runtimes import RUNTIMES
+from qconform.verdicts import FAIL, UNSUPPORTED
 
 FORMAT = 1
 FILES = ("scoreboard.md", "scoreboard.html", "scoreboard.json")
@@ -179,8 +180,11 @@ def _diagnosis(report: Mapping[str, Any]) -> dict[str, Any]:
     failures = report.get("failures") or []
     names: Counter = Counter()
     steps: Counter = Counter()
-    named = unnamed = undiagnosed = 0
+    named = unnamed = undiagnosed = failing = failing_named = 0
     for f in failures:
+        if f.get("verdict") == FAIL:  # outputs to explain (an error or a crash has none)
+            failing += 1
+            failing_named += bool(f.get("diagnosis"))
         diag = f.get("diagnosis")
         if diag is None:  # absent: not diagnosed (an error, a crash, --diagnose=off, the budget)
             undiagnosed += 1
@@ -195,6 +199,7 @@ def _diagnosis(report: Mapping[str, Any]) -> dict[str, Any]:
     models = [{"model": m, "cases": n, "adds": adds.get(m, 0)}
               for m, n in sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))]
     return {"deviations": len(failures), "named": named, "unnamed": unnamed, "undiagnosed": undiagnosed,
+            "failing": failing, "failing_named": failing_named,
             "models": models, "steps": dict(sorted(steps.items())),
             "errors": sum(e.get("cases", 0) for e in summary.get("errors") or [])}
 
@@ -238,7 +243,7 @@ def _scopes(report: Mapping[str, Any], scoped: list[dict[str, Any]]) -> list[dic
                 diag = f.get("diagnosis")
                 models.update(diag if diag else ["(unexplained)" if diag == [] else f"({f['verdict']}, not diagnosed)"])
             example = min(dev, key=lambda f: f["id"])
-            bad.append({"types": types, "deviate": len(dev), "ran": sum(c["verdict"] != "unsupported" for c in rows),
+            bad.append({"types": types, "deviate": len(dev), "ran": sum(c["verdict"] != UNSUPPORTED for c in rows),
                         "models": dict(sorted(models.items(), key=lambda kv: (-kv[1], kv[0]))),
                         "example": example["id"], "problem": _first_line(example.get("problem") or "")})
         out.append({"op_version": ov, "verdict": scope["verdict"],
@@ -369,13 +374,20 @@ def _named(rt: Mapping[str, Any]) -> str:
     return f"{d['named']} of {d['deviations']} ({_pct(d['named'], d['deviations'])})" if d["deviations"] else "–"
 
 
+def _failing_named(rt: Mapping[str, Any]) -> str:
+    d = rt["diagnosis"]
+    if "failing" not in d:  # a scoreboard written before the column existed
+        return "?"
+    return f"{d['failing_named']} of {d['failing']} ({_pct(d['failing_named'], d['failing'])})" if d["failing"] else "–"
+
+
 def _headline(rt: Mapping[str, Any]) -> list[str]:
     c = rt["counts"]
     return [str(c.get("collected", 0)), *(str(c.get(v, 0)) for v in HEADLINE),
-            str(c.get("crashed", 0) + c.get("timeout", 0)), _named(rt)]
+            str(c.get("crashed", 0) + c.get("timeout", 0)), _named(rt), _failing_named(rt)]
 
 
-HEADLINE_COLS = ["cases", *HEADLINE, "crashed/timeout", "named by the diagnosis"]
+HEADLINE_COLS = ["cases", *HEADLINE, "crashed/timeout", "named by the diagnosis", "failing cases named"]
 
 
 def _cell(cell: Mapping[str, int] | None) -> str:
@@ -416,7 +428,8 @@ ABOUT = ("Bit-exact conformance of ONNX runtimes to qconform's golden corpus: on
          "when it no longer matches the corpus or the installed runtimes.")
 NAMED_NOTE = ("“named by the diagnosis”: deviating cases (fail, error, crashed, timeout) for which the "
               "diagnosis named at least one deviation model that reproduces the runtime's bits "
-              "(qconform/docs/diagnosis.md).")
+              "(qconform/docs/diagnosis.md). “failing cases named”: the same for the fail verdicts alone, "
+              "the cases with outputs to explain (an error or a crash has none).")
 CELL_NOTE = ("Each cell: pass / deviate / unsupported, where deviate = fail + error + crashed + timeout; "
              "– where the runtime ran no case of the op version.")
 

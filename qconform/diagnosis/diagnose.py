@@ -32,6 +32,7 @@ from qconform.case import Case
 from qconform.compare import check_structure
 from qconform.diagnosis.models import MODELS, Deviation, combine, get
 from qconform.oracle.granularity import InvalidModel
+from qconform.verdicts import FAIL, PASS
 
 NO_EXPLANATION = "no known deviation explains this"
 
@@ -452,7 +453,7 @@ def rank(records: Iterable[Mapping[str, Any]], cases: Mapping[str, Case] | None 
         groups[(r.get("domain", ""), r["op"], int(r["opset"]), r["types"])].append(r)
     out = []
     for (domain, op, opset, types), recs in sorted(groups.items()):
-        failing = [r for r in recs if r["verdict"] == "fail"]
+        failing = [r for r in recs if r["verdict"] == FAIL]
         if not failing:
             continue
         fail_ids = [r["id"] for r in failing]
@@ -467,7 +468,7 @@ def rank(records: Iterable[Mapping[str, Any]], cases: Mapping[str, Case] | None 
             cands.append(Candidate(name, m.explanation if m else "", m.evidence if m else "", ids, len(diagnosed)))
         leaders = sum(c.explains_all for c in cands)
         if cases is not None and (check != "ties" or leaders > 1):
-            passing = [cases[r["id"]] for r in recs if r["verdict"] == "pass" and r["id"] in cases]
+            passing = [cases[r["id"]] for r in recs if r["verdict"] == PASS and r["id"] in cases]
             passing = passing[:max_passing] if max_passing is not None else passing
             for c in cands:
                 m = _lookup(c.model)
@@ -552,10 +553,10 @@ def report_section(records: Sequence[Mapping[str, Any]], cases_of: Callable[[Ite
     from collections import Counter
 
     errors = error_summary(records)
-    if not any(r.get("verdict") == "fail" and "diagnosis" in r for r in records):
+    if not any(r.get("verdict") == FAIL and "diagnosis" in r for r in records):
         return {"groups": [], "overall": [], "errors": errors}
     key = lambda r: (r.get("domain"), r.get("op"), r.get("opset"), r.get("types"))  # noqa: E731
-    failing = {key(r) for r in records if r.get("verdict") == "fail"}
+    failing = {key(r) for r in records if r.get("verdict") == FAIL}
     cases = cases_of(r["id"] for r in records if key(r) in failing)
     ranking: list[str] = []
     try:

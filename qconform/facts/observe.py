@@ -15,6 +15,7 @@ from pathlib import Path
 
 from qconform.facts import PROBE, Fact
 from qconform.facts.probes import PROBES, probe_case
+from qconform.verdicts import CRASHED, ERROR, FAIL, PASS, TIMEOUT, UNSUPPORTED
 
 
 @dataclass(frozen=True)
@@ -31,12 +32,12 @@ class Result:
     @property
     def disagrees(self) -> bool:
         """Fails the default profile (a wrong result, or a runner error)."""
-        return self.verdict in ("fail", "error")
+        return self.verdict in (FAIL, ERROR)
 
     @property
     def strict_disagrees(self) -> bool:
         """Fails ``--profile=strict``: a default disagreement, or a pass on a non-first reading."""
-        return self.disagrees or (self.verdict == "pass" and self.reading != self.first)
+        return self.disagrees or (self.verdict == PASS and self.reading != self.first)
 
 
 def run_case(runner, case, diagnose: bool = False) -> Result:
@@ -51,10 +52,10 @@ def run_case(runner, case, diagnose: bool = False) -> Result:
 def _view(case, res) -> Result:
     """The facts' view of one engine result."""
     rec = res.record
-    if res.verdict in ("unsupported", "error", "crashed", "timeout"):
-        return Result("unsupported" if res.verdict == "unsupported" else "error", message=rec.get("problem") or "",
+    if res.verdict in (UNSUPPORTED, ERROR, CRASHED, TIMEOUT):
+        return Result("unsupported" if res.verdict == UNSUPPORTED else "error", message=rec.get("problem") or "",
                       clause=case.clause)
-    msg = "" if res.verdict == "pass" else "\n".join((res.detail or rec.get("problem") or "").splitlines()[:3])
+    msg = "" if res.verdict == PASS else "\n".join((res.detail or rec.get("problem") or "").splitlines()[:3])
     return Result(res.verdict, rec.get("reading"), case.readings[0].name, msg, (rec.get("diagnosis") or [""])[0],
                   case.clause)
 
@@ -125,9 +126,9 @@ def shows(fact: Fact, results: dict[str, Result]) -> tuple[bool, str]:
     if fact.kind in ("erratum", "oracle-gap"):
         return r.disagrees, seen
     if fact.kind == "reading":
-        return (r.verdict == "pass" and fact.reading in (r.reading or "").split("+") and r.strict_disagrees), seen
-    if fact.kind == "unsupported":
-        return (r.verdict == "unsupported" and (not fact.message or re.search(fact.message, r.message) is not None)), seen
+        return (r.verdict == PASS and fact.reading in (r.reading or "").split("+") and r.strict_disagrees), seen
+    if fact.kind == UNSUPPORTED:
+        return (r.verdict == UNSUPPORTED and (not fact.message or re.search(fact.message, r.message) is not None)), seen
     if fact.kind == "must-reject":
         return r.verdict == "ran", seen
     return False, seen
@@ -146,8 +147,8 @@ def explains(fact: Fact, key: str, r: Result) -> bool:
         return False
     if r.disagrees:
         return fact.kind in ("erratum", "oracle-gap")
-    if r.verdict == "unsupported":
-        return fact.kind == "unsupported" and (not fact.message or re.search(fact.message, r.message) is not None)
+    if r.verdict == UNSUPPORTED:
+        return fact.kind == UNSUPPORTED and (not fact.message or re.search(fact.message, r.message) is not None)
     return False
 
 

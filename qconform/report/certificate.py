@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from qconform.report.model import BAD
+from qconform.verdicts import FAIL, PASS
 
 CONFORMANT = "conformant"
 ACCEPTED = "deviates, accepted by baseline"
@@ -39,7 +40,7 @@ def verdict_of(cases: list[dict], unnamed: frozenset[str] = frozenset()) -> dict
         word = DEVIATES
     elif accepted:
         word = ACCEPTED
-    elif cnt["pass"]:
+    elif cnt[PASS]:
         word = CONFORMANT
     elif cnt["unsupported"]:
         word = UNSUPPORTED
@@ -47,7 +48,7 @@ def verdict_of(cases: list[dict], unnamed: frozenset[str] = frozenset()) -> dict
         word = INFORMATION
     else:
         word = NOT_RUN
-    return {"verdict": word, "cases": len(cases), "pass": cnt["pass"], "new": new, "accepted": accepted,
+    return {"verdict": word, "cases": len(cases), "pass": cnt[PASS], "new": new, "accepted": accepted,
             "accepted_unnamed": accepted_unnamed, "unsupported": cnt["unsupported"], "info": cnt["info"],
             "reasons": reasons}
 
@@ -86,10 +87,10 @@ def behaviours(report: dict) -> list[dict]:
 
     rows: dict[str, dict] = {}
     for f in report["failures"]:
-        named = behaviour(f) if f["verdict"] == "fail" else None
-        key = (f["verdict"] if f["verdict"] != "fail" else
+        named = behaviour(f) if f["verdict"] == FAIL else None
+        key = (f["verdict"] if f["verdict"] != FAIL else
                "not diagnosed" if named is None else "named by no model" if named == UNNAMED else named)
-        row = rows.setdefault(key, {"behaviour": key, "model": named not in (None, UNNAMED) and f["verdict"] == "fail",
+        row = rows.setdefault(key, {"behaviour": key, "model": named not in (None, UNNAMED) and f["verdict"] == FAIL,
                                     "cases": 0, "accepted": 0, "op_versions": {}, "example": f})
         row["cases"] += 1
         row["accepted"] += bool(f.get("baseline"))

@@ -10,8 +10,9 @@ import json
 from pathlib import Path
 
 from qconform.report.model import BAD, SCHEMA_VERSION
+from qconform.verdicts import FAIL, PASS
 
-GOOD = "pass"
+GOOD = PASS
 
 
 class ReportError(Exception):
@@ -42,7 +43,7 @@ def _kind(old: dict, new: dict) -> str | None:
         return "fixed"
     if (a == "unsupported") != (b == "unsupported") and "not-run" not in (a, b):
         return "support"
-    if a != b or (a == "fail" and old.get("mismatches") != new.get("mismatches")):
+    if a != b or (a == FAIL and old.get("mismatches") != new.get("mismatches")):
         return "changed"
     return None
 
@@ -71,7 +72,7 @@ def diff(old: dict, new: dict) -> dict:
 
 
 def _verdict(v: str, mismatches: int) -> str:
-    return f"{v} ({mismatches} elements)" if v == "fail" and mismatches else v
+    return f"{v} ({mismatches} elements)" if v == FAIL and mismatches else v
 
 
 def format_text(d: dict, old: dict, new: dict) -> str:

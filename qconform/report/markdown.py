@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from qconform.report.model import BAD, VERDICTS
+from qconform.verdicts import FAIL, PASS
 
 MAX_ROWS = 10
 
@@ -26,7 +27,7 @@ def render(report: dict) -> str:
     if not report["complete"]:
         lines += [f"**Incomplete run**{' (interrupted)' if report['interrupted'] else ''}: "
                   f"{c['not-run']} of {c['collected']} collected cases did not run.", ""]
-    shown = [v for v in VERDICTS if c.get(v) or v in ("pass", "fail")]
+    shown = [v for v in VERDICTS if c.get(v) or v in (PASS, FAIL)]
     lines += ["| " + " | ".join(shown) + " | collected |", "|" + "---:|" * (len(shown) + 1),
               "| " + " | ".join(str(c.get(v, 0)) for v in shown) + f" | {c['collected']} |", ""]
     for msg in g.get("messages", []):

@@ -20,7 +20,7 @@ SCHEMA_VERSION = 2
 #: Every verdict a case can carry in a report. ``crashed``/``timeout`` come from runner isolation,
 #: ``not-run`` marks a collected case that produced no result (interrupted or stopped run), ``info`` a
 #: model the text makes invalid (what the runner did is reported; it is never a pass or a failure).
-from qconform.verdicts import DEVIATING, VERDICTS  # noqa: E402 - the names live in one place
+from qconform.verdicts import DEVIATING, FAIL, INFO, PASS, UNSUPPORTED, VERDICTS  # noqa: E402 - the names live in one place
 #: Verdicts that are deviations: they fail a run unless a baseline entry covers them.
 BAD = DEVIATING
 
@@ -61,15 +61,15 @@ def hex_bits(type_name: str | None, bits: int) -> str:
 
 def cell_status(counts: Mapping[str, int]) -> str:
     """One colour class per heat-map cell: fail > error > pass/partial > unsupported > not-run."""
-    if counts.get("fail"):
+    if counts.get(FAIL):
         return "fail"
     if any(counts.get(v) for v in BAD):
         return "error"
-    if counts.get("pass"):
-        return "partial" if counts.get("unsupported") else "pass"
-    if counts.get("unsupported"):
+    if counts.get(PASS):
+        return "partial" if counts.get(UNSUPPORTED) else "pass"
+    if counts.get(UNSUPPORTED):
         return "unsupported"
-    return "info" if counts.get("info") else "not-run"
+    return "info" if counts.get(INFO) else "not-run"
 
 
 def _mismatches(rec: Mapping[str, Any]) -> list[dict]:
@@ -148,7 +148,7 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
     cases = []
     for rec in full:
         row = _case_row(rec)
-        if row["verdict"] == "unsupported":
+        if row["verdict"] == UNSUPPORTED:
             text = reason_bucket(rec.get("problem") or "")
             row["reason"] = reasons.setdefault(text, len(reasons))  # one entry per cause
             reason_counts[text] += 1
@@ -164,7 +164,7 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
     followed: dict[str, Counter] = defaultdict(Counter)
     for c in full:
         cells[(c.get("domain") or "", c.get("op") or "?", c.get("opset") or 0, type_pair(c))][c["verdict"]] += 1
-        if (c.get("readings") or 0) > 1 and c["verdict"] == "pass" and c.get("reading"):
+        if (c.get("readings") or 0) > 1 and c["verdict"] == PASS and c.get("reading"):
             followed[op_version(c)][c["reading"]] += 1
     matrix = [{"domain": d, "op": op, "opset": v, "op_version": op_version({"domain": d, "op": op, "opset": v}),
                "type_pair": tp, "counts": dict(sorted(cnt.items())), "status": cell_status(cnt)}

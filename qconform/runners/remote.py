@@ -23,7 +23,7 @@ import onnx
 
 from qconform import adapt, wire
 from qconform.runner import BaseRunner, CaseFault, RunnerError, Unsupported
-from qconform.verdicts import FAULTS
+from qconform.verdicts import ERROR, FAULTS, UNSUPPORTED
 
 
 def _addresses(spec: str) -> list[tuple[str, int]]:
@@ -161,11 +161,11 @@ class RemoteRunner(BaseRunner):
             if kind == "ok":
                 return [adapt.from_tensor_proto(b) for b in out]
             message = str(answer.get("message", ""))
-            if kind == "unsupported":
+            if kind == UNSUPPORTED:
                 raise Unsupported(message)
             if kind in FAULTS:
                 raise CaseFault(kind, message)
-            if kind == "error":
+            if kind == ERROR:
                 raise RuntimeError(message)
             raise wire.ProtocolError(f"unknown answer kind {kind!r}")
 

@@ -19,6 +19,7 @@ from qconform.sweep.domains import (Canonicaliser, Domain, digest, domain, dont_
                                     oracle_digest)
 from qconform.sweep.goldens import golden_digests
 from qconform.sweep.table import Sweep
+from qconform.verdicts import PASS
 
 Unit = tuple[Sweep, str, int]  # (sweep, domain name, chunk)
 
@@ -160,7 +161,7 @@ class UnitWorker:
 
         case = oracle_case(sweep, x)
         outcome = compare(case, [y])
-        if outcome.verdict == "pass":
+        if outcome.verdict == PASS:
             res.status, res.detail = "reading", f"matches permitted reading {outcome.reading!r}"
             return
         res.status = "mismatch"
