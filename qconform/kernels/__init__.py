@@ -17,6 +17,8 @@ import onnx
 from onnx import helper, numpy_helper
 
 from qconform import dtypes
+from qconform.case import ONNX_DOMAIN, Arg, Draft
+from qconform.oracle import InvalidModel, oracle_for
 from qconform.runner import Unsupported
 
 #: The one C source of the kernels, for the host (build.py) and the device (ptx.py).
@@ -33,7 +35,7 @@ KIND: dict[str, int] = {name: i for i, name in enumerate(KINDS)}
 #: Kernel style numbers (the header's QK_STYLE_*), by the registry's FloatFormat.nan_style.
 STYLE: dict[str, int] = {"int": 0, "ieee": 1, "fn": 2, "fnuz": 3, "none": 4, "e8m0": 5}
 
-#: Precisions the kernel computes a quotient in.
+#: Precisions the kernel computes a quotient in (a kernel fact: the oracle says which one a node asks for).
 PRECISIONS = ("float32", "float16", "bfloat16")
 
 
@@ -121,6 +123,8 @@ def from_codes(raw: np.ndarray, t: dtypes.ElemType, shape: tuple[int, ...]) -> n
 # ----------------------------------------------------------------------------------------------
 # Plan: what the node asks for, read once from the model (shared by cpu-kernel and gpu-kernel)
 # ----------------------------------------------------------------------------------------------
+# What the C kernels implement (kernel facts, not type facts: a type the registry and the spec
+# allow may still be missing from the kernels, and the plan refuses it as Unsupported).
 Q_X = ("float32", "float16", "bfloat16", "int32")
 Q_SCALE = ("float32", "float16", "bfloat16", "int32", "float8e8m0")
 Q_OUT = ("int2", "uint2", "int4", "uint4", "int8", "uint8", "int16", "uint16", "float8e4m3fn", "float8e4m3fnuz",
@@ -128,13 +132,8 @@ Q_OUT = ("int2", "uint2", "int4", "uint4", "int8", "uint8", "int16", "uint16", "
 DQ_X = Q_OUT + ("int32",)
 DQ_SCALE = ("float32", "float16", "bfloat16", "float8e8m0")
 DQ_OUT = ("float32", "float16", "bfloat16")
-HALF = ("float16", "bfloat16")
 KNOWN_ATTRS = {"QuantizeLinear": {"axis", "block_size", "saturate", "output_dtype", "precision"},
                "DequantizeLinear": {"axis", "block_size", "output_dtype"}}
-
-
-class InvalidModel(ValueError):
-    """The model violates the operator's schema (the oracle would reject it too)."""
 
 
 @dataclass
@@ -187,7 +186,10 @@ class Plan:
 
 
 def read_plan(model: onnx.ModelProto, who: str) -> Plan:
-    """Read the single node; ``Unsupported`` for anything the kernels do not cover."""
+    """Read the single node; ``Unsupported`` for anything the kernels do not cover.
+
+    The op's rules (which versions exist, whether it has an axis, its output type, its quotient
+    precision, its Cast table) are the oracle's version class's, asked here, never restated."""
     if len(model.graph.node) != 1:
         raise Unsupported(f"{who} runs single-node models only")
     node = model.graph.node[0]
@@ -195,6 +197,10 @@ def read_plan(model: onnx.ModelProto, who: str) -> Plan:
         dom = f"{node.domain}." if node.domain else ""
         raise Unsupported(f"{who} implements ai.onnx QuantizeLinear and DequantizeLinear only, not {dom}{node.op_type}")
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    try:
+        oracle = oracle_for(ONNX_DOMAIN, node.op_type, opset)
+    except LookupError as exc:  # a version the schemas and the oracle do not know
+        raise Unsupported(f"{who}: {exc}") from None
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     unknown = sorted(set(attrs) - KNOWN_ATTRS[node.op_type])
     if unknown:
@@ -209,39 +215,50 @@ def read_plan(model: onnx.ModelProto, who: str) -> Plan:
     types = tuple(declared[n] if n else None for n in inputs)
     xt, st, zt = types
     plan = Plan(node.op_type, opset, inputs, types, consts)
-    plan.axis = attrs.get("axis", 1) if opset >= 13 else None
+    plan.axis = oracle.axis(attrs, _rank(model, inputs[0]))
     plan.block_size = int(attrs.get("block_size", 0))
-    code = attrs.get("output_dtype", 0)
+    out = _output_type(oracle, node.op_type, opset, attrs, st, zt)
     if node.op_type == "QuantizeLinear":
-        out = zt or (dtypes.get(code).name if code else "uint8")
-        if code and zt and dtypes.get(code).name != zt:
+        code = attrs.get("output_dtype", 0)
+        if code and zt and dtypes.get(code).name != zt:  # QuantizeLinear.evaluate's own check
             raise InvalidModel("output_dtype differs from the zero point's type")
         _need(who, "x", xt, Q_X)
         _need(who, "y_scale", st, Q_SCALE)
         _need(who, "output", out, Q_OUT)
         plan.saturate = int(attrs.get("saturate", 1))
-        plan.fnuz_inf_saturates = opset >= 24
-        if attrs.get("precision", 0):
-            plan.prec = dtypes.get(attrs["precision"]).name
-            _need(who, "precision", plan.prec, PRECISIONS)
-        elif st in HALF:
-            plan.prec = st  # the scale type (23+: "same as the type of y_scale"; before: its first reading)
-        else:
-            plan.prec = "float32"
+        plan.fnuz_inf_saturates = oracle.fnuz_inf_saturates
+        # The quotient precision the latest text states: the oracle's first division reading.
+        plan.prec = oracle.division_readings(xt, st, attrs)[0][1]
+        _need(who, "precision", plan.prec, PRECISIONS)
     else:
-        if code and opset >= 23:
-            out = dtypes.get(code).name
-        elif st == "float8e8m0":
-            raise InvalidModel("a float8e8m0 scale needs output_dtype")
-        else:
-            out = st
         _need(who, "x", xt, DQ_X)
         _need(who, "x_scale", st, DQ_SCALE)
         _need(who, "output", out, DQ_OUT)
-        if zt is not None and zt != xt:
+        if zt is not None and zt != xt:  # the schema's type constraint (x and x_zero_point are both T1)
             raise InvalidModel(f"zero point type {zt} differs from x type {xt}")
     plan.out_type = out
     return plan
+
+
+def _rank(model: onnx.ModelProto, name: str) -> int:
+    """The declared rank of input ``name`` (the oracle's ``axis`` takes it)."""
+    for t in model.graph.initializer:
+        if t.name == name:
+            return len(t.dims)
+    for vi in model.graph.input:
+        if vi.name == name:
+            return len(vi.type.tensor_type.shape.dim)
+    return 0
+
+
+def _output_type(oracle, op: str, opset: int, attrs: Mapping[str, Any], st: str, zt: str | None) -> str:
+    """The oracle's output-type rule (qconform/docs/semantics.md#q-output-type, #dq-output-type), asked
+    with the node's attributes and declared types; it raises the oracle's InvalidModel."""
+    draft = Draft(op, opset, "", "", "", (), attrs)
+    if op == "QuantizeLinear":
+        zp = None if zt is None else Arg("zero_point", zt, np.zeros((), dtypes.get(zt).dtype))
+        return oracle.output_type(draft, zp)
+    return oracle.output_type(draft, st)
 
 
 def _need(who: str, what: str, t: str, allowed: tuple[str, ...]) -> None:
