@@ -18,7 +18,7 @@ from onnx import helper, numpy_helper
 
 from qconform import dtypes
 from qconform.case import ONNX_DOMAIN, Arg, Draft
-from qconform.oracle import InvalidModel, oracle_for
+from qconform.oracle.base import InvalidModel, oracle_for, output_type
 from qconform.runner import Unsupported
 
 #: The one C source of the kernels, for the host (build.py) and the device (ptx.py).
@@ -217,7 +217,7 @@ def read_plan(model: onnx.ModelProto, who: str) -> Plan:
     plan = Plan(node.op_type, opset, inputs, types, consts)
     plan.axis = oracle.axis(attrs, _rank(model, inputs[0]))
     plan.block_size = int(attrs.get("block_size", 0))
-    out = _output_type(oracle, node.op_type, opset, attrs, st, zt)
+    out = _output_type(node.op_type, opset, attrs, inputs, types)
     if node.op_type == "QuantizeLinear":
         code = attrs.get("output_dtype", 0)
         if code and zt and dtypes.get(code).name != zt:  # QuantizeLinear.evaluate's own check
@@ -251,14 +251,11 @@ def _rank(model: onnx.ModelProto, name: str) -> int:
     return 0
 
 
-def _output_type(oracle, op: str, opset: int, attrs: Mapping[str, Any], st: str, zt: str | None) -> str:
+def _output_type(op: str, opset: int, attrs: Mapping[str, Any], inputs, types) -> str:
     """The oracle's output-type rule (qconform/docs/semantics.md#q-output-type, #dq-output-type), asked
-    with the node's attributes and declared types; it raises the oracle's InvalidModel."""
-    draft = Draft(op, opset, "", "", "", (), attrs)
-    if op == "QuantizeLinear":
-        zp = None if zt is None else Arg("zero_point", zt, np.zeros((), dtypes.get(zt).dtype))
-        return oracle.output_type(draft, zp)
-    return oracle.output_type(draft, st)
+    with the node's attributes and declared types (the rule reads no values)."""
+    args = tuple(None if t is None else Arg(n, t, np.zeros((), dtypes.get(t).dtype)) for n, t in zip(inputs, types))
+    return output_type(Draft(op, opset, "", "", "", args, attrs))
 
 
 def _need(who: str, what: str, t: str, allowed: tuple[str, ...]) -> None:
