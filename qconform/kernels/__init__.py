@@ -19,6 +19,7 @@ from onnx import helper, numpy_helper
 from qconform import dtypes
 from qconform.case import ONNX_DOMAIN, Arg, Draft
 from qconform.oracle.base import InvalidModel, oracle_for, output_type
+from qconform.oracle.granularity import expand, granularity
 from qconform.runner import Unsupported
 
 #: The one C source of the kernels, for the host (build.py) and the device (ptx.py).
@@ -62,37 +63,21 @@ class ParamIndex:
         return self.inner, self.axis_len, self.block, self.s_outer, self.s_axis, self.s_inner
 
 
-class ParamShapeError(ValueError):
-    """Scale / zero-point shape that does not fit x, axis and block_size (an invalid model)."""
-
-
 def param_index(x_shape: tuple[int, ...], p_shape: tuple[int, ...], axis: int | None, block_size: int) -> ParamIndex:
-    """Per-tensor, per-axis or blocked indexing; which one is the oracle's decision
-    (oracle/granularity.py: a scalar is per-tensor whatever block_size says)."""
-    from qconform.oracle.granularity import granularity
-
-    if granularity(tuple(x_shape), tuple(p_shape), axis, block_size) == "per-tensor":
+    """Per-tensor, per-axis or blocked indexing. Which one, and whether the shapes fit, is the
+    oracle's decision (oracle/granularity.py: a scalar is per-tensor whatever block_size says;
+    ``expand`` raises InvalidModel for a scale that does not fit x, axis and block_size)."""
+    x_shape, p_shape = tuple(x_shape), tuple(p_shape)
+    if granularity(x_shape, p_shape, axis, block_size) == "per-tensor":
         return ParamIndex()
-    rank = len(x_shape)
-    if axis is None:
-        raise ParamShapeError(f"a scale of shape {p_shape} needs an axis")
-    if not -rank <= axis < rank:
-        raise ParamShapeError(f"axis {axis} outside [-{rank}, {rank - 1}]")
-    axis %= rank
+    expand(np.zeros(p_shape), x_shape, axis, block_size)  # the oracle's shape checks
+    axis %= len(x_shape)
     inner = int(np.prod(x_shape[axis + 1:], dtype=np.int64))
     n = x_shape[axis]
     if not block_size:
-        if len(p_shape) != 1 or p_shape[0] != n:
-            raise ParamShapeError(f"per-axis scale of shape {p_shape} for axis {axis} of {x_shape}")
         return ParamIndex(inner, n, 1, 0, 1, 0)
-    if block_size < 0:
-        raise ParamShapeError(f"block_size {block_size} is negative")
-    want = list(x_shape)
-    want[axis] = math.ceil(n / block_size)
-    if list(p_shape) != want:
-        raise ParamShapeError(f"blocked scale of shape {p_shape} for x {x_shape}, axis {axis}, "
-                              f"block_size {block_size}: expected {tuple(want)}")
-    return ParamIndex(inner, n, block_size, want[axis] * inner, inner, 1)
+    blocks = math.ceil(n / block_size)
+    return ParamIndex(inner, n, block_size, blocks * inner, inner, 1)
 
 
 def codes(arr: np.ndarray, t: dtypes.ElemType) -> np.ndarray:
@@ -170,10 +155,7 @@ class Plan:
         x, s, zp = self.arrays(feeds)
         if zp is not None and zp.shape != s.shape:
             raise InvalidModel(f"zero point shape {zp.shape} differs from scale shape {s.shape}")
-        try:
-            idx = param_index(x.shape, s.shape, self.axis, self.block_size)
-        except ParamShapeError as exc:
-            raise InvalidModel(str(exc)) from None
+        idx = param_index(x.shape, s.shape, self.axis, self.block_size)
         xt, st, zt = (dtypes.get(t) if t else None for t in self.types)
         if self.op == "DequantizeLinear" and xt.name == "int32" and zp is not None and np.any(zp != 0):
             raise InvalidModel("int32 input with a non-zero zero point")
@@ -273,5 +255,5 @@ def run_plan(plan: Plan, feeds: Mapping[str, np.ndarray], launch: Callable[..., 
     return [from_codes(raw, dtypes.get(plan.out_type), shape)]
 
 
-__all__ = ["DQ_OUT", "InvalidModel", "Plan", "Q_OUT", "read_plan", "run_plan", "KIND", "KINDS", "PRECISIONS", "STYLE", "ParamIndex", "ParamShapeError", "codes", "from_codes",
+__all__ = ["DQ_OUT", "InvalidModel", "Plan", "Q_OUT", "read_plan", "run_plan", "KIND", "KINDS", "PRECISIONS", "STYLE", "ParamIndex", "codes", "from_codes",
            "kind", "param_index", "storage_dtype"]
