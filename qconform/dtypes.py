@@ -113,6 +113,12 @@ class ElemType:
         return self.is_arithmetic and self.bits < 32
 
     @property
+    def is_float8(self) -> bool:
+        """A signed 8-bit float: the float8 kinds QuantizeLinear produces by the Cast tables
+        (float8e8m0, unsigned, is a scale type)."""
+        return self.is_float and self.bits == 8 and self.signed
+
+    @property
     def packed(self) -> bool:
         """Sub-byte types are stored two or four to a byte, LSB first (TensorProto)."""
         return self.bits < 8
@@ -207,8 +213,6 @@ TYPES: dict[str, ElemType] = {t.name: t for t in _TYPES}
 BY_ONNX: dict[int, ElemType] = {t.onnx: t for t in _TYPES}
 BY_DTYPE: dict[np.dtype, ElemType] = {t.dtype: t for t in _TYPES}
 
-# Float kinds that QuantizeLinear may produce and whose conversion obeys the Cast tables.
-FLOAT8 = ("float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz")
 
 
 @cache
@@ -219,6 +223,10 @@ def having(capability: str) -> tuple[str, ...]:
     if not isinstance(getattr(ElemType, capability, None), property):
         raise AttributeError(f"{capability!r} is not a capability of ElemType")
     return tuple(t.name for t in _TYPES if getattr(t, capability))
+
+
+#: Float kinds that QuantizeLinear may produce and whose conversion obeys the Cast tables.
+FLOAT8 = having("is_float8")
 
 
 def get(name_or_code: str | int | np.dtype | ElemType) -> ElemType:
