@@ -110,6 +110,18 @@ def test_cpu_kernel_declines_what_it_does_not_implement(cpu_kernel):
         cpu_kernel.prepare(model)
 
 
+def test_kernel_type_lists_cover_the_newest_schemas_types():
+    """Q_X, Q_SCALE, ... are kernel facts (what qkernels.h implements), not type facts; today they are
+    every type the newest schema allows, and a type the schemas add must be added to the kernels."""
+    from qconform import schemas
+
+    want = {"QuantizeLinear": (K.Q_X, K.Q_SCALE, K.Q_OUT), "DequantizeLinear": (K.DQ_X, K.DQ_SCALE, K.DQ_OUT)}
+    for op, lists in want.items():
+        spec = schemas.get(op, schemas.IN_SCOPE[("", op)][-1])
+        formals = (spec.inputs[0], spec.inputs[1], spec.outputs[0])
+        assert [set(ls) for ls in lists] == [set(spec.type_params[f.type_param]) for f in formals]
+
+
 @pytest.mark.parametrize("opset", [9, 29])
 def test_the_plan_declines_a_version_the_oracle_does_not_know(opset):
     """The plan's op rules are the oracle's version class's: an opset with no version in scope (before

@@ -16,6 +16,8 @@ from qconform import dtypes
 #: Format of the golden files and state files.
 FORMAT = 1
 SWEEP_OPSET = 25
+# The table's choices (which outputs and inputs are swept), not type facts; the op rules a sweep
+# needs (its output type) are the oracle's version class's.
 FLOAT_TARGETS = ("float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "float4e2m1")
 DQ_TYPES = ("int2", "uint2", "int4", "uint4", "int8", "uint8", "int16", "uint16", "float8e4m3fn",
             "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "float4e2m1", "float6e2m3", "float6e3m2")
