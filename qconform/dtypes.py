@@ -6,7 +6,7 @@ minifloat codec is driven by the ``FloatFormat`` fields). No other module branch
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 
 import ml_dtypes
 import numpy as np
@@ -99,6 +99,24 @@ class ElemType:
     @property
     def is_integer(self) -> bool:
         return self.float_format is None
+
+    @property
+    def is_arithmetic(self) -> bool:
+        """A float type arithmetic runs in: an IEEE binary layout (±Inf, NaN) of 16 bits or more, so
+        float16, bfloat16 and float32; float8e5m2 shares the layout but only stores."""
+        fmt = self.float_format
+        return fmt is not None and fmt.nan_style == "ieee" and self.bits >= 16
+
+    @property
+    def is_half(self) -> bool:
+        """An arithmetic float type narrower than float32 (float16, bfloat16)."""
+        return self.is_arithmetic and self.bits < 32
+
+    @property
+    def is_float8(self) -> bool:
+        """A signed 8-bit float: the float8 kinds QuantizeLinear produces by the Cast tables
+        (float8e8m0, unsigned, is a scale type)."""
+        return self.is_float and self.bits == 8 and self.signed
 
     @property
     def packed(self) -> bool:
@@ -195,8 +213,20 @@ TYPES: dict[str, ElemType] = {t.name: t for t in _TYPES}
 BY_ONNX: dict[int, ElemType] = {t.onnx: t for t in _TYPES}
 BY_DTYPE: dict[np.dtype, ElemType] = {t.dtype: t for t in _TYPES}
 
-# Float kinds that QuantizeLinear may produce and whose conversion obeys the Cast tables.
-FLOAT8 = ("float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz")
+
+
+@cache
+def having(capability: str) -> tuple[str, ...]:
+    """The names of the types with a capability (an ``ElemType`` property such as ``"is_half"``), in
+    table order: ``name in having("is_half")`` asks it of any name, one outside the registry
+    ("float64") included."""
+    if not isinstance(getattr(ElemType, capability, None), property):
+        raise AttributeError(f"{capability!r} is not a capability of ElemType")
+    return tuple(t.name for t in _TYPES if getattr(t, capability))
+
+
+#: Float kinds that QuantizeLinear may produce and whose conversion obeys the Cast tables.
+FLOAT8 = having("is_float8")
 
 
 def get(name_or_code: str | int | np.dtype | ElemType) -> ElemType:

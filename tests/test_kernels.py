@@ -109,6 +109,52 @@ def test_cpu_kernel_declines_what_it_does_not_implement(cpu_kernel):
         cpu_kernel.prepare(model)
 
 
+def test_kernel_type_lists_cover_the_newest_schemas_types():
+    """Q_X, Q_SCALE, ... are kernel facts (what qkernels.h implements), not type facts; today they are
+    every type the newest schema allows, and a type the schemas add must be added to the kernels."""
+    from qconform import schemas
+
+    want = {"QuantizeLinear": (K.Q_X, K.Q_SCALE, K.Q_OUT), "DequantizeLinear": (K.DQ_X, K.DQ_SCALE, K.DQ_OUT)}
+    for op, lists in want.items():
+        spec = schemas.get(op, schemas.IN_SCOPE[("", op)][-1])
+        formals = (spec.inputs[0], spec.inputs[1], spec.outputs[0])
+        assert [set(ls) for ls in lists] == [set(spec.type_params[f.type_param]) for f in formals]
+
+
+@pytest.mark.parametrize("opset", [9, 29])
+def test_the_plan_declines_a_version_the_oracle_does_not_know(opset):
+    """The plan's op rules are the oracle's version class's: an opset with no version in scope (before
+    QuantizeLinear-10) or newer than the schemas know is Unsupported, not run as a neighbour's (issue 33)."""
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, [2])],
+                              initializer=[helper.make_tensor("s", TensorProto.FLOAT, [], [1.0])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    with pytest.raises(Unsupported, match="QuantizeLinear"):
+        K.read_plan(model, "cpu-kernel")
+
+
+@pytest.mark.parametrize("opset", [13, 21, 23, 24, 28])
+def test_the_plan_reads_the_oracle_version_facts(opset):
+    """axis, the fnuz Cast table, the output type and the quotient precision come from the version class."""
+    from onnx import TensorProto, helper
+
+    from qconform.oracle import oracle_for
+
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=0)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT8E4M3FNUZ, [2])],
+                              initializer=[helper.make_tensor("s", TensorProto.FLOAT16, [], [1.0]),
+                                           helper.make_tensor("z", TensorProto.FLOAT8E4M3FNUZ, [], [0])])
+    plan = K.read_plan(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), "cpu-kernel")
+    oracle = oracle_for("", "QuantizeLinear", opset)
+    assert (plan.axis, plan.fnuz_inf_saturates, plan.out_type, plan.prec) == (
+        0, oracle.fnuz_inf_saturates, "float8e4m3fnuz", "float16")
+    assert plan.fnuz_inf_saturates == (opset >= 24)
+
+
 # --------------------------------------------------------------------------------------------
 # Sweeps: every 16-bit input, the sampled float32 set, and whatever full-2^32 chunks have goldens
 # --------------------------------------------------------------------------------------------

@@ -22,9 +22,12 @@ def test_seed_example(example, draft):
 def test_the_oracle_registry_is_the_schemas_scope():
     """Every op version in scope has its oracle class and no other is registered (issue 33)."""
     from qconform import schemas
-    from qconform.oracle import ORACLES
+    from qconform.oracle import ORACLES, oracle_for
 
     assert sorted(ORACLES) == sorted((d, op, v) for (d, op), vs in schemas.IN_SCOPE.items() for v in vs)
+    for (d, op), vs in schemas.IN_SCOPE.items():  # each version answers with its own class and schema
+        for v in vs:
+            assert oracle_for(d, op, v).since == v == schemas.get(op, v, d).since
 
 
 def test_an_opset_the_schemas_do_not_know_raises():
@@ -42,3 +45,7 @@ def test_an_opset_the_schemas_do_not_know_raises():
         oracle_for("", "QuantizeLinear", newest + 1)
     with pytest.raises(LookupError, match="newer than the schemas know"):
         oracle_for("com.microsoft", "QuantizeLinear", 2)
+    with pytest.raises(LookupError, match="no version in scope"):  # QuantizeLinear begins at 10
+        oracle_for("", "QuantizeLinear", 9)
+    with pytest.raises(LookupError, match="no version in scope"):
+        oracle_for("", "Cast", 21)

@@ -17,6 +17,9 @@ import onnx
 from onnx import helper, numpy_helper
 
 from qconform import dtypes
+from qconform.case import ONNX_DOMAIN, Arg, Draft
+from qconform.oracle.base import InvalidModel, oracle_for, output_type
+from qconform.oracle.granularity import expand, granularity
 from qconform.runner import Unsupported
 
 #: The one C source of the kernels, for the host (build.py) and the device (ptx.py).
@@ -33,7 +36,7 @@ KIND: dict[str, int] = {name: i for i, name in enumerate(KINDS)}
 #: Kernel style numbers (the header's QK_STYLE_*), by the registry's FloatFormat.nan_style.
 STYLE: dict[str, int] = {"int": 0, "ieee": 1, "fn": 2, "fnuz": 3, "none": 4, "e8m0": 5}
 
-#: Precisions the kernel computes a quotient in.
+#: Precisions the kernel computes a quotient in (a kernel fact: the oracle says which one a node asks for).
 PRECISIONS = ("float32", "float16", "bfloat16")
 
 
@@ -60,37 +63,21 @@ class ParamIndex:
         return self.inner, self.axis_len, self.block, self.s_outer, self.s_axis, self.s_inner
 
 
-class ParamShapeError(ValueError):
-    """Scale / zero-point shape that does not fit x, axis and block_size (an invalid model)."""
-
-
 def param_index(x_shape: tuple[int, ...], p_shape: tuple[int, ...], axis: int | None, block_size: int) -> ParamIndex:
-    """Per-tensor, per-axis or blocked indexing; which one is the oracle's decision
-    (oracle/granularity.py: a scalar is per-tensor whatever block_size says)."""
-    from qconform.oracle.granularity import granularity
-
-    if granularity(tuple(x_shape), tuple(p_shape), axis, block_size) == "per-tensor":
+    """Per-tensor, per-axis or blocked indexing. Which one, and whether the shapes fit, is the
+    oracle's decision (oracle/granularity.py: a scalar is per-tensor whatever block_size says;
+    ``expand`` raises InvalidModel for a scale that does not fit x, axis and block_size)."""
+    x_shape, p_shape = tuple(x_shape), tuple(p_shape)
+    if granularity(x_shape, p_shape, axis, block_size) == "per-tensor":
         return ParamIndex()
-    rank = len(x_shape)
-    if axis is None:
-        raise ParamShapeError(f"a scale of shape {p_shape} needs an axis")
-    if not -rank <= axis < rank:
-        raise ParamShapeError(f"axis {axis} outside [-{rank}, {rank - 1}]")
-    axis %= rank
+    expand(np.zeros(p_shape), x_shape, axis, block_size)  # the oracle's shape checks
+    axis %= len(x_shape)
     inner = int(np.prod(x_shape[axis + 1:], dtype=np.int64))
     n = x_shape[axis]
     if not block_size:
-        if len(p_shape) != 1 or p_shape[0] != n:
-            raise ParamShapeError(f"per-axis scale of shape {p_shape} for axis {axis} of {x_shape}")
         return ParamIndex(inner, n, 1, 0, 1, 0)
-    if block_size < 0:
-        raise ParamShapeError(f"block_size {block_size} is negative")
-    want = list(x_shape)
-    want[axis] = math.ceil(n / block_size)
-    if list(p_shape) != want:
-        raise ParamShapeError(f"blocked scale of shape {p_shape} for x {x_shape}, axis {axis}, "
-                              f"block_size {block_size}: expected {tuple(want)}")
-    return ParamIndex(inner, n, block_size, want[axis] * inner, inner, 1)
+    blocks = math.ceil(n / block_size)
+    return ParamIndex(inner, n, block_size, blocks * inner, inner, 1)
 
 
 def codes(arr: np.ndarray, t: dtypes.ElemType) -> np.ndarray:
@@ -121,6 +108,8 @@ def from_codes(raw: np.ndarray, t: dtypes.ElemType, shape: tuple[int, ...]) -> n
 # ----------------------------------------------------------------------------------------------
 # Plan: what the node asks for, read once from the model (shared by cpu-kernel and gpu-kernel)
 # ----------------------------------------------------------------------------------------------
+# What the C kernels implement (kernel facts, not type facts: a type the registry and the spec
+# allow may still be missing from the kernels, and the plan refuses it as Unsupported).
 Q_X = ("float32", "float16", "bfloat16", "int32")
 Q_SCALE = ("float32", "float16", "bfloat16", "int32", "float8e8m0")
 Q_OUT = ("int2", "uint2", "int4", "uint4", "int8", "uint8", "int16", "uint16", "float8e4m3fn", "float8e4m3fnuz",
@@ -128,13 +117,8 @@ Q_OUT = ("int2", "uint2", "int4", "uint4", "int8", "uint8", "int16", "uint16", "
 DQ_X = Q_OUT + ("int32",)
 DQ_SCALE = ("float32", "float16", "bfloat16", "float8e8m0")
 DQ_OUT = ("float32", "float16", "bfloat16")
-HALF = ("float16", "bfloat16")
 KNOWN_ATTRS = {"QuantizeLinear": {"axis", "block_size", "saturate", "output_dtype", "precision"},
                "DequantizeLinear": {"axis", "block_size", "output_dtype"}}
-
-
-class InvalidModel(ValueError):
-    """The model violates the operator's schema (the oracle would reject it too)."""
 
 
 @dataclass
@@ -171,10 +155,7 @@ class Plan:
         x, s, zp = self.arrays(feeds)
         if zp is not None and zp.shape != s.shape:
             raise InvalidModel(f"zero point shape {zp.shape} differs from scale shape {s.shape}")
-        try:
-            idx = param_index(x.shape, s.shape, self.axis, self.block_size)
-        except ParamShapeError as exc:
-            raise InvalidModel(str(exc)) from None
+        idx = param_index(x.shape, s.shape, self.axis, self.block_size)
         xt, st, zt = (dtypes.get(t) if t else None for t in self.types)
         if self.op == "DequantizeLinear" and xt.name == "int32" and zp is not None and np.any(zp != 0):
             raise InvalidModel("int32 input with a non-zero zero point")
@@ -187,7 +168,10 @@ class Plan:
 
 
 def read_plan(model: onnx.ModelProto, who: str) -> Plan:
-    """Read the single node; ``Unsupported`` for anything the kernels do not cover."""
+    """Read the single node; ``Unsupported`` for anything the kernels do not cover.
+
+    The op's rules (which versions exist, whether it has an axis, its output type, its quotient
+    precision, its Cast table) are the oracle's version class's, asked here, never restated."""
     if len(model.graph.node) != 1:
         raise Unsupported(f"{who} runs single-node models only")
     node = model.graph.node[0]
@@ -195,6 +179,10 @@ def read_plan(model: onnx.ModelProto, who: str) -> Plan:
         dom = f"{node.domain}." if node.domain else ""
         raise Unsupported(f"{who} implements ai.onnx QuantizeLinear and DequantizeLinear only, not {dom}{node.op_type}")
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    try:
+        oracle = oracle_for(ONNX_DOMAIN, node.op_type, opset)
+    except LookupError as exc:  # a version the schemas and the oracle do not know
+        raise Unsupported(f"{who}: {exc}") from None
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     unknown = sorted(set(attrs) - KNOWN_ATTRS[node.op_type])
     if unknown:
@@ -209,39 +197,47 @@ def read_plan(model: onnx.ModelProto, who: str) -> Plan:
     types = tuple(declared[n] if n else None for n in inputs)
     xt, st, zt = types
     plan = Plan(node.op_type, opset, inputs, types, consts)
-    plan.axis = attrs.get("axis", 1) if opset >= 13 else None
+    plan.axis = oracle.axis(attrs, _rank(model, inputs[0]))
     plan.block_size = int(attrs.get("block_size", 0))
-    code = attrs.get("output_dtype", 0)
+    out = _output_type(node.op_type, opset, attrs, inputs, types)
     if node.op_type == "QuantizeLinear":
-        out = zt or (dtypes.get(code).name if code else "uint8")
-        if code and zt and dtypes.get(code).name != zt:
+        code = attrs.get("output_dtype", 0)
+        if code and zt and dtypes.get(code).name != zt:  # QuantizeLinear.evaluate's own check
             raise InvalidModel("output_dtype differs from the zero point's type")
         _need(who, "x", xt, Q_X)
         _need(who, "y_scale", st, Q_SCALE)
         _need(who, "output", out, Q_OUT)
         plan.saturate = int(attrs.get("saturate", 1))
-        plan.fnuz_inf_saturates = opset >= 24
-        if attrs.get("precision", 0):
-            plan.prec = dtypes.get(attrs["precision"]).name
-            _need(who, "precision", plan.prec, PRECISIONS)
-        elif st in HALF:
-            plan.prec = st  # the scale type (23+: "same as the type of y_scale"; before: its first reading)
-        else:
-            plan.prec = "float32"
+        plan.fnuz_inf_saturates = oracle.fnuz_inf_saturates
+        # The quotient precision the latest text states: the oracle's first division reading.
+        plan.prec = oracle.division_readings(xt, st, attrs)[0][1]
+        _need(who, "precision", plan.prec, PRECISIONS)
     else:
-        if code and opset >= 23:
-            out = dtypes.get(code).name
-        elif st == "float8e8m0":
-            raise InvalidModel("a float8e8m0 scale needs output_dtype")
-        else:
-            out = st
         _need(who, "x", xt, DQ_X)
         _need(who, "x_scale", st, DQ_SCALE)
         _need(who, "output", out, DQ_OUT)
-        if zt is not None and zt != xt:
+        if zt is not None and zt != xt:  # the schema's type constraint (x and x_zero_point are both T1)
             raise InvalidModel(f"zero point type {zt} differs from x type {xt}")
     plan.out_type = out
     return plan
+
+
+def _rank(model: onnx.ModelProto, name: str) -> int:
+    """The declared rank of input ``name`` (the oracle's ``axis`` takes it)."""
+    for t in model.graph.initializer:
+        if t.name == name:
+            return len(t.dims)
+    for vi in model.graph.input:
+        if vi.name == name:
+            return len(vi.type.tensor_type.shape.dim)
+    return 0
+
+
+def _output_type(op: str, opset: int, attrs: Mapping[str, Any], inputs, types) -> str:
+    """The oracle's output-type rule (qconform/docs/semantics.md#q-output-type, #dq-output-type), asked
+    with the node's attributes and declared types (the rule reads no values)."""
+    args = tuple(None if t is None else Arg(n, t, np.zeros((), dtypes.get(t).dtype)) for n, t in zip(inputs, types))
+    return output_type(Draft(op, opset, "", "", "", args, attrs))
 
 
 def _need(who: str, what: str, t: str, allowed: tuple[str, ...]) -> None:
@@ -259,5 +255,5 @@ def run_plan(plan: Plan, feeds: Mapping[str, np.ndarray], launch: Callable[..., 
     return [from_codes(raw, dtypes.get(plan.out_type), shape)]
 
 
-__all__ = ["DQ_OUT", "InvalidModel", "Plan", "Q_OUT", "read_plan", "run_plan", "KIND", "KINDS", "PRECISIONS", "STYLE", "ParamIndex", "ParamShapeError", "codes", "from_codes",
+__all__ = ["DQ_OUT", "InvalidModel", "Plan", "Q_OUT", "read_plan", "run_plan", "KIND", "KINDS", "PRECISIONS", "STYLE", "ParamIndex", "codes", "from_codes",
            "kind", "param_index", "storage_dtype"]

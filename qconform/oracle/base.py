@@ -94,6 +94,19 @@ def oracle_for(domain: str, op: str, opset: int) -> OpOracle:
     return ORACLES[key]
 
 
+def output_type(draft: Draft) -> str:
+    """The type of a QuantizeLinear or DequantizeLinear draft's output (either domain), by its
+    version class's own ``output_type`` rule; only the draft's attributes and input types are read.
+    The two classes' rules take different arguments (the zero point; the scale's type): this is the
+    one place that knows which. Raises LookupError for an unknown version, InvalidModel where the
+    rule rejects the node."""
+    oracle = oracle_for(draft.domain, draft.op, draft.opset)
+    _, scale, zero_point = (list(draft.inputs) + [None, None, None])[:3]
+    if draft.op == "DequantizeLinear":
+        return oracle.output_type(draft, scale.type)
+    return oracle.output_type(draft, zero_point)
+
+
 def evaluate(draft: Draft, primary_only: bool = False) -> Case:
     """Compute a draft's expected outputs under every permitted reading (or, with
     ``primary_only``, the first reading alone, under its own name). Raises InvalidModel."""
@@ -113,4 +126,4 @@ def evaluate(draft: Draft, primary_only: bool = False) -> Case:
     return Case(draft, oracle.output_names, tuple(unique), tuple(masks), draft.clause or ev.clause, ev.information)
 
 
-__all__ = ["Evaluation", "InvalidModel", "OpOracle", "ORACLES", "evaluate", "oracle_for", "register"]
+__all__ = ["Evaluation", "InvalidModel", "OpOracle", "ORACLES", "evaluate", "oracle_for", "output_type", "register"]

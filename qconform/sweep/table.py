@@ -16,6 +16,8 @@ from qconform import dtypes
 #: Format of the golden files and state files.
 FORMAT = 1
 SWEEP_OPSET = 25
+# The table's choices (which outputs and inputs are swept), not type facts; the op rules a sweep
+# needs (its output type) are the oracle's version class's.
 FLOAT_TARGETS = ("float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "float4e2m1")
 DQ_TYPES = ("int2", "uint2", "int4", "uint4", "int8", "uint8", "int16", "uint16", "float8e4m3fn",
             "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "float4e2m1", "float6e2m3", "float6e3m2")
@@ -34,7 +36,10 @@ class Sweep:
 
     @property
     def out_type(self) -> str:
-        return self.zp_type if self.op == "QuantizeLinear" else self.scale_type
+        """The oracle's output-type rule for this configuration (its version class's)."""
+        from qconform.oracle.base import output_type
+
+        return output_type(self._draft(np.zeros(0, dtypes.get(self.x_type).dtype), ""))
 
     @property
     def id(self) -> str:
@@ -79,11 +84,14 @@ class Sweep:
                 "zp_bits": f"{int(zt.to_bits(self.zp_array())):#x}"}
 
     def draft(self, x: np.ndarray):
+        return self._draft(x, f"{self.x_type}-{self.out_type}")
+
+    def _draft(self, x: np.ndarray, types: str):
         from qconform.case import Arg, Draft
 
         sname, zname = self.param_names
         attrs = {} if self.saturate is None else {"saturate": self.saturate}
-        return Draft(self.op, self.opset, f"{self.x_type}-{self.out_type}", "sweep", "chunk",
+        return Draft(self.op, self.opset, types, "sweep", "chunk",
                      (Arg("x", self.x_type, x), Arg(sname, self.scale_type, self.scale_array(), True),
                       Arg(zname, self.zp_type, self.zp_array(), True)), attrs)
 

@@ -12,9 +12,8 @@ from qconform import dtypes
 from qconform.case import Draft
 from qconform.oracle import granularity
 from qconform.oracle.arith import as_float64
-from qconform.oracle.base import Evaluation, OpOracle, oracle_for
-from qconform.oracle.quantize import HALF_KINDS
-from qconform.diagnosis.models.common import DQ, DQL, IEEE_KINDS, Q, QLMM, _minifloat
+from qconform.oracle.base import Evaluation, OpOracle, oracle_for, output_type
+from qconform.diagnosis.models.common import DQ, DQL, Q, QLMM, _minifloat
 
 
 class Spec:
@@ -49,14 +48,14 @@ def _dq_out(draft: Draft) -> str | None:
     if draft.op != DQ:
         return None
     try:
-        return oracle_for(draft.domain, draft.op, draft.opset).output_type(draft, draft.inputs[1].type)
+        return output_type(draft)
     except (LookupError, granularity.InvalidModel):
         return None
 
 
 def _has_subnormal_scale(draft: Draft) -> bool:
     s = draft.inputs[1]
-    if s.type not in IEEE_KINDS:
+    if not dtypes.get(s.type).is_arithmetic:
         return False
     v = np.abs(as_float64(s.value, s.type))
     return bool(np.any((v > 0) & (v < 2.0 ** dtypes.get(s.type).float_format.emin)))
@@ -124,7 +123,7 @@ def _half_scale(d: Draft) -> bool:
     if d.op != Q:
         return False
     prec = d.attrs.get("precision", 0)
-    return any(t in HALF_KINDS for t in _types(d)[:2]) or (bool(prec) and dtypes.get(prec).name in HALF_KINDS)
+    return any(t in dtypes.having("is_half") for t in _types(d)[:2]) or (bool(prec) and dtypes.get(prec).is_half)
 
 
 def _involves(*names: str) -> Callable[[Draft], bool]:
@@ -135,7 +134,7 @@ def _involves(*names: str) -> Callable[[Draft], bool]:
 def _ieee_involved(d: Draft) -> bool:
     if d.op == DQ:
         return True  # the output is always float16/bfloat16/float32
-    return any(t in IEEE_KINDS for t in _types(d))
+    return any(t in dtypes.having("is_arithmetic") for t in _types(d))
 
 
 def _nonscalar_params(d: Draft) -> bool:

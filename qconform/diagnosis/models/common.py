@@ -10,9 +10,6 @@ from qconform.oracle import floats
 from qconform.oracle.arith import fl as _fl
 
 
-IEEE_KINDS = ("float16", "bfloat16", "float32")
-
-
 Q, DQ, DQL, QLMM = "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearMatMul"
 
 

@@ -5,9 +5,8 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.oracle.arith import exact_fma
-from qconform.oracle.quantize import HALF_KINDS
 from qconform.diagnosis.models.base import _dev, _dq_int_zero_point, _dq_integer_wide_to_narrow, _dq_out, _dq_with_zero_point, _involves, _types
-from qconform.diagnosis.models.common import DQ, IEEE_KINDS, _F32, _bfloat16_from_float32_bits, _minifloat
+from qconform.diagnosis.models.common import DQ, _F32, _bfloat16_from_float32_bits, _minifloat
 from qconform.diagnosis.models.division import FlushDenormals
 
 
@@ -18,7 +17,7 @@ class HalfProductsFlushed:
     def dq_value(self, xv, zero, scale, x_t, prec, out_t):
         v = super().dq_value(xv, zero, scale, x_t, prec, out_t)
         t = prec or out_t
-        return FlushDenormals._flush(v, t) if t in HALF_KINDS else v
+        return FlushDenormals._flush(v, t) if t in dtypes.having("is_half") else v
 
 
 class DqBiasForm:
@@ -71,7 +70,7 @@ class DqMultiplyInScaleType:
     to the output type (the output type sets the precision)."""
 
     def product_type(self, out_t, scale_t):
-        return scale_t if scale_t in IEEE_KINDS else out_t
+        return scale_t if scale_t in dtypes.having("is_arithmetic") else out_t
 
 
 class DqFusedBias:
@@ -181,7 +180,7 @@ DEVIATIONS = [
          "0 where 2^-24 is right, while x - zero_point = 32767 gives 32767 * 2^-24); compare "
          "flush-denormals, which also zeroes the subnormal scale.",
          "DequantizeLinear int16->float16, x=1, x_scale=2^-24: 2^-24 expected, 0 given",
-         HalfProductsFlushed, lambda d: d.op == DQ and bool(set(_types(d)) & set(HALF_KINDS)), ("specials",)),
+         HalfProductsFlushed, lambda d: d.op == DQ and bool(set(_types(d)) & set(dtypes.having("is_half"))), ("specials",)),
     _dev("dq-minifloat-zero-point-ignored", DQ,
          "Your DequantizeLinear drops the zero point of a float8/float4/float6 x, where the spec's formula "
          "(x - x_zero_point) * x_scale 'remains the same for consistency'.",

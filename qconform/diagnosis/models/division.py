@@ -5,9 +5,9 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.oracle.arith import FLOAT64
-from qconform.oracle.quantize import HALF_KINDS, ONCE
+from qconform.oracle.quantize import ONCE
 from qconform.diagnosis.models.base import _dev, _half_scale, _ieee_involved, _involves, _q_int_or_dql, _q_or_dql, _q_out
-from qconform.diagnosis.models.common import DQ, DQL, IEEE_KINDS, Q, _bfloat16_from_float32_bits, _minifloat
+from qconform.diagnosis.models.common import DQ, DQL, Q, _bfloat16_from_float32_bits, _minifloat
 
 
 class ReciprocalMultiply:
@@ -37,7 +37,7 @@ class QuotientInFloat32:
     def division_readings(self, x_t, s_t, attrs):
         out = []
         for name, prec in super().division_readings(x_t, s_t, attrs):
-            if prec.removeprefix(ONCE) in HALF_KINDS:
+            if prec.removeprefix(ONCE) in dtypes.having("is_half"):
                 name, prec = "quotient-in-float32", "float32"
             if all(p != prec for _, p in out):
                 out.append((name, prec))
@@ -49,7 +49,7 @@ class QuotientInInputType:
     taken from x, not from y_scale or the 'precision' attribute."""
 
     def division_readings(self, x_t, s_t, attrs):
-        if x_t in HALF_KINDS and s_t != x_t:  # and whatever 'precision' says
+        if x_t in dtypes.having("is_half") and s_t != x_t:  # and whatever 'precision' says
             return [(f"quotient-in-{x_t}", x_t)]
         return super().division_readings(x_t, s_t, attrs)
 
@@ -73,7 +73,7 @@ class FlushDenormals:
 
     @staticmethod
     def _flush(v, t):
-        if t == FLOAT64 or dtypes.get(t).name not in IEEE_KINDS:
+        if t == FLOAT64 or not dtypes.get(t).is_arithmetic:
             return v
         t = dtypes.get(t)
         tiny = 2.0 ** t.float_format.emin
@@ -159,6 +159,6 @@ DEVIATIONS = [
          "IREE 3.13 in issue 20's run (QuantizeLinear-23 bfloat16 x, float16 scale 0.33325: 3.171875 gives 9, "
          "as 3.171875 / bf16(0.33325) = 9.497 does, where 3.171875 / 0.33325 = 9.518 gives 10).",
          "QuantizeLinear-23 bfloat16->int8, y_scale float16 0.33325, x=3.171875: 10 expected, 9 given",
-         QuotientInInputType, lambda d: d.op == Q and d.inputs[0].type in HALF_KINDS
+         QuotientInInputType, lambda d: d.op == Q and d.inputs[0].type in dtypes.having("is_half")
          and d.inputs[1].type != d.inputs[0].type, ("precision", "basic")),
 ]

@@ -5,7 +5,7 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.diagnosis.models.base import _dev, _has_subnormal_scale, _packed_io, _q_out
-from qconform.diagnosis.models.common import DQ, IEEE_KINDS, Q, _minifloat, swap_slots
+from qconform.diagnosis.models.common import DQ, Q, _minifloat, swap_slots
 from qconform.diagnosis.models.division import FlushDenormals
 from qconform.oracle.arith import as_float64, pack_output
 
@@ -17,7 +17,7 @@ class ConstantSubnormalsFlushed:
 
     def param(self, arg):
         v = super().param(arg)
-        return FlushDenormals._flush(v, arg.type) if arg.type in IEEE_KINDS else v
+        return FlushDenormals._flush(v, arg.type) if arg.type in dtypes.having("is_arithmetic") else v
 
 
 class HighNibbleFirst:

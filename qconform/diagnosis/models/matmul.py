@@ -7,8 +7,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from qconform import dtypes
 from qconform.oracle.arith import round_fraction
-from qconform.oracle.quantize import HALF_KINDS
 from qconform.diagnosis.models.base import _dev, _qlmm_int, _qlmm_per_column, _qlmm_u8s8
 from qconform.diagnosis.models.common import QLMM, _F32
 
@@ -123,7 +123,7 @@ class QlmmRequantiseInHalf:
     is Inf in float16), then clamped and cast."""
 
     def requantise(self, req, acc, e, scales, zp, out_t, scale_t):
-        if scale_t not in HALF_KINDS or not out_t.is_integer or acc.dtype == object:
+        if scale_t not in dtypes.having("is_half") or not out_t.is_integer or acc.dtype == object:
             return super().requantise(req, acc, e, scales, zp, out_t, scale_t)
         a_s, b_s, y_s = scales
         f = functools.partial(self.fl, scale_t)
@@ -177,7 +177,7 @@ DEVIATIONS = [
          "tinygrad/nn/onnx.py _qlinearop_quantized ((out * prod(scales) / out_scale).round() + out_zero_point "
          "in the scales' dtype), tinygrad 0.14.0 in issue 20's probe (54 float16-scale cases).",
          "QLinearMatMul float16 scales, int8, a=b=127 (K=16, acc=258064): 68 expected, 127 given",
-         QlmmRequantiseInHalf, lambda d: d.op == QLMM and d.inputs[1].type in HALF_KINDS,
+         QlmmRequantiseInHalf, lambda d: d.op == QLMM and d.inputs[1].type in dtypes.having("is_half"),
          ("zero-points", "k-sizes", "accumulator")),
     _dev("qlinearmatmul-zero-points-ignored", QLMM,
          "Your QLinearMatMul multiplies the stored codes of a and b without subtracting a_zero_point and "

@@ -7,7 +7,6 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.oracle.arith import exact_fma
-from qconform.oracle.quantize import HALF_KINDS
 from qconform.diagnosis.models.base import _ALL_ROUNDING, _dev, _int_rounding, _q_out, _types
 from qconform.diagnosis.models.common import Q, _F32, _int32_cast
 
@@ -192,5 +191,5 @@ DEVIATIONS = [
          "tinygrad 0.14.0 in issue 20's probe.",
          "QuantizeLinear bfloat16->int16, x=65536, y_scale=2: 32767 expected, -32768 given",
          ClampAndCastInQuotientType, lambda d: _q_out(d) is not None and _q_out(d).is_integer
-         and any(t in HALF_KINDS for t in _types(d)[:2]), ("saturation", "random", "basic")),
+         and any(t in dtypes.having("is_half") for t in _types(d)[:2]), ("saturation", "random", "basic")),
 ]
