@@ -40,7 +40,6 @@ from qconform.oracle.granularity import InvalidModel
 ACCUMULATIONS = ("accumulator-int32-wrap", "accumulator-exact")
 REQUANTISATIONS = ("multiplier-float32", "multiplier-float64", "exact-rational",
                    "multiplier-float32-product-float64", "multiplier-in-scale-type")
-HALF_KINDS = ("float16", "bfloat16")
 
 
 def wrap_int32(v: np.ndarray) -> np.ndarray:
@@ -100,7 +99,7 @@ class QLinearMatMul(OpOracle):
         return np.broadcast_to(sb, out_shape)
 
     def requantisations(self, scale_t: str) -> list[str]:
-        return [r for r in REQUANTISATIONS if r != "multiplier-in-scale-type" or scale_t in HALF_KINDS]
+        return [r for r in REQUANTISATIONS if r != "multiplier-in-scale-type" or dtypes.get(scale_t).is_half]
 
     def requantise(self, req: str, acc: np.ndarray, e: int, scales, zp: float, out_t: ElemType,
                    scale_t: str) -> dict[bool, np.ndarray]:

@@ -17,7 +17,6 @@ from qconform.oracle.arith import round_half_even
 from qconform.oracle.base import Evaluation, OpOracle, register
 from qconform.oracle.granularity import InvalidModel
 
-HALF_KINDS = ("float16", "bfloat16")
 #: Precision prefix of the reading that rounds the exact quotient once (qconform/docs/semantics.md#q-division).
 ONCE = "once:"
 
@@ -46,13 +45,13 @@ class QuantizeLinear(OpOracle):
             return self.precision_readings(dtypes.get(attrs["precision"]).name)
         if s_t in ("int32", "float8e8m0"):  # no floating-point division in these types
             readings = [("division-in-float32", "float32")]
-            if x_t in HALF_KINDS:
+            if dtypes.get(x_t).is_half:
                 readings.append((f"division-in-{x_t}", x_t))
             readings.append(("division-in-float64", "float64"))
             if s_t == "int32" and self.scale_type_sets_precision:  # the division in int32 precision
                 readings += self.precision_readings("int32")
             return readings
-        if s_t in HALF_KINDS and not self.scale_type_sets_precision:
+        if dtypes.get(s_t).is_half and not self.scale_type_sets_precision:
             return [(f"quotient-in-{s_t}", s_t), ("quotient-in-float32", "float32")]
         if x_t == "int32" and not self.scale_type_sets_precision:  # qconform/docs/semantics.md#q-int32-input
             return [("int32-via-float32", s_t), ("int32-via-float64", "float64")]
