@@ -115,6 +115,7 @@ ORDER = (
     "dq-minifloat-zero-point-ignored",
     "minifloat-double-rounding-via-bfloat16",
     "qlinearmatmul-accumulate-in-float32",
+    "float8e4m3fn-overflow-tested-before-rounding",
     "dql-scale-in-float64",
 )
 STEPS = (rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul)
