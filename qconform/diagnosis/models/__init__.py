@@ -115,6 +115,10 @@ ORDER = (
     "dq-minifloat-zero-point-ignored",
     "minifloat-double-rounding-via-bfloat16",
     "qlinearmatmul-accumulate-in-float32",
+    "negative-axis-absolute",
+    "negative-axis-from-front",
+    "blocked-partial-block-previous-scale",
+    "blocked-scale-squeezed-broadcast",
     "float8e4m3fn-overflow-tested-before-rounding",
     "dql-scale-in-float64",
 )
