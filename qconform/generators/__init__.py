@@ -9,13 +9,14 @@ from qconform.case import Draft
 from qconform.generators import basic, examples
 from qconform.generators import (constant_operand, defaults, explored, floatkinds, fp8_zero_point, granularity,
                                     granularity_edges, ignored_attributes, packing, precision, random, saturation,
-                                    shapes, signed_zero, special_scales, specials, ties)
+                                    shapes, signed_zero, special_scales, specials, tie_positions, ties)
 from qconform.generators import dynamic_quantize, ms_quant, qlinear_matmul
 
 FAMILIES: dict[str, Callable[[], Iterable[Draft]]] = {
     examples.FAMILY: examples.generate,
     basic.FAMILY: basic.generate,
     ties.FAMILY: ties.generate,
+    tie_positions.FAMILY: tie_positions.generate,
     saturation.FAMILY: saturation.generate,
     specials.FAMILY: specials.generate,
     floatkinds.FAMILY: floatkinds.generate,

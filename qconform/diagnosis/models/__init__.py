@@ -121,6 +121,7 @@ ORDER = (
     "blocked-scale-squeezed-broadcast",
     "float8e4m3fn-overflow-tested-before-rounding",
     "dql-scale-in-float64",
+    "scalar-tail-rounds-half-away",
 )
 STEPS = (rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul)
 
