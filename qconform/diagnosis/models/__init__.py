@@ -122,6 +122,7 @@ ORDER = (
     "float8e4m3fn-overflow-tested-before-rounding",
     "dql-scale-in-float64",
     "scalar-tail-rounds-half-away",
+    "vector-body-rounds-half-away",
     "int64-saturating-cast-then-zero-point",
 )
 STEPS = (rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul)

@@ -139,6 +139,12 @@ class ClampAndCastInQuotientType:
 VECTOR_WIDTH = 16
 
 
+def _tail(v: np.ndarray) -> np.ndarray:
+    """The elements a scalar loop after whole vectors of VECTOR_WIDTH handles (flattened order)."""
+    n = v.size
+    return (np.arange(n) >= n - n % VECTOR_WIDTH).reshape(v.shape)
+
+
 class ScalarTailRoundsHalfAway:
     """A SIMD loop over whole vectors of VECTOR_WIDTH elements rounding ties to even, and a scalar
     loop over the last n mod VECTOR_WIDTH elements (in the flattened order) rounding them away
@@ -146,10 +152,16 @@ class ScalarTailRoundsHalfAway:
 
     def round(self, v):
         v = np.asarray(v, dtype=np.float64)
-        even = super().round(v)
-        n = v.size
-        tail = (np.arange(n) >= n - n % VECTOR_WIDTH).reshape(v.shape)
-        return np.where(tail, round_with(v, "half-away"), even)
+        return np.where(_tail(v), round_with(v, "half-away"), super().round(v))
+
+
+class VectorBodyRoundsHalfAway:
+    """The reverse split: the SIMD body rounds ties away from zero (a ties-away vector convert,
+    AArch64 FCVTAS), the scalar tail to even (nearbyint)."""
+
+    def round(self, v):
+        v = np.asarray(v, dtype=np.float64)
+        return np.where(_tail(v), super().round(v), round_with(v, "half-away"))
 
 
 def _has_tail(d) -> bool:
@@ -224,4 +236,14 @@ DEVIATIONS = [
          f"QuantizeLinear float32->uint8, x of length {VECTOR_WIDTH + 1}, every element a tie x / scale = 2k + 0.5: "
          "the last element rounded down to even expected, up given",
          ScalarTailRoundsHalfAway, _has_tail, ("tie-positions", "ties")),
+    _dev("vector-body-rounds-half-away", Q,
+         f"Your QuantizeLinear rounds ties away from zero in its vector loop but to even in the scalar loop over the "
+         f"last n mod {VECTOR_WIDTH} elements: x / scale = 2.5 gives 3 in the body and 2 in the tail.",
+         "Plausible, the reverse of microsoft/onnxruntime#28606's split: a vector path built on a ties-away "
+         "convert (AArch64 FCVTAS / vcvtaq_s32_f32, or a SIMD round() fixed to match f32::round as in "
+         "bitshifter/glam-rs#831) beside a scalar tail using nearbyint or rint.",
+         f"QuantizeLinear float32->uint8, x of length {VECTOR_WIDTH + 1}, every element a tie x / scale = 2k + 0.5: "
+         "the first element rounded down to even expected, up given",
+         VectorBodyRoundsHalfAway, lambda d: d.op == Q and _q_out(d).is_integer and d.inputs[0].value.size >= VECTOR_WIDTH,
+         ("tie-positions", "ties")),
 ]
