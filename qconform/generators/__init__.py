@@ -8,7 +8,7 @@ from typing import Callable, Iterable, Iterator
 from qconform.case import Draft
 from qconform.generators import basic, examples
 from qconform.generators import (constant_operand, defaults, explored, floatkinds, fp8_zero_point, granularity,
-                                    granularity_edges, ignored_attributes, packing, precision, random, saturation,
+                                    granularity_edges, ignored_attributes, negative_axis, packing, precision, random, saturation,
                                     shapes, signed_zero, special_scales, specials, tie_positions, ties)
 from qconform.generators import dynamic_quantize, ms_quant, qlinear_matmul
 
@@ -29,6 +29,7 @@ FAMILIES: dict[str, Callable[[], Iterable[Draft]]] = {
     defaults.FAMILY: defaults.generate,
     special_scales.FAMILY: special_scales.generate,
     granularity_edges.FAMILY: granularity_edges.generate,
+    negative_axis.FAMILY: negative_axis.generate,
     ignored_attributes.FAMILY: ignored_attributes.generate,
     fp8_zero_point.FAMILY: fp8_zero_point.generate,
     signed_zero.FAMILY: signed_zero.generate,

@@ -9,10 +9,7 @@
 - blocked quantization of rank-1 and rank-2 data (rank-2 weight matrices are what it is for),
   on axis 0, a positive axis 1, and -1, with a partial last block;
 - blocked quantization of a square [4, 4] x with one block on axis 1 (scale [4, 1]): the scale with
-  its size-1 dimension dropped broadcasts numpy-style (right-aligned) to x, validly and wrongly;
-- negative axes on data whose dimensions differ so that each wrong reading of ``axis = -k`` (rank - k - 1,
-  |k|, k - 1) fits the scale's length on its own case and is rejected by the shape on the others
-  (8-bit integer quantized types only: the axis reading does not depend on the type).
+  its size-1 dimension dropped broadcasts numpy-style (right-aligned) to x, validly and wrongly.
 Only the float32 combinations of each quantized type, with every variant: granularity does not depend
 on the float types around it, and family "granularity" already rotates through those."""
 from __future__ import annotations
@@ -26,13 +23,6 @@ FAMILY = "granularity-edges"
 
 # name -> (x shape, attributes, scale shape, clause)
 AXIS = [("scale-shape-1-axis-length-1", (2, 1, 5), {"axis": 1}, (1,), "granularity-per-tensor")]
-# axis -k where exactly one wrong reading has the scale's length: rank + axis - 1, |axis|, -axis - 1
-NEGATIVE_AXIS = [
-    ("neg-axis-1-len-matches-rank-2", (2, 3, 5, 5), {"axis": -1}, (5,), "granularity-per-axis"),
-    ("neg-axis-1-len-matches-dim-1", (2, 5, 3, 5), {"axis": -1}, (5,), "granularity-per-axis"),
-    ("neg-axis-1-len-matches-dim-0", (5, 2, 3, 5), {"axis": -1}, (5,), "granularity-per-axis"),
-    ("neg-axis-2-len-matches-dim-2", (3, 5, 5), {"axis": -2}, (5,), "granularity-per-axis"),
-]
 BLOCKED = [
     ("scalar-scale-with-block-size", (2, 3, 4), {"axis": 1, "block_size": 2}, (), "granularity-per-tensor"),
     ("blocked-rank1", (7,), {"axis": 0, "block_size": 3}, (3,), "granularity-blocked"),
@@ -47,6 +37,5 @@ def generate() -> Iterator[Draft]:
     for c in qdq.combos():
         if not c.has("axis") or not qdq.primary(c):
             continue
-        negative = NEGATIVE_AXIS if c.q.name in ("int8", "uint8") else []
-        for name, shape, attrs, s_shape, clause in AXIS + negative + (BLOCKED if c.has("block_size") else []):
+        for name, shape, attrs, s_shape, clause in AXIS + (BLOCKED if c.has("block_size") else []):
             yield granularity._draft(c, name, shape, attrs, s_shape, family=FAMILY, clause=clause)

@@ -158,7 +158,7 @@ DEVIATIONS = [
          "apple/coreai-torch#24 (negative axis normalised as axis + rank - 1; wrong channel, silently, "
          "when neighbouring dims share a size); ROCm/AMDMIGraphX#703 (review: negative axis not handled).",
          "DequantizeLinear int8->float32, x of shape [3, 3], x_scale=[1, 2, 4], axis=-1 (equal neighbouring dims)",
-         NegativeAxisOffByOne, _negative_axis, ("granularity-edges", "granularity")),
+         NegativeAxisOffByOne, _negative_axis, ("negative-axis", "granularity")),
     _dev("per-axis-wrong-axis", (Q, DQ),
          "Your kernel applies the per-axis scale along another axis of the same length than the one "
          "'axis' names.",
@@ -184,7 +184,7 @@ DEVIATIONS = [
          "(negative axis normalised as axis + rank - 1).",
          "DequantizeLinear int8->float32, x of shape [2, 5, 3, 5], x_scale of length 5, axis=-1: scale along "
          "axis 3 expected, along axis 1 given",
-         NegativeAxisAbsolute, _negative_axis, ("granularity-edges", "granularity")),
+         NegativeAxisAbsolute, _negative_axis, ("negative-axis", "granularity")),
     _dev("negative-axis-from-front", (Q, DQ),
          "Your kernel reads a negative axis -k as k - 1 (the position from the back used as a position from the "
          "front) instead of rank - k, so per-axis parameters land on another dimension of the same length.",
@@ -194,7 +194,7 @@ DEVIATIONS = [
          "axis + rank - 1).",
          "DequantizeLinear int8->float32, x of shape [5, 2, 3, 5], x_scale of length 5, axis=-1: scale along "
          "axis 3 expected, along axis 0 given",
-         NegativeAxisFromFront, _negative_axis, ("granularity-edges", "granularity")),
+         NegativeAxisFromFront, _negative_axis, ("negative-axis", "granularity")),
     _dev("blocked-partial-block-previous-scale", (Q, DQ),
          "Your blocked kernel gives the elements of a partial last block (when block_size does not divide the "
          "axis) the previous block's scale and zero point: it counts floor(D / block_size) blocks and clamps "
