@@ -182,7 +182,7 @@ DEVIATIONS = [
          "abs(axis) (cntk/ops/__init__.py, slice and splice: right for its column-major, innermost-first axes), "
          "the mapping that goes wrong in an outermost-first kernel; the same family as apple/coreai-torch#24 "
          "(negative axis normalised as axis + rank - 1).",
-         "DequantizeLinear int8->float32, x of shape [2, 5, 3, 5], x_scale of length 5, axis=-1: scale along "
+         "DequantizeLinear int8->float32, x of shape [5, 5, 3, 5], x_scale of length 5, axis=-1: scale along "
          "axis 3 expected, along axis 1 given",
          NegativeAxisAbsolute, _negative_axis, ("negative-axis", "granularity")),
     _dev("negative-axis-from-front", (Q, DQ),
@@ -192,8 +192,8 @@ DEVIATIONS = [
          "CNTK's column-major axes) map ONNX axis -k to their dimension k - 1, which is wrong where that index "
          "is then used outermost first; the same family as apple/coreai-torch#24 (negative axis normalised as "
          "axis + rank - 1).",
-         "DequantizeLinear int8->float32, x of shape [5, 2, 3, 5], x_scale of length 5, axis=-1: scale along "
-         "axis 3 expected, along axis 0 given",
+         "DequantizeLinear int8->float32, x of shape [5, 5, 3, 5, 2], x_scale of length 5, axis=-2: scale along "
+         "axis 3 expected, along axis 1 given",
          NegativeAxisFromFront, _negative_axis, ("negative-axis", "granularity")),
     _dev("blocked-partial-block-previous-scale", (Q, DQ),
          "Your blocked kernel gives the elements of a partial last block (when block_size does not divide the "
