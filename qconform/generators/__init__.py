@@ -7,15 +7,16 @@ from typing import Callable, Iterable, Iterator
 
 from qconform.case import Draft
 from qconform.generators import basic, examples
-from qconform.generators import (codec_edges, constant_operand, defaults, explored, floatkinds, fp8_zero_point, granularity,
-                                    granularity_edges, ignored_attributes, packing, precision, random, saturation,
-                                    shapes, signed_zero, special_scales, specials, ties)
+from qconform.generators import (codec_edges, constant_operand, defaults, explored, floatkinds, fp8_zero_point,
+                                    granularity, granularity_edges, ignored_attributes, negative_axis, packing, precision,
+                                    random, saturation, shapes, signed_zero, special_scales, specials, tie_positions, ties)
 from qconform.generators import dynamic_quantize, ms_quant, qlinear_matmul
 
 FAMILIES: dict[str, Callable[[], Iterable[Draft]]] = {
     examples.FAMILY: examples.generate,
     basic.FAMILY: basic.generate,
     ties.FAMILY: ties.generate,
+    tie_positions.FAMILY: tie_positions.generate,
     saturation.FAMILY: saturation.generate,
     specials.FAMILY: specials.generate,
     floatkinds.FAMILY: floatkinds.generate,
@@ -29,6 +30,7 @@ FAMILIES: dict[str, Callable[[], Iterable[Draft]]] = {
     defaults.FAMILY: defaults.generate,
     special_scales.FAMILY: special_scales.generate,
     granularity_edges.FAMILY: granularity_edges.generate,
+    negative_axis.FAMILY: negative_axis.generate,
     ignored_attributes.FAMILY: ignored_attributes.generate,
     fp8_zero_point.FAMILY: fp8_zero_point.generate,
     signed_zero.FAMILY: signed_zero.generate,

@@ -4,7 +4,12 @@ point at qmin, mid-range and qmax (one row each of a per-axis case where the ver
 for every integer output width (qconform/docs/semantics.md#q-saturation-int).
 
 Wrap-around, a symmetric clamp (int8 to ±127), saturating before adding the zero point, or an
-off-by-one range for 2- and 4-bit types each give a wrong value here."""
+off-by-one range for 2- and 4-bit types each give a wrong value here.
+
+``wide-quotients`` (float32 data and scale only): quotients from 2^31 to beyond 2^63 and ±Inf, with
+the zero point at qmin and at qmax, in one case. An int32 intermediate (saturating or not) goes
+wrong from 2^31, a saturating int64 one only from 2^63 (where the zero point then wraps it), so the
+case tells the two apart."""
 from __future__ import annotations
 
 from typing import Iterator
@@ -40,10 +45,32 @@ def _xs(c: qdq.Combo, zp: float) -> np.ndarray:
     return qdq.keep(exact, c.x)
 
 
+# |x / s| from the int32 limit to beyond the int64 one (float32 values; 2^63 - 2^39 is the largest below 2^63)
+WIDE = [2.0 ** 31, 3e9, 2.0 ** 40, 2.0 ** 62, 2.0 ** 63 - 2.0 ** 39, 2.0 ** 63, 2.0 ** 64, 1e30, np.inf]
+
+
+def _wide(c: qdq.Combo) -> Iterator[Draft]:
+    lo, hi = c.y.qrange
+    zps = [float(z) for z in dict.fromkeys((hi, lo))]
+    row = qdq.keep(np.concatenate([WIDE, -np.array(WIDE)]), c.x)
+    row = np.concatenate([row, [np.inf, -np.inf]])
+    note = "|x / y_scale| from 2^31 to past 2^63, and +-Inf"
+    if c.has("axis"):
+        x = np.stack([row] * len(zps))
+        yield c.draft(FAMILY, "wide-quotients", x, [1.0] * len(zps), zps, attrs={"axis": 0},
+                      clause="q-saturation-int", note=f"row i: zero point {zps}[i]; {note}")
+        return
+    for zp in zps:
+        yield c.draft(FAMILY, f"wide-quotients-zp-{int(zp)}", row, 1.0, zp, clause="q-saturation-int",
+                      note=f"zero point {zp}; {note}")
+
+
 def generate() -> Iterator[Draft]:
     for c in qdq.combos(quantize=True):
         if not applies(c.spec, c.types):
             continue
+        if qdq.primary(c):
+            yield from _wide(c)
         lo, hi = c.y.qrange
         zps = [float(z) for z in dict.fromkeys((lo, c.zero(), hi))]
         rows = [_xs(c, zp) for zp in zps]

@@ -43,6 +43,11 @@ class DynamicQuantizeLinear(OpOracle):
         lo = min(0.0, float(xv.min())) if xv.size else 0.0
         return hi, lo
 
+    def dql_width(self, hi: float, lo: float) -> float:
+        """max(0, max x) - min(0, min x): one float32 subtraction."""
+        with np.errstate(all="ignore"):
+            return float(self.fl("float32", np.float64(hi) - np.float64(lo)))
+
     def dql_scale(self, rng: np.ndarray) -> float:
         """y_scale = (max(x) - min(x)) / (qmax - qmin), one float32 division."""
         with np.errstate(all="ignore"):
@@ -80,7 +85,7 @@ class DynamicQuantizeLinear(OpOracle):
             return ev
         hi, lo = self.dql_range(xv)
         with np.errstate(all="ignore"):
-            rng = self.fl("float32", np.float64(hi) - np.float64(lo))
+            rng = self.dql_width(hi, lo)
             scale = self.dql_scale(rng)
         zp, y, undefined = self.dql_quantize(xv, lo, scale)
         if rng == 0:  # all +-0 or empty: the adjusted range is [0, 0], zp and y are 0/0 (#dql-zero-input)

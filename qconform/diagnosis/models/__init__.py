@@ -125,6 +125,15 @@ ORDER = (
     "float4-signed-code-subnormal-test",
     "int4-read-as-offset-binary",
     "int4-pack-saturating-narrow",
+    "negative-axis-absolute",
+    "negative-axis-from-front",
+    "blocked-partial-block-previous-scale",
+    "blocked-scale-squeezed-broadcast",
+    "float8e4m3fn-overflow-tested-before-rounding",
+    "dql-scale-in-float64",
+    "scalar-tail-rounds-half-away",
+    "vector-body-rounds-half-away",
+    "int64-saturating-cast-then-zero-point",
 )
 STEPS = (rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul)
 

@@ -22,6 +22,14 @@ class DqlScaleReciprocal:
             return float(self.fl(_F32, rng * self.fl(_F32, np.float64(1.0) / 255.0)))
 
 
+class DqlScaleInFloat64:
+    """y_scale = fl32((max - min) / 255) with the range and the division in float64 (double
+    arithmetic on the float32 extremes, one rounding to float32 at the end); the zero point and y
+    then use that float32 scale as the spec does."""
+
+    def dql_width(self, hi, lo):
+        return float(np.float64(hi) - np.float64(lo))
+
 
 #: The deviations of this step, each beside its mixin above (the registry's order: ``ORDER``).
 DEVIATIONS = [
@@ -39,4 +47,16 @@ DEVIATIONS = [
          "0x3AAB5601, in both); a division by a constant rewritten as a multiplication.",
          "DynamicQuantizeLinear, x = -1/3 spread: y_scale 0x3AAB5601 expected, 0x3AAB5602 given",
          DqlScaleReciprocal, lambda d: d.op == DQL, ("constant", "dynamic-range")),
+    _dev("dql-scale-in-float64", DQL,
+         "Your DynamicQuantizeLinear computes the scale (max(x) - min(x)) / 255 in float64 and rounds it to float32 "
+         "once, where the spec rounds max - min to float32 first: y_scale differs by an ulp where the float32 range "
+         "is inexact, and y and y_zero_point follow.",
+         "A dynamic scale computed in double is common in quantization code: pytorch/ao#2085 (the dynamic activation "
+         "scale 'is always FP64' in its PTQ routines), facebookexperimental/protoquant#18 ('explicitly use fp64 "
+         "intermediates to calculate scale ... to match the cuda reference'), qualcomm/aimet#3231 ('Always compute "
+         "scale in float32'); onnxruntime's quantization tools compute rmin/scale in float64 "
+         "(microsoft/onnxruntime#28522). No DynamicQuantizeLinear kernel is reported doing it.",
+         "DynamicQuantizeLinear, x=[-127.49999237, 127.5, 0] (min one float32 step above -127.5): fl32(254.99999237) "
+         "= 255, so y_scale 1.0 and y_zero_point 127 expected, 0.99999994 and 128 given",
+         DqlScaleInFloat64, lambda d: d.op == DQL, ("dynamic-range", "ranges")),
 ]

@@ -70,6 +70,21 @@ class E4m3fnNanCodeToMax:
         return np.where(hit, (code & 0x80) | 0x7E, code).astype(code.dtype)
 
 
+class E4m3fnOverflowTestedBeforeRounding:
+    """float8e4m3fn with saturate=0: NaN only where the unrounded |v| >= 480 (the value the NaN code
+    0x7F would have), the rounding below it saturating, so 464 < |v| < 480 (which round to 480, NaN
+    by the Cast table) give +-448."""
+
+    def encode(self, v, t, **kw):
+        code = super().encode(v, t, **kw)
+        if dtypes.get(t).name != "float8e4m3fn" or kw.get("saturate", True):
+            return code
+        with np.errstate(invalid="ignore"):
+            a = np.abs(np.asarray(v, dtype=np.float64))
+            band = (a > 464.0) & (a < 480.0)
+        return np.where(band, (code & 0x80) | 0x7E, code).astype(code.dtype)
+
+
 class NeverSaturate:
     def encode(self, v, t, **kw):
         if _minifloat(t):
@@ -430,6 +445,18 @@ DEVIATIONS = [
          "'(val & 0x7F) == 0x7F' becomes 0x7E before the saturate branch.",
          "QuantizeLinear float32->float8e4m3fn, saturate=0, x=480, y_scale=1: NaN (0x7F) expected, 448 (0x7E) given",
          E4m3fnNanCodeToMax, lambda d: _q_out(d) is not None and _q_out(d).name == "float8e4m3fn"
+         and not d.attrs.get("saturate", 1), ("floatkinds",)),
+    _dev("float8e4m3fn-overflow-tested-before-rounding", Q,
+         "Your float32-to-float8e4m3fn conversion with saturate=0 gives NaN only for |x / scale| >= 480 (the value "
+         "of the NaN code) and rounds smaller values with saturation, so 464 < |x / scale| < 480, which round to "
+         "480 and must give NaN, give +-448.",
+         "Plausible rather than reported: the overflow test made on the unrounded value against 480 is "
+         "c10/util/Float8_e4m3fn.h's fp8_max ('480.0f, which is the first value not representable', copied in "
+         "chengchingwen/DLFP8Types.jl src/e4m3fn.jl), and a rounding branch that saturates its carry into "
+         "0x7F to 0x7E is tile-ai/tilelang-metax#140's maca_fp8.h ('Saturate to max finite value'); "
+         "pytorch/pytorch#178817 changed exactly this path ('Properly saturate E4M3 on finite-overflow').",
+         "QuantizeLinear float32->float8e4m3fn, saturate=0, x=472, y_scale=1: NaN (0x7F) expected, 448 (0x7E) given",
+         E4m3fnOverflowTestedBeforeRounding, lambda d: _q_out(d) is not None and _q_out(d).name == "float8e4m3fn"
          and not d.attrs.get("saturate", 1), ("floatkinds",)),
     _dev("float8-never-saturate", (Q, QLMM),
          "Your float8 conversion never saturates: with saturate=1 (the default) overflow must give ±max "

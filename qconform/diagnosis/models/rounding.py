@@ -6,7 +6,7 @@ import functools
 import numpy as np
 
 from qconform import dtypes
-from qconform.oracle.arith import exact_fma
+from qconform.oracle.arith import exact_fma, round_with
 from qconform.diagnosis.models.base import _ALL_ROUNDING, _dev, _int_rounding, _q_out, _types
 from qconform.diagnosis.models.common import Q, _F32, _int32_cast
 
@@ -133,6 +133,39 @@ class ClampAndCastInQuotientType:
         return i, np.isnan(np.asarray(q)) | out_of_range
 
 
+#: Elements per vector of the position-dependent rounding model: 16 float32 lanes (AVX-512). The
+#: family "tie-positions" (lengths 1..67) also separates widths 8 and 4; only 16 is registered.
+VECTOR_WIDTH = 16
+
+
+def _tail(v: np.ndarray) -> np.ndarray:
+    """The elements a scalar loop after whole vectors of VECTOR_WIDTH handles (flattened order)."""
+    n = v.size
+    return (np.arange(n) >= n - n % VECTOR_WIDTH).reshape(v.shape)
+
+
+class ScalarTailRoundsHalfAway:
+    """A SIMD loop over whole vectors of VECTOR_WIDTH elements rounding ties to even, and a scalar
+    loop over the last n mod VECTOR_WIDTH elements (in the flattened order) rounding them away
+    from zero (std::round)."""
+
+    def round(self, v):
+        v = np.asarray(v, dtype=np.float64)
+        return np.where(_tail(v), round_with(v, "half-away"), super().round(v))
+
+
+class VectorBodyRoundsHalfAway:
+    """The reverse split: the SIMD body rounds ties away from zero (a ties-away vector convert,
+    AArch64 FCVTAS), the scalar tail to even (nearbyint)."""
+
+    def round(self, v):
+        v = np.asarray(v, dtype=np.float64)
+        return np.where(_tail(v), super().round(v), round_with(v, "half-away"))
+
+
+def _has_tail(d) -> bool:
+    return d.op == Q and _q_out(d).is_integer and d.inputs[0].value.size % VECTOR_WIDTH != 0
+
 
 #: The deviations of this step, each beside its mixin above (the registry's order: ``ORDER``).
 DEVIATIONS = [
@@ -192,4 +225,24 @@ DEVIATIONS = [
          "QuantizeLinear bfloat16->int16, x=65536, y_scale=2: 32767 expected, -32768 given",
          ClampAndCastInQuotientType, lambda d: _q_out(d) is not None and _q_out(d).is_integer
          and any(t in dtypes.having("is_half") for t in _types(d)[:2]), ("saturation", "random", "basic")),
+    _dev("scalar-tail-rounds-half-away", Q,
+         f"Your QuantizeLinear rounds ties to even in its vector loop but away from zero in the scalar loop over the "
+         f"last n mod {VECTOR_WIDTH} elements: x / scale = 2.5 gives 2 in the body and 3 in the tail.",
+         "microsoft/onnxruntime#28606 (review: QuantizeRowToU8's AVX-512 body rounds to nearest even, 'but the "
+         "scalar tail still uses std::round (ties away from zero)' for 'the last (len % 16) elements'); the same "
+         "split in pytorch/FBGEMM#9 (vectorised _mm256_round_ps vs scalar std::round), servo/pathfinder#579 and "
+         "imazen/archmage#20 (scalar fallbacks rounding ties away).",
+         f"QuantizeLinear float32->uint8, x of length {VECTOR_WIDTH + 1}, every element a tie x / scale = 2k + 0.5: "
+         "the last element rounded down to even expected, up given",
+         ScalarTailRoundsHalfAway, _has_tail, ("tie-positions", "ties")),
+    _dev("vector-body-rounds-half-away", Q,
+         f"Your QuantizeLinear rounds ties away from zero in its vector loop but to even in the scalar loop over the "
+         f"last n mod {VECTOR_WIDTH} elements: x / scale = 2.5 gives 3 in the body and 2 in the tail.",
+         "Plausible, the reverse of microsoft/onnxruntime#28606's split: a vector path built on a ties-away "
+         "convert (AArch64 FCVTAS / vcvtaq_s32_f32, or a SIMD round() fixed to match f32::round as in "
+         "bitshifter/glam-rs#831) beside a scalar tail using nearbyint or rint.",
+         f"QuantizeLinear float32->uint8, x of length {VECTOR_WIDTH + 1}, every element a tie x / scale = 2k + 0.5: "
+         "the first element rounded down to even expected, up given",
+         VectorBodyRoundsHalfAway, lambda d: d.op == Q and _q_out(d).is_integer and d.inputs[0].value.size >= VECTOR_WIDTH,
+         ("tie-positions", "ties")),
 ]

@@ -35,6 +35,24 @@ class Int32SaturatingCastThenZeroPoint:
         return np.clip(s, lo, hi), nan
 
 
+class Int64SaturatingCastThenZeroPoint:
+    """A saturating float -> int64 conversion (AArch64 fcvtzs/fcvtns, WebAssembly i64.trunc_sat,
+    Rust's ``as i64``: beyond-range and +-Inf to INT64_MAX / INT64_MIN, NaN to 0), the zero point
+    added in int64 (wrapping), then a saturating pack: quotients of 2^63 and more (and +-Inf) wrap
+    with a zero point of the same sign."""
+
+    def to_int(self, q, zero, t, prec):
+        t = dtypes.get(t)
+        lo, hi = t.qrange
+        with np.errstate(all="ignore"):
+            nan = np.isnan(q)
+            r = np.where(nan, 0.0, self.round(q))
+            i = np.clip(r, -(2.0 ** 63), 2.0 ** 63 - 1024).astype(np.int64)
+            i = np.where(r >= 2.0 ** 63, np.iinfo(np.int64).max, i)
+            s = i + np.asarray(zero, dtype=np.float64).astype(np.int64)  # int64 arrays wrap
+        return np.clip(s, lo, hi), nan
+
+
 class Int32CastThenZeroPoint:
     """cvtps2dq, then the zero point added in int32 (wrapping), then a saturating pack."""
 
@@ -138,4 +156,16 @@ DEVIATIONS = [
          "changed to saturate(x/scale + zp)).",
          "QuantizeLinear float32->int8, x=231, y_scale=1, y_zero_point=-128: 103 expected, -1 given",
          SaturateBeforeZeroPoint, _q_int_or_dql, ("zero-point-ties", "specials", "basic")),
+    _dev("int64-saturating-cast-then-zero-point", Q,
+         "Your QuantizeLinear converts round(x / y_scale) to int64 with saturation (+-Inf and beyond-range to "
+         "INT64_MAX / INT64_MIN) and adds the zero point in int64, which wraps: a quotient of 2^63 or more (or "
+         "+Inf) with y_zero_point=127 gives -128, where quotients below 2^63 are right.",
+         "pytorch/pytorch#129127 and #167306 (fixing #111471: 'The static_cast<int64_t> can overflow for large "
+         "float values and/or a small scale (e.g. 9.2e14 & 1e-4)', the zero point then added in int64); AArch64's "
+         "fcvtzs saturates that cast to INT64_MAX; pytorch/pytorch#60079 (the zero-point addition overflowing "
+         "after the cast, in int32).",
+         "QuantizeLinear float32->int8, x=[3e9, 1e19], y_scale=1, y_zero_point=127: [127, 127] expected, "
+         "[127, -128] given",
+         Int64SaturatingCastThenZeroPoint, lambda d: _q_int_or_dql(d) and d.op == Q and _nonzero_zero_point(d),
+         ("saturation", "specials")),
 ]
