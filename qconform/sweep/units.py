@@ -156,26 +156,30 @@ class UnitWorker:
             return
         if res.digest == expected:
             return
-        # Recompute the chunk with the oracle and name the exact inputs.
-        from qconform.compare import compare
+        # Recompute the chunk with the oracle and judge it by the engine's one path (the comparison and
+        # record every application uses), then name the exact inputs.
+        from qconform.execution import Pipeline
+        from qconform.isolation import CallResult
 
         case = oracle_case(sweep, x)
-        outcome = compare(case, [y])
-        if outcome.verdict == PASS:
-            res.status, res.detail = "reading", f"matches permitted reading {outcome.reading!r}"
+        judged = Pipeline.local(self.runner).judge_call(case, CallResult("ok", [y]))
+        rec = judged.record
+        if judged.verdict == PASS:
+            res.status, res.detail = "reading", f"matches permitted reading {rec['reading']!r}"
             return
         res.status = "mismatch"
-        res.mismatches = outcome.mismatch_count
-        res.detail = describe_mismatches(sweep, case, x, y, outcome)
+        res.mismatches = rec["mismatches"]
+        res.detail = describe_mismatches(sweep, case, x, y, rec)
 
 
-def describe_mismatches(sweep: Sweep, case, x: np.ndarray, y: np.ndarray, outcome, limit: int = 8) -> str:
-    """The exact inputs of a failed chunk: counts by kind of difference and the first few."""
+def describe_mismatches(sweep: Sweep, case, x: np.ndarray, y: np.ndarray, outcome: dict, limit: int = 8) -> str:
+    """The exact inputs of a failed chunk (``outcome``: the engine's per-case record): counts by kind
+    of difference and the first few."""
     from qconform.compare import format_value
 
-    if outcome.problem:
-        return outcome.problem
-    reading = next(r for r in case.readings if r.name == outcome.reading)
+    if outcome["problem"]:
+        return outcome["problem"]
+    reading = next(r for r in case.readings if r.name == outcome["reading"])
     out_t, x_t = dtypes.get(sweep.out_type), dtypes.get(sweep.x_type)
     eb, ab = out_t.to_bits(reading.outputs[0]).reshape(-1), out_t.to_bits(y).reshape(-1)
     differ = (eb != ab) & ~(out_t.is_nan_bits(eb) & out_t.is_nan_bits(ab))
@@ -184,7 +188,7 @@ def describe_mismatches(sweep: Sweep, case, x: np.ndarray, y: np.ndarray, outcom
     idx = np.flatnonzero(differ)
     xb = x_t.to_bits(x).reshape(-1)
     wx, wy = max(1, (x_t.bits + 3) // 4), max(1, (out_t.bits + 3) // 4)
-    lines = [f"{idx.size} of {x.size} element(s) differ from reading {outcome.reading!r}"]
+    lines = [f"{idx.size} of {x.size} element(s) differ from reading {outcome['reading']!r}"]
     for i in idx[:limit]:
         lines.append(f"  y=0x{int(ab[i]):0{wy}x} ({format_value(out_t, int(ab[i]))}), but should be "
                      f"0x{int(eb[i]):0{wy}x} ({format_value(out_t, int(eb[i]))}) "
