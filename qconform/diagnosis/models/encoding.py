@@ -55,19 +55,22 @@ class SaturateIgnored:
         return super().encode(v, t, **kw)
 
 
+def _e4m3fn_unsaturated_to_max(code: np.ndarray, v, t, kw, band) -> np.ndarray:
+    """float8e4m3fn codes with saturate=0, where ``band(|v|)`` holds, replaced by +-448 (0x7E/0xFE)."""
+    if dtypes.get(t).name != "float8e4m3fn" or kw.get("saturate", True):
+        return code
+    with np.errstate(invalid="ignore"):
+        hit = band(np.abs(np.asarray(v, dtype=np.float64)))
+    return np.where(hit, (code & 0x80) | 0x7E, code).astype(code.dtype)
+
+
 class E4m3fnNanCodeToMax:
     """onnxruntime's Float8E4M3FN(float, saturate): a normal value whose truncated code is 0x7F (the
     NaN code, |v| in [480, 496)) is first changed to 0x7E (448), and the later overflow test only
     sees codes it would round up, so with saturate=0 these values give +-448 where NaN is right."""
 
     def encode(self, v, t, **kw):
-        code = super().encode(v, t, **kw)
-        if dtypes.get(t).name != "float8e4m3fn" or kw.get("saturate", True):
-            return code
-        with np.errstate(invalid="ignore"):
-            a = np.abs(np.asarray(v, dtype=np.float64))
-            hit = (a >= 480.0) & (a < 496.0)
-        return np.where(hit, (code & 0x80) | 0x7E, code).astype(code.dtype)
+        return _e4m3fn_unsaturated_to_max(super().encode(v, t, **kw), v, t, kw, lambda a: (a >= 480.0) & (a < 496.0))
 
 
 class E4m3fnOverflowTestedBeforeRounding:
@@ -76,13 +79,7 @@ class E4m3fnOverflowTestedBeforeRounding:
     by the Cast table) give +-448."""
 
     def encode(self, v, t, **kw):
-        code = super().encode(v, t, **kw)
-        if dtypes.get(t).name != "float8e4m3fn" or kw.get("saturate", True):
-            return code
-        with np.errstate(invalid="ignore"):
-            a = np.abs(np.asarray(v, dtype=np.float64))
-            band = (a > 464.0) & (a < 480.0)
-        return np.where(band, (code & 0x80) | 0x7E, code).astype(code.dtype)
+        return _e4m3fn_unsaturated_to_max(super().encode(v, t, **kw), v, t, kw, lambda a: (a > 464.0) & (a < 480.0))
 
 
 class NeverSaturate:
