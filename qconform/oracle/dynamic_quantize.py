@@ -90,10 +90,10 @@ class DynamicQuantizeLinear(OpOracle):
         zp, y, undefined = self.dql_quantize(xv, lo, scale)
         if rng == 0:  # all +-0 or empty: the adjusted range is [0, 0], zp and y are 0/0 (#dql-zero-input)
             ev.clause = "dql-zero-input"
-            ev.add("scale-plus-zero", (self.pack(y, OUT_T), _f32(0.0), u8(0)))
-            if np.signbit(xv).any():  # Max(-0, 0) may be -0 and Min(-0, 0) may be +0: -0 - +0 = -0
+            ev.add("scale-plus-zero", (self.pack(y, OUT_T), _f32(scale), u8(0 if zp is None else zp)))
+            if scale == 0 and np.signbit(xv).any():  # Max(-0, 0) may be -0, Min(-0, 0) +0: -0 - +0 = -0
                 ev.add("scale-minus-zero", (self.pack(y, OUT_T), _f32(-0.0), u8(0)))
-            ev.dont_care = [undefined, np.zeros((), bool), np.ones((), bool)]
+            ev.dont_care = [undefined, np.zeros((), bool), np.asarray(zp is None)]
             return ev
         if np.isinf(xv).any():
             ev.clause = "dql-inf"

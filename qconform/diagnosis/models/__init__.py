@@ -134,6 +134,10 @@ ORDER = (
     "scalar-tail-rounds-half-away",
     "vector-body-rounds-half-away",
     "int64-saturating-cast-then-zero-point",
+    "dql-zero-range-scale-one",
+    "dql-zero-range-unit-range",
+    "qlinearmatmul-float8-inputs-truncated",
+    "minifloat-cast-without-type-notes",
 )
 STEPS = (rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul)
 

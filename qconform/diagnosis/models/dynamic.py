@@ -32,6 +32,25 @@ class DqlScaleInFloat64:
 
 
 #: The deviations of this step, each beside its mixin above (the registry's order: ``ORDER``).
+class DqlZeroRangeScaleOne:
+    """A zero range (all +-0, or empty) special-cased to y_scale = 1.0 (then zp 0 and y 0)."""
+
+    def dql_scale(self, rng):
+        return 1.0 if rng == 0 else super().dql_scale(rng)
+
+
+class DqlZeroRangeUnitRange:
+    """A zero range replaced by a range of 1 before the division: y_scale = fl32(1 / 255)."""
+
+    def dql_scale(self, rng):
+        return super().dql_scale(np.float64(1.0) if rng == 0 else rng)
+
+
+def _zero_range(d) -> bool:
+    x = d.inputs[0].value
+    return d.op == DQL and (x.size == 0 or not np.any(np.asarray(x, np.float64)))
+
+
 DEVIATIONS = [
     _dev("dql-range-excludes-zero", DQL,
          "Your DynamicQuantizeLinear computes the scale from max(x) - min(x) without first widening the "
@@ -59,4 +78,19 @@ DEVIATIONS = [
          "DynamicQuantizeLinear, x=[-127.49999237, 127.5, 0] (min one float32 step above -127.5): fl32(254.99999237) "
          "= 255, so y_scale 1.0 and y_zero_point 127 expected, 0.99999994 and 128 given",
          DqlScaleInFloat64, lambda d: d.op == DQL, ("dynamic-range", "ranges")),
+    _dev("dql-zero-range-scale-one", DQL,
+         "Your DynamicQuantizeLinear special-cases an all-zero (or empty) x to y_scale = 1.0, where the formula "
+         "gives (0 - 0) / 255 = 0.",
+         "onnx/onnx#8437 (y_scale for an all-zero input: onnxruntime 1.29.0 gives 1.0, as the C++ line quoted in "
+         "onnx.reference's op_dynamic_quantize_linear.py; the function body and the text give 0); onnxruntime "
+         "1.32.0 and onnxruntime-web 1.30.0 here (facts E37, E177).",
+         "DynamicQuantizeLinear, x=[0, -0, 0]: y_scale 0 expected, 1.0 given",
+         DqlZeroRangeScaleOne, _zero_range, ("constant", "shapes")),
+    _dev("dql-zero-range-unit-range", DQL,
+         "Your DynamicQuantizeLinear replaces a zero range (all-zero or empty x) by a range of 1 before dividing "
+         "by 255: y_scale = 1/255 where the formula gives 0.",
+         "onnx/onnx#8437 (onnx.reference's `1.0 if maxx == minx else (maxx - minx)` gives 1/255); onnx/onnx#8438 "
+         "proposes the same guard for the function body; onnx.reference 1.23.2 here (fact E15).",
+         "DynamicQuantizeLinear, x=[0, 0]: y_scale 0 expected, 0.003921569 (1/255) given",
+         DqlZeroRangeUnitRange, _zero_range, ("constant", "shapes")),
 ]

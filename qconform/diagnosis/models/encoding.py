@@ -416,6 +416,25 @@ class MinifloatQuotientRoundedToInteger:
 
 
 #: The deviations of this step, each beside its mixin above (the registry's order: ``ORDER``).
+class MinifloatCastWithoutNotes:
+    """float4/float6 output converted as ml_dtypes does, without the types' notes: NaN becomes the zero
+    whose sign is the NaN's inverted (+NaN -> -0, -NaN -> +0), and float6 keeps a -0 result."""
+
+    def encode(self, v, t, **kw):
+        tt = dtypes.get(t)
+        if tt.float_format is None or tt.float_format.nan_style != "none":
+            return super().encode(v, t, **kw)
+        v = np.asarray(v, dtype=np.float64)
+        code = floats.encode(v, tt, saturate=kw.get("saturate", True), notes=False)
+        sign = 1 << (tt.float_format.width - 1)
+        return np.where(np.isnan(v), np.where(np.signbit(v), 0, sign), code).astype(code.dtype)
+
+
+def _float4_or_float6_out(d) -> bool:
+    out = _q_out(d)
+    return out is not None and out.float_format is not None and out.float_format.nan_style == "none"
+
+
 DEVIATIONS = [
     _dev("float8e5m2-rounding-overflow-to-nan", Q,
          "Your float8e5m2 conversion with saturate=0 gives NaN for values that round up past the largest "
@@ -595,4 +614,12 @@ DEVIATIONS = [
          "QuantizeLinear float32->float8e4m3fn, x=0.3, y_scale=1: 0.3125 (0x2A) expected, 0 given",
          MinifloatQuotientRoundedToInteger, lambda d: _q_out(d) is not None and _minifloat(_q_out(d)),
          ("floatkinds", "codec-edges")),
+    _dev("minifloat-cast-without-type-notes", Q,
+         "Your QuantizeLinear to float4e2m1/float6 converts without the types' rules for NaN and -0: NaN becomes "
+         "a zero (of the NaN's inverted sign) where +max is right, and float6 keeps a -0 result where +0 is right.",
+         "onnx.reference 1.23.2 through ml_dtypes 0.6.0's cast (fact E175: 280 cases), against float4.md's "
+         "'NaN | 6' and float6.md's '-0 saturates to 0' (qconform/docs/semantics.md#q-float4-float6); "
+         "jax-ml/ml_dtypes#181 (the types' ml_dtypes definition: no NaN encoding, signed zeros).",
+         "QuantizeLinear float32->float4e2m1, x=[NaN], y_scale=1: 6 (0x7) expected, -0 (0x8) given",
+         MinifloatCastWithoutNotes, _float4_or_float6_out, ("floatkinds", "specials", "codec-edges")),
 ]

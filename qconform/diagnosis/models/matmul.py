@@ -143,6 +143,23 @@ class QlmmZeroPointsIgnored:
 
 
 #: The deviations of this step, each beside its mixin above (the registry's order: ``ORDER``).
+class QlmmFloat8InputsTruncated:
+    """float8 a, b and their zero points converted to integers by truncation (numpy's astype(int32) of
+    an ml_dtypes array) before the integer matmul; NaN and Inf stay what they are (don't-care)."""
+
+    def data(self, arg):
+        v = super().data(arg)
+        return np.trunc(v) if dtypes.get(arg.type).is_float8 else v
+
+    def param(self, arg):
+        v = super().param(arg)
+        return np.trunc(v) if dtypes.get(arg.type).is_float8 else v
+
+
+def _qlmm_float8_in(d) -> bool:
+    return d.op == QLMM and any(dtypes.get(a.type).is_float8 for a in (d.inputs[0], d.inputs[3]))
+
+
 DEVIATIONS = [
     _dev("qlinearmatmul-fixed-point-multiplier", QLMM,
          "Your QLinearMatMul requantises with a 32-bit fixed-point multiplier and shift (gemmlowp/TFLite "
@@ -200,4 +217,11 @@ DEVIATIONS = [
          "QLinearMatMul uint8, K=515, a=b=255, zero points 0: the exact accumulator 33,487,875 is odd "
          "and above 2^24",
          QlmmAccumulateInFloat32, _qlmm_int, ("k-sizes",)),
+    _dev("qlinearmatmul-float8-inputs-truncated", QLMM,
+         "Your QLinearMatMul converts float8 a and b (and their zero points) to int32 by truncation before the "
+         "integer matmul, so 0.5 becomes 0 and 1.75 becomes 1, where the float8 values are to be used exactly.",
+         "onnx.reference's op_qlinear_matmul.py (`A = a.astype(np.int32)`, quoted in onnx/onnx#6169), which "
+         "QLinearMatMul-21 reaches with float8 inputs: onnx.reference 1.23.2 here (fact E20).",
+         "QLinearMatMul-21, a=[[0.5, 1.75]] (float8e4m3fn), b=[[2], [2]], scales 1: 4.5 -> 4 expected, 2 given",
+         QlmmFloat8InputsTruncated, _qlmm_float8_in, ("basic", "readings")),
 ]
