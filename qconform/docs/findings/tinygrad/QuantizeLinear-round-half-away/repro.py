@@ -1,4 +1,4 @@
-"""tinygrad QuantizeLinear-23, -24, -25, -28: Your kernel rounds x / scale half away from zero (C round(), Rust f32::round) instead of half to even (see README.md). Exit status 1 when the outputs differ from expected.npz."""
+"""tinygrad QuantizeLinear-10, -19, -23, -24, -25, -28: Your kernel rounds x / scale half away from zero (C round(), Rust f32::round) instead of half to even (see README.md). Exit status 1 when the outputs differ from expected.npz."""
 import os
 import numpy as np
 os.environ.setdefault("DEV", "CPU")  # tinygrad's CPU device
