@@ -77,10 +77,13 @@ def test_headline_counts_are_the_reports_counts(board):
         c = report["counts"]
         deviations = report["failures"]
         named = sum(1 for f in deviations if f.get("diagnosis"))
+        failing = [f for f in deviations if f["verdict"] == "fail"]
+        failing_named = sum(1 for f in failing if f.get("diagnosis"))
         assert len(deviations) == sum(c[v] for v in BAD)
         expected = [str(c["collected"]), str(c["pass"]), str(c["fail"]), str(c["error"]), str(c["unsupported"]),
                     str(c["info"]), str(c["crashed"] + c["timeout"]),
-                    f"{named} of {len(deviations)} ({100 * named / len(deviations):.1f}%)" if deviations else "–"]
+                    f"{named} of {len(deviations)} ({100 * named / len(deviations):.1f}%)" if deviations else "–",
+                    f"{failing_named} of {len(failing)} ({100 * failing_named / len(failing):.1f}%)" if failing else "–"]
         assert head[name] == expected
     # the slice is what it should be: every case of cpu-ref (the oracle) passes
     assert board["reports"]["cpu-ref"]["counts"]["pass"] == board["reports"]["cpu-ref"]["counts"]["collected"] > 0
