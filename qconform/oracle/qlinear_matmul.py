@@ -122,10 +122,7 @@ class QLinearMatMul(OpOracle):
                 else:
                     with_zp[i], without[i] = float(v + fzp), float(v)
             return {True: with_zp.reshape(shape), False: without.reshape(shape)}
-        if acc.dtype == object:
-            acc64 = np.array([float(Fraction(int(c), 1 << e)) for c in acc.ravel()], dtype=np.float64).reshape(shape)
-        else:
-            acc64 = acc.astype(np.float64)  # |acc| < 2^53: exact
+        acc64 = _acc_float64(acc, e)
         prec = {"multiplier-float64": "float64", "multiplier-in-scale-type": scale_t}.get(req, "float32")
         r = (lambda x: np.asarray(x, dtype=np.float64)) if prec == "float64" else (lambda x: self.fl(prec, x))
         with np.errstate(all="ignore"):
@@ -248,10 +245,16 @@ def _finite_exact(acc: np.ndarray, e: int, scales, zp: float) -> np.ndarray:
     """Where acc * a_s * b_s / y_s (+ y_zero_point) is finite: float64 holds every such value of
     8-bit operands and scales finite in their own types, so an Inf there is the operands'."""
     a_s, b_s, y_s = scales
-    if acc.dtype == object:
-        acc = np.array([float(Fraction(int(c), 1 << e)) for c in acc.ravel()], dtype=np.float64).reshape(acc.shape)
     with np.errstate(all="ignore"):
-        return np.isfinite(acc.astype(np.float64) * a_s * b_s / y_s + zp)
+        return np.isfinite(_acc_float64(acc, e) * a_s * b_s / y_s + zp)
+
+
+def _acc_float64(acc: np.ndarray, e: int) -> np.ndarray:
+    """The accumulator acc * 2^-e as float64 (int64 accumulators: |acc| < 2^53, exact; the float8 grid's
+    Python integers: rounded once)."""
+    if acc.dtype == object:
+        return np.array([float(Fraction(int(c), 1 << e)) for c in acc.ravel()], dtype=np.float64).reshape(acc.shape)
+    return acc.astype(np.float64)
 
 
 class QLinearMatMul_10(QLinearMatMul):

@@ -64,6 +64,12 @@ def _e4m3fn_unsaturated_to_max(code: np.ndarray, v, t, kw, band) -> np.ndarray:
     return np.where(hit, (code & 0x80) | 0x7E, code).astype(code.dtype)
 
 
+def _e4m3fn_unsaturated_out(d) -> bool:
+    """QuantizeLinear to float8e4m3fn with saturate=0."""
+    out = _q_out(d)
+    return out is not None and out.name == "float8e4m3fn" and not d.attrs.get("saturate", 1)
+
+
 class E4m3fnNanCodeToMax:
     """onnxruntime's Float8E4M3FN(float, saturate): a normal value whose truncated code is 0x7F (the
     NaN code, |v| in [480, 496)) is first changed to 0x7E (448), and the later overflow test only
@@ -460,8 +466,7 @@ DEVIATIONS = [
          "+-448), from Float8E4M3FN(float, saturate) in onnxruntime/core/framework/float8.h, where "
          "'(val & 0x7F) == 0x7F' becomes 0x7E before the saturate branch.",
          "QuantizeLinear float32->float8e4m3fn, saturate=0, x=480, y_scale=1: NaN (0x7F) expected, 448 (0x7E) given",
-         E4m3fnNanCodeToMax, lambda d: _q_out(d) is not None and _q_out(d).name == "float8e4m3fn"
-         and not d.attrs.get("saturate", 1), ("floatkinds",)),
+         E4m3fnNanCodeToMax, _e4m3fn_unsaturated_out, ("floatkinds",)),
     _dev("float8e4m3fn-overflow-tested-before-rounding", Q,
          "Your float32-to-float8e4m3fn conversion with saturate=0 gives NaN only for |x / scale| >= 480 (the value "
          "of the NaN code) and rounds smaller values with saturation, so 464 < |x / scale| < 480, which round to "
@@ -472,8 +477,7 @@ DEVIATIONS = [
          "0x7F to 0x7E is tile-ai/tilelang-metax#140's maca_fp8.h ('Saturate to max finite value'); "
          "pytorch/pytorch#178817 changed exactly this path ('Properly saturate E4M3 on finite-overflow').",
          "QuantizeLinear float32->float8e4m3fn, saturate=0, x=472, y_scale=1: NaN (0x7F) expected, 448 (0x7E) given",
-         E4m3fnOverflowTestedBeforeRounding, lambda d: _q_out(d) is not None and _q_out(d).name == "float8e4m3fn"
-         and not d.attrs.get("saturate", 1), ("floatkinds",)),
+         E4m3fnOverflowTestedBeforeRounding, _e4m3fn_unsaturated_out, ("floatkinds",)),
     _dev("float8-never-saturate", (Q, QLMM),
          "Your float8 conversion never saturates: with saturate=1 (the default) overflow must give ±max "
          "but you return NaN (e4m3fn, fnuz) or ±Inf (e5m2), as a plain non-saturating cast does.",
