@@ -31,7 +31,9 @@ uint8 for the rest (sub-byte codes in the low bits, not packed). A maintainer lo
 alone; the script hands them to the runtime as the runtime's own API wants them (raw bytes in the
 ONNX layout for onnxruntime and OpenVINO, ``codes.view(ml_dtypes.<type>)`` for onnx.reference, whose
 dependency ml_dtypes already is, a bitcast for tinygrad). Every script is checked when written:
-it is run in a subprocess and must print the mismatch, else the group's next smallest case is tried.
+it is run in a subprocess ``VERIFY_RUNS`` times and must print the same mismatch each time, else the
+group's next smallest case is tried (a runtime whose outputs differ from run to run gets no
+reproducer: its fact says so instead).
 
 ``TEMPLATES`` holds one entry per runtime (how its script loads and runs a model), read from the
 runtime's declaration (``qconform.runtimes``: the template copies the settings its runner applies);
@@ -86,6 +88,10 @@ FACT_KINDS = ("erratum", "must-reject")
 #: Candidate cases tried per group until one gives a script that shows the mismatch.
 TRIES = 5
 VERIFY_TIMEOUT = 300
+#: Runs of a freshly written script that must all show the mismatch: a runtime whose outputs differ
+#: from run to run (memory it never writes, tvm's y_scale of an empty x) gets no reproducer that
+#: passes one day and not the next.
+VERIFY_RUNS = 3
 
 
 def default_out() -> Path:
@@ -793,11 +799,19 @@ def write_finding(out: Path, g: Group, tpl: Template, case, obs: Observation, ve
     reason = re.sub(r"\s*\(\[[\w-]+\]\(#[\w-]+\)\)", "", " ".join(g.spec.split())) or "see README.md"
     (tmp / "repro.py").write_text(render_script(tpl, _title(g, tpl), coded, bool(skips),
                                                 reason if must_reject else ""), encoding="utf-8")
-    rc, output = run_script(tmp, tpl)
-    line = mark_line(output) if rc == 1 else ""
-    if not _shows(line, obs):  # the script does not show what the runner saw: the old directory stays
+    shown_lines = set()
+    for k in range(VERIFY_RUNS):
+        rc, output = run_script(tmp, tpl)
+        line = mark_line(output) if rc == 1 else ""
+        if not _shows(line, obs):  # the script does not show what the runner saw: the old directory stays
+            shutil.rmtree(tmp)
+            if k:
+                output += f"\n(run {k + 1} of {VERIFY_RUNS}: the runtime's outputs differ from run to run)"
+            return None, line, output
+        shown_lines.add(normalise(output))
+    if len(shown_lines) > 1:  # the same mismatch line, other values: not a reproducer either
         shutil.rmtree(tmp)
-        return None, line, output
+        return None, "", f"{VERIFY_RUNS} runs printed different outputs: the runtime's outputs differ from run to run"
     data_files = ["model.onnx", "inputs.npz", "expected.npz", "actual.npz", "skip.npz", "repro.py"]
     seen_on, shown = [version], (version, normalise(output))
     old_meta = final / META
