@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache, cached_property
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -212,6 +213,16 @@ _TYPES = [
 TYPES: dict[str, ElemType] = {t.name: t for t in _TYPES}
 BY_ONNX: dict[int, ElemType] = {t.onnx: t for t in _TYPES}
 BY_DTYPE: dict[np.dtype, ElemType] = {t.dtype: t for t in _TYPES}
+#: TensorProto codes whose raw bytes are a numpy array's own bytes (whole-byte elements: numpy's
+#: types and ml_dtypes' 8- and 16-bit ones; sub-byte types are packed), by code and by dtype: where a
+#: model is built and the corpus read without onnx's general converters (same bytes, same arrays).
+#: Empty on a big-endian host (ONNX raw data is little-endian; onnx's converters swap there).
+PLAIN_CODES: dict[int, np.dtype] = {
+    **{t.onnx: t.dtype for t in _TYPES if t.bits % 8 == 0},
+    TensorProto.DOUBLE: np.dtype("float64"), TensorProto.INT64: np.dtype("int64"),
+    TensorProto.UINT32: np.dtype("uint32"), TensorProto.UINT64: np.dtype("uint64"),
+} if np.little_endian else {}
+PLAIN_DTYPES: dict[np.dtype, int] = {d: c for c, d in PLAIN_CODES.items()}
 
 
 
@@ -229,8 +240,25 @@ def having(capability: str) -> tuple[str, ...]:
 FLOAT8 = having("is_float8")
 
 
+#: Keys already looked up (by their Python type too: ``np.dtype("float64") == "float"`` is true).
+_FOUND: dict[tuple[type, Any], ElemType] = {}
+
+
 def get(name_or_code: str | int | np.dtype | ElemType) -> ElemType:
     """Look a type up by ONNX name, TensorProto code, numpy dtype or ``tensor(x)`` string."""
+    try:
+        return _FOUND[type(name_or_code), name_or_code]
+    except (KeyError, TypeError):  # TypeError: an unhashable key (a dtype-like object)
+        pass
+    found = _lookup(name_or_code)
+    try:
+        _FOUND[type(name_or_code), name_or_code] = found
+    except TypeError:
+        pass
+    return found
+
+
+def _lookup(name_or_code: str | int | np.dtype | ElemType) -> ElemType:
     if isinstance(name_or_code, ElemType):
         return name_or_code
     if isinstance(name_or_code, (int, np.integer)):

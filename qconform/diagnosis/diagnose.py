@@ -432,7 +432,8 @@ def _would_fail(model: Deviation, case: Case, strict_nan: bool, profile: str = "
                    for _, outs in _usable(ev.readings, profile) for r in _usable(case.readings, profile))
 
 
-def rank(records: Iterable[Mapping[str, Any]], cases: Mapping[str, Case] | None = None, *,
+def rank(records: Iterable[Mapping[str, Any]],
+         cases: Mapping[str, Case] | Callable[[Iterable[str]], Mapping[str, Case]] | None = None, *,
          strict_nan: bool = False, check: str = "ties", max_passing: int | None = 32, profile: str = "default",
          errors: list[str] | None = None) -> list[GroupDiagnosis]:
     """Group per-case records by (domain, op, opset, types) and rank the models in each group
@@ -442,7 +443,9 @@ def rank(records: Iterable[Mapping[str, Any]], cases: Mapping[str, Case] | None 
     and, for failing cases, ``diagnosis`` (model names, as ``record_fields`` writes them; absent or
     None: not diagnosed, e.g. beyond a ``Budget``). Only ``verdict == "fail"`` counts as failing (a
     runner error has no outputs to explain).
-    ``cases``: case id -> Case; when given, candidates are checked against the group's passing
+    ``cases``: case id -> Case, or a function from ids to such a mapping (called only for the groups
+    that need their passing cases, so that a run's report does not read every failing group's
+    cases); when given, candidates are checked against the group's passing
     cases (see the module docstring), at most ``max_passing`` of them per group:
     ``check="ties"`` only where two or more models explain every failing case (what it takes to
     order the first rank; a broadly failing runtime has a thousand groups), ``"leaders"`` the
@@ -468,7 +471,9 @@ def rank(records: Iterable[Mapping[str, Any]], cases: Mapping[str, Case] | None 
             cands.append(Candidate(name, m.explanation if m else "", m.evidence if m else "", ids, len(diagnosed)))
         leaders = sum(c.explains_all for c in cands)
         if cases is not None and (check != "ties" or leaders > 1):
-            passing = [cases[r["id"]] for r in recs if r["verdict"] == PASS and r["id"] in cases]
+            ids = [r["id"] for r in recs if r["verdict"] == PASS]
+            found = cases(ids) if callable(cases) else cases
+            passing = [found[i] for i in ids if i in found]
             passing = passing[:max_passing] if max_passing is not None else passing
             for c in cands:
                 m = _lookup(c.model)
@@ -555,12 +560,9 @@ def report_section(records: Sequence[Mapping[str, Any]], cases_of: Callable[[Ite
     errors = error_summary(records)
     if not any(r.get("verdict") == FAIL and "diagnosis" in r for r in records):
         return {"groups": [], "overall": [], "errors": errors}
-    key = lambda r: (r.get("domain"), r.get("op"), r.get("opset"), r.get("types"))  # noqa: E731
-    failing = {key(r) for r in records if r.get("verdict") == FAIL}
-    cases = cases_of(r["id"] for r in records if key(r) in failing)
     ranking: list[str] = []
     try:
-        groups = rank(records, cases, strict_nan=strict_nan, profile=profile, errors=ranking)
+        groups = rank(records, cases_of, strict_nan=strict_nan, profile=profile, errors=ranking)
     except Exception as exc:  # noqa: BLE001 - advice only: a report is never lost to it, but it shows
         ranking.append(f"rank: {type(exc).__name__}: {exc}")
         groups = []

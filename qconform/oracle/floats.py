@@ -64,6 +64,8 @@ float8e8m0 ("e8m0": unsigned, value 2^(code-127), 0xFF NaN, no zero): ``decode``
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from qconform.dtypes import BY_DTYPE, ElemType, FloatFormat
@@ -223,6 +225,7 @@ def _magnitude_code(k: np.ndarray, q: np.ndarray, fmt: FloatFormat) -> np.ndarra
     return ((q + fmt.mbits - fmt.emin) << fmt.mbits) + k.astype(np.int64)
 
 
+@functools.cache  # one per format: it was a quarter of encode's time on the small arrays of a diagnosis
 def _max_code(fmt: FloatFormat) -> int:
     _, k, q = _round_scaled(np.array([fmt.max_finite]), fmt)
     return int(_magnitude_code(k, q, fmt)[0])

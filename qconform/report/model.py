@@ -6,6 +6,7 @@ a pytest object, so two report.json files are all a diff needs. The layout is de
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter, defaultdict
@@ -82,6 +83,7 @@ def _mismatches(rec: Mapping[str, Any]) -> list[dict]:
     return out
 
 
+@functools.lru_cache(maxsize=4096)  # a run repeats a few hundred reasons over thousands of cases
 def reason_bucket(text: str) -> str:
     """One unsupported reason per cause: the numbers a runtime puts in generated names
     (``subgraph_12_0``, ``QuantizeLinear_token_7``) and long addresses become N, so a cause refused
