@@ -454,12 +454,11 @@ def rank(records: Iterable[Mapping[str, Any]],
     groups: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
     for r in records:
         groups[(r.get("domain", ""), r["op"], int(r["opset"]), r["types"])].append(r)
-    out = []
-    for (domain, op, opset, types), recs in sorted(groups.items()):
+    ranked = []  # (group key, its records, failing, diagnosed, candidates, whether passing cases are checked)
+    for key, recs in sorted(groups.items()):
         failing = [r for r in recs if r["verdict"] == FAIL]
         if not failing:
             continue
-        fail_ids = [r["id"] for r in failing]
         diagnosed = [r for r in failing if r.get("diagnosis") is not None]  # key absent or None: budget
         explained: dict[str, list[str]] = defaultdict(list)
         for r in diagnosed:
@@ -470,10 +469,14 @@ def rank(records: Iterable[Mapping[str, Any]],
             m = _lookup(name)
             cands.append(Candidate(name, m.explanation if m else "", m.evidence if m else "", ids, len(diagnosed)))
         leaders = sum(c.explains_all for c in cands)
-        if cases is not None and (check != "ties" or leaders > 1):
-            ids = [r["id"] for r in recs if r["verdict"] == PASS]
-            found = cases(ids) if callable(cases) else cases
-            passing = [found[i] for i in ids if i in found]
+        ranked.append((key, recs, failing, diagnosed, cands, cases is not None and (check != "ties" or leaders > 1)))
+    if callable(cases):  # one read of the corpus for every group that checks its passing cases
+        cases = cases([r["id"] for _k, recs, _f, _d, _c, checks in ranked if checks
+                       for r in recs if r["verdict"] == PASS])
+    out = []
+    for (domain, op, opset, types), recs, failing, diagnosed, cands, checks in ranked:
+        if checks:
+            passing = [cases[r["id"]] for r in recs if r["verdict"] == PASS and r["id"] in cases]
             passing = passing[:max_passing] if max_passing is not None else passing
             for c in cands:
                 m = _lookup(c.model)
@@ -488,7 +491,7 @@ def rank(records: Iterable[Mapping[str, Any]],
         for i, c in enumerate(cands):
             c.rank = 1 if i == 0 else (cands[i - 1].rank if c.key() == cands[i - 1].key() else i + 1)
         covered = {i for c in cands for i in c.explained}
-        out.append(GroupDiagnosis(domain, op, opset, types, fail_ids, cands,
+        out.append(GroupDiagnosis(domain, op, opset, types, [r["id"] for r in failing], cands,
                                   [r["id"] for r in diagnosed if r["id"] not in covered],
                                   [r["id"] for r in failing if r.get("diagnosis") is None]))
     counts: dict[str, int] = defaultdict(int)
