@@ -1,7 +1,9 @@
-"""Each runtime is declared once (qconform/runtimes.py); the registry, facts, findings and the
-scoreboard read that declaration, and importing a runner changes no environment (issue 33)."""
+"""Each runtime is declared once, beside its runner (qconform/runners/<runner>_decl.py, collected by
+qconform/runtimes.py); the registry, facts, findings and the scoreboard read that declaration, and
+importing a runner changes no environment (issue 33)."""
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -11,6 +13,19 @@ from conftest import REPO
 
 from qconform import facts, runner, runtimes
 from qconform.apps import findings, scoreboard
+from qconform.runners.iree_decl import IREE_SETTINGS, iree_flags
+from qconform.runners.onnxruntime_decl import ORT_SETTINGS
+from qconform.runners.openvino_decl import OPENVINO_SETTINGS
+from qconform.runners.tvm_decl import TVM_SETTINGS
+
+
+def test_each_runtime_is_declared_beside_its_runner():
+    for name, rt in runtimes.RUNTIMES.items():
+        module = rt.runner.partition(":")[0]
+        beside = f"{module.removesuffix('_runner')}_decl"  # qconform.runners.tvm_runner: .tvm_decl
+        decl = importlib.import_module(beside)
+        declared = [v for v in vars(decl).values() if v is rt or (isinstance(v, tuple) and rt in v)]
+        assert declared, f"{name}: not declared in {beside} beside its runner {module}"
 
 
 def test_the_registry_facts_and_findings_read_the_declarations():
@@ -27,13 +42,13 @@ def test_the_registry_facts_and_findings_read_the_declarations():
 
 def test_a_reproducer_copies_its_runners_settings():
     ort, ov, iree, tvm = (findings.TEMPLATES[n] for n in ("onnxruntime", "openvino", "iree", "tvm"))
-    level = runtimes.ORT_SETTINGS["levels"][runtimes.ORT_SETTINGS["optimize"]]
+    level = ORT_SETTINGS["levels"][ORT_SETTINGS["optimize"]]
     assert f"ort.GraphOptimizationLevel.{level}" in ort.run
-    assert json.dumps(dict(runtimes.OPENVINO_SETTINGS["config"])) in ov.run
-    assert json.dumps(runtimes.iree_flags()) in iree.run and runtimes.IREE_SETTINGS["driver"] in iree.run
-    assert f'target="{runtimes.TVM_SETTINGS["target"]}"' in tvm.run
+    assert json.dumps(dict(OPENVINO_SETTINGS["config"])) in ov.run
+    assert json.dumps(iree_flags()) in iree.run and IREE_SETTINGS["driver"] in iree.run
+    assert f'target="{TVM_SETTINGS["target"]}"' in tvm.run
     variant = findings.TEMPLATES["onnxruntime-openvino"]
-    assert runtimes.ORT_SETTINGS["no_fallback"][0] in variant.run and "OpenVINOExecutionProvider" in variant.run
+    assert ORT_SETTINGS["no_fallback"][0] in variant.run and "OpenVINOExecutionProvider" in variant.run
 
 
 def test_declarations_and_runner_modules_import_no_runtime_and_change_no_environment():

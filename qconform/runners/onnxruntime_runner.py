@@ -86,7 +86,7 @@ from onnxruntime.capi import onnxruntime_pybind11_state as _ort_state
 
 from qconform import adapt, dtypes, platform
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
-from qconform.runtimes import ONNXRUNTIME
+from qconform.runners.onnxruntime_decl import ONNXRUNTIME
 
 #: Element types ORT's numpy binding cannot carry: these travel as bytes through ``qconform.adapt``.
 _ADAPTED: dict[int, dtypes.ElemType] = {

@@ -1,0 +1,8 @@
+"""qconform's own cpu-kernel runner, declared (beside ``cpu_kernel``): a bundled runner, no runtime anyone ships."""
+from __future__ import annotations
+
+from qconform.runners.declaration import Runtime
+
+CPU_KERNEL = Runtime("cpu-kernel", "qconform.runners.cpu_kernel:CpuKernelRunner")
+
+__all__ = ["CPU_KERNEL"]

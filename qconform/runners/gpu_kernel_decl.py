@@ -1,0 +1,8 @@
+"""qconform's own gpu-kernel runner, declared (beside ``gpu_kernel``): a bundled runner, no runtime anyone ships."""
+from __future__ import annotations
+
+from qconform.runners.declaration import Runtime
+
+GPU_KERNEL = Runtime("gpu-kernel", "qconform.runners.gpu_kernel:GpuKernelRunner")
+
+__all__ = ["GPU_KERNEL"]
