@@ -97,6 +97,23 @@ def test_index_is_current() -> None:
         "qconform/docs/findings/index.md is stale: run `qconform findings --index-only`")
 
 
+def test_readme_counts_the_committed_findings() -> None:
+    """README's sentence on the index says how many findings each runtime has: the directories'."""
+    import re
+
+    from conftest import REPO
+
+    text = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    m = re.search(r"lists (\d+) findings \(([^)]*)\)", text)
+    assert m, "README no longer says how many findings the index lists"
+    names = {"onnx.reference": "onnx-reference", "OpenVINO": "openvino", "TVM": "tvm", "IREE": "iree"}
+    said = {names.get(n, n): int(k) for n, k in re.findall(r"([\w.-]+) (\d+)", m.group(2))}
+    counts: dict[str, int] = {}
+    for meta in METAS:
+        counts[meta.parent.parent.name] = counts.get(meta.parent.parent.name, 0) + 1
+    assert (int(m.group(1)), said) == (len(METAS), counts)
+
+
 @pytest.mark.parametrize("runtime", list(findings.TEMPLATES))
 def test_every_template_renders_python(runtime: str) -> None:
     """Each runtime's script compiles, for numpy-only models and for models with types numpy lacks."""
