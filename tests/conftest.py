@@ -40,6 +40,23 @@ def pytest_collection_modifyitems(config, items):
                                              for item in items}), encoding="utf-8")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _iree_compile_cache(tmp_path_factory):
+    """IREE compiles every model (~0.25 s each, the longest part of the default run): the facts
+    observation and the runner's slice test share what this run compiled, in a cache under this
+    run's own temp directory (shared by its xdist workers, never another run's), as ``--runner-opt
+    cache=DIR`` does for a user. A ``$QCONFORM_IREE_CACHE`` already set (empty: no cache) is kept."""
+    if "QCONFORM_IREE_CACHE" in os.environ:
+        yield
+        return
+    base = tmp_path_factory.getbasetemp()
+    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "iree-compile-cache"
+    path.mkdir(exist_ok=True)
+    os.environ["QCONFORM_IREE_CACHE"] = str(path)
+    yield
+    os.environ.pop("QCONFORM_IREE_CACHE", None)
+
+
 def needs_of(item) -> list[str]:
     return sorted({name for mark in item.iter_markers("needs") for name in mark.args})
 
