@@ -799,7 +799,7 @@ def write_finding(out: Path, g: Group, tpl: Template, case, obs: Observation, ve
     reason = re.sub(r"\s*\(\[[\w-]+\]\(#[\w-]+\)\)", "", " ".join(g.spec.split())) or "see README.md"
     (tmp / "repro.py").write_text(render_script(tpl, _title(g, tpl), coded, bool(skips),
                                                 reason if must_reject else ""), encoding="utf-8")
-    shown_lines = set()
+    outputs = set()  # each run's output, normalised
     for k in range(VERIFY_RUNS):
         rc, output = run_script(tmp, tpl)
         line = mark_line(output) if rc == 1 else ""
@@ -808,8 +808,8 @@ def write_finding(out: Path, g: Group, tpl: Template, case, obs: Observation, ve
             if k:
                 output += f"\n(run {k + 1} of {VERIFY_RUNS}: the runtime's outputs differ from run to run)"
             return None, line, output
-        shown_lines.add(normalise(output))
-    if len(shown_lines) > 1:  # the same mismatch line, other values: not a reproducer either
+        outputs.add(normalise(output))
+    if len(outputs) > 1:  # the same mismatch line, other values: not a reproducer either
         shutil.rmtree(tmp)
         return None, "", f"{VERIFY_RUNS} runs printed different outputs: the runtime's outputs differ from run to run"
     data_files = ["model.onnx", "inputs.npz", "expected.npz", "actual.npz", "skip.npz", "repro.py"]

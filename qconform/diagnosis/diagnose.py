@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -432,6 +432,17 @@ def _would_fail(model: Deviation, case: Case, strict_nan: bool, profile: str = "
                    for _, outs in _usable(ev.readings, profile) for r in _usable(case.readings, profile))
 
 
+class _Ranking(NamedTuple):
+    """One group on its way through ``rank``: its candidates before the passing cases are read."""
+
+    key: tuple
+    records: list[Mapping[str, Any]]
+    failing: list[Mapping[str, Any]]
+    diagnosed: list[Mapping[str, Any]]
+    candidates: list[Candidate]
+    checks: bool  # whether its candidates are checked against its passing cases
+
+
 def rank(records: Iterable[Mapping[str, Any]],
          cases: Mapping[str, Case] | Callable[[Iterable[str]], Mapping[str, Case]] | None = None, *,
          strict_nan: bool = False, check: str = "ties", max_passing: int | None = 32, profile: str = "default",
@@ -454,7 +465,7 @@ def rank(records: Iterable[Mapping[str, Any]],
     groups: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
     for r in records:
         groups[(r.get("domain", ""), r["op"], int(r["opset"]), r["types"])].append(r)
-    ranked = []  # (group key, its records, failing, diagnosed, candidates, whether passing cases are checked)
+    ranked: list[_Ranking] = []
     for key, recs in sorted(groups.items()):
         failing = [r for r in recs if r["verdict"] == FAIL]
         if not failing:
@@ -469,10 +480,10 @@ def rank(records: Iterable[Mapping[str, Any]],
             m = _lookup(name)
             cands.append(Candidate(name, m.explanation if m else "", m.evidence if m else "", ids, len(diagnosed)))
         leaders = sum(c.explains_all for c in cands)
-        ranked.append((key, recs, failing, diagnosed, cands, cases is not None and (check != "ties" or leaders > 1)))
+        ranked.append(_Ranking(key, recs, failing, diagnosed, cands,
+                               cases is not None and (check != "ties" or leaders > 1)))
     if callable(cases):  # one read of the corpus for every group that checks its passing cases
-        cases = cases([r["id"] for _k, recs, _f, _d, _c, checks in ranked if checks
-                       for r in recs if r["verdict"] == PASS])
+        cases = cases([r["id"] for g in ranked if g.checks for r in g.records if r["verdict"] == PASS])
     out = []
     for (domain, op, opset, types), recs, failing, diagnosed, cands, checks in ranked:
         if checks:
