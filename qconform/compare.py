@@ -1,19 +1,24 @@
-"""Bit-level comparison of a runner's outputs with a case's readings, and the failure grammar.
+"""A runner's outputs against a case's readings: the verdict, the closest reading, the evidence and
+the failure grammar. Every application that asks "are these the case's bits?" asks here.
 
 Rules (qconform/docs/semantics.md#principles): element type and shape must match exactly; elements are
-compared as raw bits of the element type, so −0 ≠ +0; any NaN matches any NaN of the type unless
-``strict_nan``; don't-care elements are skipped but counted. A case passes if the outputs match
-any permitted reading (``profile="strict"``: only the first, the latest spec text's).
+compared by ``ElemType.differs`` (the one element rule, on the type registry: raw bits, so −0 ≠ +0;
+any NaN matches any NaN of the type unless ``strict_nan``; don't-care elements skipped but counted).
+A case passes if the outputs match any permitted reading (``profile="strict"``: only the first, the
+latest spec text's: ``usable``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable, Sequence, TypeVar
 
 import numpy as np
 
 from qconform import dtypes
-from qconform.case import Case
-from qconform.verdicts import FAIL, PASS
+from qconform.case import Case, Reading
+from qconform.verdicts import ERROR, FAIL, PASS
+
+R = TypeVar("R")
 
 MAX_SHOWN = 5
 
@@ -110,28 +115,98 @@ def check_structure(case: Case, actual: object) -> str:
     return ""
 
 
-def _diff(case: Case, expected: tuple[np.ndarray, ...], actual, strict_nan: bool, reading: str):
+def usable(readings: Sequence[R], profile: str) -> Sequence[R]:
+    """The readings a result may match: under ``--profile=strict`` only the first (the latest spec
+    text's), else every permitted one."""
+    return readings[:1] if profile == "strict" else readings
+
+
+def masks(case: Case, reading: Reading) -> tuple[np.ndarray | None, ...]:
+    """The don't-care elements of one of the case's readings, per output: the one place a reading's
+    masks are looked up."""
+    return case.dont_care
+
+
+def _structure(e: np.ndarray, a: object) -> str:
+    """Why ``a`` cannot be compared element by element with ``e`` ('' when it can)."""
+    if not isinstance(a, np.ndarray):
+        return f"{type(a).__name__}, not a numpy array"
+    if a.dtype != e.dtype:
+        got = dtypes.BY_DTYPE.get(a.dtype)
+        return f"element type {got.name if got else a.dtype}, expected {dtypes.get(e.dtype).name}"
+    if a.shape != e.shape:
+        return f"shape {a.shape}, expected {e.shape}"
+    return ""
+
+
+def differences(expected: Sequence[np.ndarray], actual: Sequence[object], masks: Sequence[np.ndarray | None] | None,
+                strict_nan: bool = False) -> list[np.ndarray | str]:
+    """Per output: where ``actual`` differs from ``expected`` (``ElemType.differs``, with the output's
+    don't-care mask), or why the two cannot be compared (a str: another element type or shape)."""
+    out: list[np.ndarray | str] = []
+    for i, (e, a) in enumerate(zip(expected, actual)):
+        problem = _structure(e, a)
+        mask = masks[i] if masks is not None and i < len(masks) else None
+        out.append(problem or dtypes.get(e.dtype).differs(e, a, mask, strict_nan=strict_nan))
+    return out
+
+
+def differing(expected: Sequence[np.ndarray], actual: Sequence[object], masks: Sequence[np.ndarray | None] | None,
+              strict_nan: bool = False) -> int:
+    """How many elements of ``actual`` differ from ``expected``; -1 when they cannot be compared
+    (another number of outputs, element type or shape)."""
+    if len(expected) != len(actual):
+        return -1
+    n = 0
+    for d in differences(expected, actual, masks, strict_nan):
+        if isinstance(d, str):
+            return -1
+        n += int(np.count_nonzero(d))
+    return n
+
+
+def closest(candidates: Iterable[tuple[str, Sequence[np.ndarray], Sequence[np.ndarray | None] | None]],
+            actual: Sequence[object], strict_nan: bool = False) -> tuple[int, str | None]:
+    """(the fewest differing elements, the name of that reading) over ``candidates`` -- (name,
+    outputs, masks) each --; the first wins a tie, and (-1, None) says none can be compared."""
+    best: tuple[int, str | None] = (-1, None)
+    for name, outputs, reading_masks in candidates:
+        n = differing(outputs, actual, reading_masks, strict_nan)
+        if n >= 0 and (best[0] < 0 or n < best[0]):
+            best = (n, name)
+            if n == 0:
+                break
+    return best
+
+
+def candidates(case: Case, profile: str = "default"):
+    """The case's usable readings as ``closest`` takes them: (name, outputs, masks)."""
+    return [(r.name, r.outputs, masks(case, r)) for r in usable(case.readings, profile)]
+
+
+def passes(case: Case, actual: Sequence[object], *, strict_nan: bool = False, profile: str = "default") -> bool:
+    """Whether ``actual`` is one of the case's usable readings: ``compare``'s pass, without its texts."""
+    return closest(candidates(case, profile), actual, strict_nan)[0] == 0
+
+
+def _diff(case: Case, reading: Reading, actual, strict_nan: bool):
     mism, count, masked = [], 0, 0
-    for name, e, a, mask in zip(case.output_names, expected, actual, case.dont_care):
-        t = dtypes.get(e.dtype)
-        if a.dtype != e.dtype:
-            got = dtypes.BY_DTYPE.get(a.dtype)
-            return None, f"output {name}: element type {got.name if got else a.dtype}, expected {t.name}", 0
-        if a.shape != e.shape:
-            return None, f"output {name}: shape {a.shape}, expected {e.shape}", 0
-        eb, ab = t.to_bits(e), t.to_bits(a)
-        differ = eb != ab
-        if not strict_nan:
-            differ &= ~(t.is_nan_bits(eb) & t.is_nan_bits(ab))
+    reading_masks = masks(case, reading)
+    for name, e, a, mask, differ in zip(case.output_names, reading.outputs, actual, reading_masks,
+                                        differences(reading.outputs, actual, reading_masks, strict_nan)):
+        if isinstance(differ, str):
+            return None, f"output {name}: {differ}", 0
         if mask is not None:
             masked += int(mask.sum())
-            differ &= ~mask
         where = np.argwhere(differ)
         count += len(where)
-        for idx in where[: max(0, MAX_SHOWN - len(mism))]:
-            idx = tuple(int(i) for i in idx)
-            mism.append(Mismatch(name, idx, int(eb[idx]), int(ab[idx]), format_value(t, int(eb[idx])),
-                                 format_value(t, int(ab[idx])), _input_context(case, e.shape, idx)))
+        if len(mism) < MAX_SHOWN and len(where):
+            t = dtypes.get(e.dtype)
+            eb, ab = t.to_bits(e), t.to_bits(a)
+            for idx in where[: MAX_SHOWN - len(mism)]:
+                idx = tuple(int(i) for i in idx)
+                mism.append(Mismatch(name, idx, int(eb[idx]), int(ab[idx]), format_value(t, int(eb[idx])),
+                                     format_value(t, int(ab[idx])), _input_context(case, e.shape, idx)))
     return (mism, count, masked), "", masked
 
 
@@ -146,19 +221,15 @@ def evidence(case: Case, actual, reading: str | None, strict_nan: bool = False) 
     asking "which inputs exactly?" gets (``report/evidence/*.csv``)."""
     chosen = next((r for r in case.readings if r.name == reading), case.readings[0])
     rows: list[list[str]] = []
-    for name, e, a, mask in zip(case.output_names, chosen.outputs, actual, case.dont_care):
-        t = dtypes.get(e.dtype)
-        if a.dtype != e.dtype or a.shape != e.shape:
+    for name, e, a, differ in zip(case.output_names, chosen.outputs, actual,
+                                  differences(chosen.outputs, actual, masks(case, chosen), strict_nan)):
+        if isinstance(differ, str):
             return rows
-        eb, ab = t.to_bits(e), t.to_bits(a)
-        differ = eb != ab
-        if not strict_nan:
-            differ &= ~(t.is_nan_bits(eb) & t.is_nan_bits(ab))
-        if mask is not None:
-            differ &= ~mask
+        t = dtypes.get(e.dtype)
         where = np.argwhere(differ)[: max(0, EVIDENCE_MAX - len(rows))]
         if not len(where):
             continue
+        eb, ab = t.to_bits(e), t.to_bits(a)
         sel = tuple(where.T)
         w = max(1, (t.bits + 3) // 4)
         columns = _input_columns(case, e.shape, sel)
@@ -171,13 +242,14 @@ def evidence(case: Case, actual, reading: str | None, strict_nan: bool = False) 
 
 
 def compare(case: Case, actual: object, *, strict_nan: bool = False, profile: str = "default") -> Outcome:
+    """The verdict of a runner's outputs: a pass names the reading matched; a failure is shown
+    against the first usable reading (the latest text's), with its first mismatches."""
     problem = check_structure(case, actual)
     if problem:
-        return Outcome("error", problem=problem)
-    readings = case.readings[:1] if profile == "strict" else case.readings
+        return Outcome(ERROR, problem=problem)
     first: Outcome | None = None
-    for reading in readings:
-        result, problem, masked = _diff(case, reading.outputs, actual, strict_nan, reading.name)
+    for reading in usable(case.readings, profile):
+        result, problem, masked = _diff(case, reading, actual, strict_nan)
         if problem:
             return Outcome(FAIL, reading=reading.name, problem=problem)
         mism, count, masked = result

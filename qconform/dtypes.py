@@ -173,6 +173,32 @@ class ElemType:
             return mag == np.uint64((1 << (fmt.width - 1)) - 1)
         return ((mag & exp_all) == exp_all) & ((mag & np.uint64((1 << fmt.mbits) - 1)) != 0)
 
+    def excused(self, expected: np.ndarray, actual: np.ndarray, dont_care: np.ndarray | None = None, *,
+                strict_nan: bool = False) -> np.ndarray:
+        """The elements the comparison rule does not judge by their bits: both NaN of this type
+        (any NaN matches any NaN, unless ``strict_nan``), and those ``dont_care`` marks (the spec
+        leaves their value undefined). ``expected`` and ``actual``: arrays of this type, one shape."""
+        return self._excused(self.to_bits(expected), self.to_bits(actual), dont_care, strict_nan)
+
+    def differs(self, expected: np.ndarray, actual: np.ndarray, dont_care: np.ndarray | None = None, *,
+                strict_nan: bool = False) -> np.ndarray:
+        """The comparison rule, element by element, written once (qconform/docs/semantics.md#principles):
+        True where ``actual`` is not ``expected`` -- their raw bits differ (so -0 is not +0) and the
+        element is not ``excused``. Every verdict, diagnosis, finding and sweep, and the oracle's
+        de-duplication of readings, ask this; the mask comes with each call, so that each reading
+        can carry its own."""
+        eb, ab = self.to_bits(expected), self.to_bits(actual)
+        return (eb != ab) & ~self._excused(eb, ab, dont_care, strict_nan)
+
+    def _excused(self, eb: np.ndarray, ab: np.ndarray, dont_care: np.ndarray | None, strict_nan: bool) -> np.ndarray:
+        if strict_nan or self.float_format is None or not self.float_format.has_nan:
+            out = np.zeros(eb.shape, bool)
+        else:
+            out = self.is_nan_bits(eb) & self.is_nan_bits(ab)
+        if dont_care is not None:
+            out |= np.asarray(dont_care, bool)
+        return out
+
     def all_values(self) -> np.ndarray:
         """Every encoding of a type of at most 16 bits, in code order (for exhaustive cases)."""
         if self.bits > 16:

@@ -89,3 +89,110 @@ def test_failure_message_grammar():
     assert "QuantizeLinear-19/float32-float8e4m3fn/float8/overflow" in msg
     assert "qconform/docs/semantics.md#q-float8" in msg
     assert "y[0]=0x7e (448.0), but should be 0x7f (nan) [x=470.0, y_scale=1.0]" in msg
+
+
+# ----------------------------------------------------------------------------------------------
+# One rule: every caller that asks "are these the case's bits?" gets the same answer
+# ----------------------------------------------------------------------------------------------
+def _variants(case: Case) -> list[list[np.ndarray]]:
+    """Each reading's outputs, and each with one element changed: a bit flipped, a NaN made another
+    NaN, a don't-care element changed (the rule passes the last two, fails the first)."""
+    from qconform import dtypes
+
+    out = []
+    for r in case.readings:
+        out.append(list(r.outputs))
+        for i, o in enumerate(r.outputs):
+            t = dtypes.get(o.dtype)
+            bits = t.to_bits(o).reshape(-1)
+            changes = [0] if bits.size else []
+            nan = np.flatnonzero(t.is_nan_bits(bits))
+            masked = np.flatnonzero(case.dont_care[i]) if case.dont_care[i] is not None else []
+            changes += [int(j) for j in nan[:1]] + [int(j) for j in masked[:1]]
+            for j in changes:
+                flipped = bits.copy()
+                flipped[j] ^= 1
+                outs = list(r.outputs)
+                outs[i] = t.from_bits(flipped).reshape(o.shape)
+                out.append(outs)
+    return out
+
+
+def _cases() -> list[Case]:
+    """Hand-made cases (NaN classes, a mask, two readings) and corpus cases with several readings,
+    don't-care masks and several outputs."""
+    from qconform import corpus as corpus_mod
+
+    nan = f8([0x7F, 0x10, 0x00, 0x7E])
+    made = [make_case(nan), make_case(nan, mask=np.array([False, True, False, False])),
+            make_case(nan, alt=f8([0x7F, 0x11, 0x80, 0x7E]))]
+    index = corpus_mod.index(corpus_mod.DEFAULT_ROOT)
+    wanted, picked = ("QuantizeLinear-21/float32-float8e4m3fn/", "QuantizeLinear-19/float32-int8/",
+                      "DynamicQuantizeLinear-11/", "DequantizeLinear-21/int4-float32/"), []
+    for prefix in wanted:
+        ids = [r.id for r in index.refs if r.id.startswith(prefix)]
+        cases = index.cases_of(ids)
+        picked += sorted((c for c in cases.values() if len(c.readings) > 1 or any(m is not None for m in c.dont_care)),
+                         key=lambda c: c.id)[:6] or [cases[ids[0]]]
+    return made + picked
+
+
+def test_every_caller_of_the_rule_gives_one_answer():
+    """The verdict, the diagnosis (a model reproducing the outputs; a model the case would fail), the
+    findings' closest reading and skip mask, the evidence, the oracle's de-duplication of readings
+    and a sweep's mismatch text: the same arrays, one answer (they once had a copy each)."""
+    from qconform import dtypes
+    from qconform.adapt import NUMPY_NATIVE
+    from qconform.apps.findings import closest_reading, skip_mask
+    from qconform.compare import differing, evidence, masks, passes
+    from qconform.diagnosis import diagnose as dg
+    from qconform.oracle.base import Evaluation, _same_bits
+    from qconform.sweep.units import describe_mismatches
+
+    class Returns:  # a deviation model whose outputs are exactly ``outs``
+        name, explanation = "returns", "returns the given outputs"
+
+        def __init__(self, outs):
+            self.outs = outs
+
+        def applies(self, draft):
+            return True
+
+        def evaluate(self, draft):
+            return Evaluation(readings=[("r", tuple(self.outs))])
+
+    sweep_like = type("S", (), {})
+    checked = passed = 0
+    for case in _cases():
+        for actual in _variants(case):
+            verdict = compare(case, actual)
+            ok = verdict.verdict == "pass"
+            assert passes(case, actual) == ok, case.id
+            assert dg.same_outputs(case.readings[0].outputs, actual, case.dont_care) == (
+                differing(case.readings[0].outputs, actual, masks(case, case.readings[0])) == 0)
+            assert any(_same_bits(tuple(actual), r.outputs, case.dont_care) for r in case.readings) == ok, case.id
+            assert dg._would_fail(Returns(actual), case, strict_nan=False) == (not ok), case.id
+            assert (dg.reproduces(Returns(case.readings[0].outputs), case, actual) is not None) == (
+                differing(case.readings[0].outputs, actual, case.dont_care) == 0), case.id
+            closest = closest_reading(case, actual)
+            assert (differing(closest.outputs, actual, masks(case, closest)) == 0) == ok, case.id
+            if not ok:
+                rows = evidence(case, actual, verdict.reading)
+                assert len(rows) == verdict.mismatch_count > 0, case.id
+                chosen = next(r for r in case.readings if r.name == verdict.reading)
+                skip = skip_mask(case, actual, chosen)
+                for name, e, a in zip(case.output_names, chosen.outputs, actual):
+                    t = dtypes.get(e.dtype)
+                    if t.onnx in NUMPY_NATIVE:
+                        continue
+                    shown = (t.to_bits(e) != t.to_bits(a)) & ~skip.get(name, np.zeros(e.shape, bool))
+                    assert np.array_equal(shown, t.differs(e, a, case.dont_care[case.output_names.index(name)])), case.id
+                if len(case.output_names) == 1:
+                    s = sweep_like()
+                    s.out_type, s.x_type = case.output_types[0], case.inputs[0].type
+                    text = describe_mismatches(s, case, case.inputs[0].value, actual[0], verdict.__dict__ | {
+                        "problem": verdict.problem})
+                    assert text.startswith(f"{verdict.mismatch_count} of "), (case.id, text)
+            checked += 1
+            passed += ok
+    assert checked > 60 and 0 < passed < checked

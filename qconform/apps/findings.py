@@ -418,36 +418,35 @@ def write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
 
 
 def closest_reading(case, outputs: Sequence[np.ndarray] | None):
-    """The case's permitted reading nearest to the runtime's outputs (fewest differing elements;
-    the first reading on a tie, a structural difference or no outputs): what a finding shows as
-    expected, so that a difference the spec permits (another reading) is never reported."""
-    from qconform.diagnosis.diagnose import _differing
+    """The case's permitted reading nearest to the runtime's outputs (``compare.closest``: fewest
+    differing elements; the first reading on a tie, a structural difference or no outputs): what a
+    finding shows as expected, so that a difference the spec permits (another reading) is never
+    reported."""
+    from qconform.compare import candidates, closest
 
     if outputs is None or len(case.readings) == 1:
         return case.readings[0]
-    best, best_n = case.readings[0], None
-    for r in case.readings:
-        n = _differing(r.outputs, outputs, case.dont_care, False)
-        if n >= 0 and (best_n is None or n < best_n):
-            best, best_n = r, n
-    return best
+    _, name = closest(candidates(case), outputs)
+    return next((r for r in case.readings if r.name == name), case.readings[0])
 
 
 def skip_mask(case, outputs: Sequence[np.ndarray] | None, reading=None) -> dict[str, np.ndarray]:
-    """Per output, the elements the script does not compare: the case's don't-care elements, and
-    those where the expected and the actual value are both NaN (any NaN matches any NaN)."""
+    """Per output, the elements the script does not compare: those the comparison rule excuses
+    (``ElemType.excused``: don't-care, or both NaN) -- NaN only for the types numpy cannot hold,
+    which the script compares as codes (numpy's own NaN compares as a value there)."""
     from qconform import dtypes
+    from qconform.compare import masks
 
     out = {}
-    expected = (reading or case.readings[0]).outputs
-    for i, (name, e) in enumerate(zip(case.output_names, expected)):
-        m = np.zeros(np.shape(e), bool)
-        if case.dont_care[i] is not None:
-            m |= np.asarray(case.dont_care[i], bool)
+    chosen = reading or case.readings[0]
+    for name, e, mask, a in zip(case.output_names, chosen.outputs, masks(case, chosen),
+                                list(outputs or ()) + [None] * len(case.output_names)):
         t = dtypes.get(e.dtype)
-        a = None if outputs is None or i >= len(outputs) else np.asarray(outputs[i])
-        if a is not None and a.dtype == e.dtype and a.shape == np.shape(e) and not (t.onnx in _native()):
-            m |= t.is_nan_bits(t.to_bits(e)) & t.is_nan_bits(t.to_bits(a))
+        a = None if a is None else np.asarray(a)
+        if a is not None and a.dtype == e.dtype and a.shape == np.shape(e) and t.onnx not in _native():
+            m = t.excused(e, a, mask)
+        else:
+            m = np.zeros(np.shape(e), bool) if mask is None else np.array(mask, bool)
         if m.any():
             out[name] = m
     return out

@@ -29,7 +29,7 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.case import Case
-from qconform.compare import check_structure
+from qconform.compare import check_structure, closest, differences, differing, masks, passes, usable
 from qconform.diagnosis.models import MODELS, Deviation, combine, get
 from qconform.oracle.granularity import InvalidModel
 from qconform.verdicts import FAIL, PASS
@@ -82,32 +82,10 @@ def _masks(case: Case, model_masks) -> list[np.ndarray | None]:
     return out
 
 
-def _differing(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray], masks, strict_nan: bool) -> int:
-    """How many elements differ under compare()'s rules (-1: different count, type or shape)."""
-    if len(expected) != len(actual):
-        return -1
-    n = 0
-    for i, (e, a) in enumerate(zip(expected, actual)):
-        if not isinstance(a, np.ndarray) or a.dtype != e.dtype or a.shape != e.shape:
-            return -1
-        t = dtypes.BY_DTYPE[e.dtype]
-        eb, ab = t.to_bits(e), t.to_bits(a)
-        differ = eb != ab
-        if not strict_nan:
-            differ &= ~(t.is_nan_bits(eb) & t.is_nan_bits(ab))
-        m = masks[i] if masks is not None and i < len(masks) else None
-        if m is not None:
-            differ &= ~np.asarray(m, bool)
-        n += int(np.count_nonzero(differ))
-    return n
-
-
 def same_outputs(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray], masks, *,
                  strict_nan: bool = False) -> bool:
-    """compare()'s rule for one reading, without building mismatch messages: same element type and
-    shape, same raw bits except that any NaN matches any NaN (unless ``strict_nan``), don't-care
-    elements skipped."""
-    return _differing(expected, actual, masks, strict_nan) == 0
+    """compare()'s rule for one reading (``compare.differing``), without building mismatch messages."""
+    return differing(expected, actual, masks, strict_nan) == 0
 
 
 def _evaluate(model: Deviation, case: Case, errors: list[str] | None = None):
@@ -126,21 +104,11 @@ def _evaluate(model: Deviation, case: Case, errors: list[str] | None = None):
         return None
 
 
-def _usable(readings: Sequence, profile: str) -> Sequence:
-    """The readings a failure may be explained through: under ``--profile=strict`` only the first
-    (the latest text's, as ``compare`` judges), else every permitted one."""
-    return readings[:1] if profile == "strict" else readings
-
-
-def _closest(ev, case: Case, actual, strict_nan: bool, profile: str = "default") -> tuple[int, str]:
-    """(fewest differing elements over the model's readings, that reading); -1 never wins."""
-    masks = _masks(case, ev.dont_care)
-    best = (2**62, "")
-    for name, outs in _usable(ev.readings, profile):
-        n = _differing(outs, actual, masks, strict_nan)
-        if 0 <= n < best[0]:
-            best = (n, name)
-    return best
+def _closest(ev, case: Case, actual, strict_nan: bool, profile: str = "default") -> tuple[int, str | None]:
+    """(fewest differing elements over the model's usable readings, that reading); (-1, None) when
+    none has the outputs' structure."""
+    model_masks = _masks(case, ev.dont_care)
+    return closest(((name, outs, model_masks) for name, outs in usable(ev.readings, profile)), actual, strict_nan)
 
 
 def reproduces(model: Deviation, case: Case, actual: Sequence[np.ndarray], *, strict_nan: bool = False,
@@ -186,7 +154,7 @@ def diagnose_case(case: Case, actual: Sequence[np.ndarray], *, strict_nan: bool 
         n, reading = _closest(ev, case, actual, strict_nan, profile)
         if n == 0:
             found.append(Diagnosis(m.name, reading, m.explanation))
-        elif n < 2**62:
+        elif n > 0:
             near.append((n, m.name))
     if found or not pairs or len(near) < 2:
         return found
@@ -255,18 +223,16 @@ def localise(case: Case, actual: Sequence[np.ndarray], reading: str | None = Non
     output that differs, against ``reading`` or the first): packing, saturation, zero point,
     rounding, special values, float precision or encoding. '' when no rule fits."""
     chosen = next((r for r in case.readings if r.name == reading), case.readings[0])
-    for i, (e, a) in enumerate(zip(chosen.outputs, actual)):
-        if not isinstance(a, np.ndarray) or a.dtype != e.dtype or a.shape != e.shape:
+    for e, a, differ in zip(chosen.outputs, actual, differences(chosen.outputs, actual, masks(case, chosen))):
+        if isinstance(differ, str):
             return "the difference is structural (element type or shape): the reading of the model's outputs"
-        t = dtypes.BY_DTYPE[e.dtype]
-        eb, ab = t.to_bits(e), t.to_bits(a)
-        differ = (eb != ab) & ~(t.is_nan_bits(eb) & t.is_nan_bits(ab))
-        if case.dont_care[i] is not None:
-            differ &= ~case.dont_care[i]
         if not differ.any():
             continue
+        t = dtypes.BY_DTYPE[e.dtype]
+        eb, ab = t.to_bits(e), t.to_bits(a)
         data = case.inputs[0]
-        xv = np.asarray(data.value, np.float64) if data.value.shape == e.shape and data.type not in ("int4", "uint4", "int2", "uint2") else None
+        x_t = dtypes.get(data.type)
+        xv = np.asarray(data.value, np.float64) if data.value.shape == e.shape and not (x_t.packed and x_t.is_integer) else None
         if xv is not None and not np.all(np.isfinite(xv[differ])):
             return "the difference sits in special inputs (±Inf/NaN): their reading or saturation"
         if t.packed:
@@ -428,8 +394,7 @@ def _would_fail(model: Deviation, case: Case, strict_nan: bool, profile: str = "
     ev = _evaluate(model, case, errors)
     if ev is None:  # the kernel rejects the model (or the model broke, and says so in errors)
         return True
-    return not any(same_outputs(r.outputs, outs, case.dont_care, strict_nan=strict_nan)
-                   for _, outs in _usable(ev.readings, profile) for r in _usable(case.readings, profile))
+    return not any(passes(case, outs, strict_nan=strict_nan, profile=profile) for _, outs in usable(ev.readings, profile))
 
 
 class _Ranking(NamedTuple):

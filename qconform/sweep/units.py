@@ -175,17 +175,14 @@ class UnitWorker:
 def describe_mismatches(sweep: Sweep, case, x: np.ndarray, y: np.ndarray, outcome: dict, limit: int = 8) -> str:
     """The exact inputs of a failed chunk (``outcome``: the engine's per-case record): counts by kind
     of difference and the first few."""
-    from qconform.compare import format_value
+    from qconform.compare import differences, format_value, masks
 
     if outcome["problem"]:
         return outcome["problem"]
     reading = next(r for r in case.readings if r.name == outcome["reading"])
     out_t, x_t = dtypes.get(sweep.out_type), dtypes.get(sweep.x_type)
     eb, ab = out_t.to_bits(reading.outputs[0]).reshape(-1), out_t.to_bits(y).reshape(-1)
-    differ = (eb != ab) & ~(out_t.is_nan_bits(eb) & out_t.is_nan_bits(ab))
-    if case.dont_care[0] is not None:
-        differ &= ~case.dont_care[0].reshape(-1)
-    idx = np.flatnonzero(differ)
+    idx = np.flatnonzero(differences(reading.outputs, [y], masks(case, reading))[0])
     xb = x_t.to_bits(x).reshape(-1)
     wx, wy = max(1, (x_t.bits + 3) // 4), max(1, (out_t.bits + 3) // 4)
     lines = [f"{idx.size} of {x.size} element(s) differ from reading {outcome['reading']!r}"]
