@@ -28,7 +28,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from qconform.execution import CaseResult, IsolatedEngine, Options, crash_result, runs
+from qconform.execution import CaseResult, IsolatedEngine, Options, fault_result, runs
+from qconform.verdicts import CRASHED
 
 #: Worker deaths a shard (or a single case) may be involved in before it fails (1: the first death
 #: reschedules it, a second one fails it).
@@ -229,7 +230,7 @@ class DaskEngine:
                 else:
                     why = (f"took down the Dask worker running it {ALLOWED_FAILURES + 1} times "
                            f"({type(exc).__name__}: {exc})")
-                    self.done[ids[0]] = crash_result(self.index.by_id[ids[0]], "crashed", why)
+                    self.done[ids[0]] = fault_result(self.index.by_id[ids[0]], CRASHED, why)
                 fut.release()
                 continue
             for cid in ids:

@@ -16,7 +16,7 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.case import Case, Reading
-from qconform.verdicts import ERROR, FAIL, PASS
+from qconform.verdicts import ERROR, FAIL, PASS, Verdict
 
 R = TypeVar("R")
 
@@ -43,7 +43,7 @@ class Mismatch:
 
 @dataclass
 class Outcome:
-    verdict: str  # "pass" | "fail" | "error"
+    verdict: Verdict  # pass | fail | error
     reading: str | None = None  # the reading matched (pass) or compared against (fail)
     mismatches: list[Mismatch] = field(default_factory=list)
     mismatch_count: int = 0

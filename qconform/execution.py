@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 from qconform.isolation import CallResult, Child, _raised, call, describe_exit, reason_line
-from qconform.verdicts import FAIL, FAULTS, PASS, UNSUPPORTED
+from qconform.record import CaseRecord
+from qconform.verdicts import ERROR, FAIL, PASS, Call, Verdict
 
 #: How many prepared models a pipeline keeps (keyed by the serialized model: identical models only).
 PREPARED_CACHE = 32
@@ -51,13 +52,25 @@ class Options:
 class CaseResult:
     """One case's outcome: small enough to stream per case from a worker."""
 
-    id: str
-    verdict: str  # pass | fail | error | crashed | timeout | unsupported | info
-    record: dict[str, Any]  # the report's per-case record
+    record: CaseRecord  # the case's record (the report's, and what every application reads)
     message: str = ""  # the failure text for the terminal ('' for a pass)
     runner_seconds: float = 0.0
     detail: str = ""  # the comparison's own text for a failure (``message`` without the diagnosis lines)
     outputs: list | None = None  # the runner's outputs, kept only where asked (``keep_outputs``)
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.record.verdict
+
+    @classmethod
+    def without_outputs(cls, record: CaseRecord) -> "CaseResult":
+        """A verdict the engine gives with no outputs to judge (a crash, a timeout, a worker that
+        broke): the terminal line says the verdict and why."""
+        return cls(record, f"{record.id}: {record.verdict}: {_terminal(record.problem)}")
 
 
 class Pipeline:
@@ -105,7 +118,7 @@ class Pipeline:
         try:
             run = prepare(self.runner, model)
         except Unsupported as exc:
-            return None, CallResult("unsupported", message=reason_line(str(exc)))
+            return None, CallResult(Call.UNSUPPORTED, message=reason_line(str(exc)))
         except Exception as exc:  # noqa: BLE001 — the runner's own failure: this case's error
             return None, _raised(exc)
         self._prepared[key] = run
@@ -124,7 +137,7 @@ class Pipeline:
         try:
             model = build_model(case, check=False)  # every corpus model passed onnx.checker when it was written
         except Exception as exc:  # noqa: BLE001 — a model qconform cannot build is that case's error
-            return CallResult("error", message=f"build_model: {type(exc).__name__}: {exc}"), 0.0
+            return CallResult(Call.ERROR, message=f"build_model: {type(exc).__name__}: {exc}"), 0.0
         return self.call_model(model, case.feeds)
 
     def call_model(self, model, feeds) -> tuple[CallResult, float]:
@@ -144,50 +157,49 @@ class Pipeline:
         """The verdict of a runner call made elsewhere (a device's stored outputs, ``qconform.offline``):
         the same comparison, diagnosis and record as ``judge``."""
         out = self._finish(case, result, seconds)
-        if self.keep_outputs and result.kind == "ok":
+        if self.keep_outputs and result.kind == Call.OK:
             out.outputs = list(result.outputs)
         return out
 
     def _finish(self, case, call: CallResult, seconds: float = 0.0) -> CaseResult:
-        from qconform.compare import Outcome, compare
+        from qconform.compare import compare
 
         o = self.options
-        if case.information and call.kind not in FAULTS:
+        if case.information and call.kind not in (Call.CRASHED, Call.TIMEOUT, Call.NOT_RUN):
             return self._inform(case, call, seconds)
-        if call.kind != "ok":
-            outcome = Outcome(call.kind, problem=call.message)
-            rec = record(case, outcome)
-            if call.traceback:
-                rec["traceback"] = call.traceback
-            message = "" if call.kind == UNSUPPORTED else f"{case.id}: {call.kind}: {_terminal(call.message)}"
-            return CaseResult(case.id, call.kind, rec, message, seconds)
+        if call.kind != Call.OK:
+            rec = CaseRecord.stub(case, Call(call.kind).verdict, call.message)
+            rec.traceback = call.traceback or None
+            message = "" if call.kind == Call.UNSUPPORTED else f"{case.id}: {call.kind}: {_terminal(call.message)}"
+            return CaseResult(rec, message, seconds)
         outcome = compare(case, call.outputs, strict_nan=o.strict_nan, profile=o.profile)
         diagnosis, diagnosis_errors, step = self._diagnose(case, outcome, call.outputs)
-        rec = record(case, outcome, diagnosis, diagnosis_errors, step)
+        rec = CaseRecord.judged(case, outcome, None if diagnosis is None else [d.model for d in diagnosis],
+                                diagnosis_errors, step)
         if outcome.verdict == FAIL and outcome.mismatch_count:
             from qconform.compare import evidence
 
             try:
-                rec["evidence"] = evidence(case, call.outputs, outcome.reading, o.strict_nan)
+                rec.evidence = evidence(case, call.outputs, outcome.reading, o.strict_nan)
             except Exception:  # noqa: BLE001 - evidence is for the report; it never changes a verdict
                 pass
         if outcome.verdict == PASS:
-            return CaseResult(case.id, "pass", rec, "", seconds)
+            return CaseResult(rec, "", seconds)
         lines = [outcome.message(case)]
         if diagnosis is not None:
             from qconform.diagnosis.diagnose import message_lines
 
             lines += message_lines(diagnosis, step)
-        return CaseResult(case.id, outcome.verdict, rec, "\n".join(lines), seconds, detail=lines[0])
+        return CaseResult(rec, "\n".join(lines), seconds, detail=lines[0])
 
     def _inform(self, case, call: CallResult, seconds: float) -> CaseResult:
         """A model the text makes invalid: what the runner did with it, as information (never a pass
         or a failure; qconform/docs/semantics.md#principles). Rejecting it is right; running it is
         compared with the reading runtimes commonly follow, and said."""
-        from qconform.compare import Outcome, compare
+        from qconform.compare import compare
 
         reading = None
-        if call.kind == "ok":
+        if call.kind == Call.OK:
             o = compare(case, call.outputs, strict_nan=self.options.strict_nan, profile=self.options.profile)
             if o.verdict == PASS:
                 reading, did = o.reading, f"ran it; the outputs match reading '{o.reading}'"
@@ -196,8 +208,7 @@ class Pipeline:
         else:
             first = (call.message.strip().splitlines() or [""])[0]
             did = f"rejected it ({call.kind}: {first})"
-        outcome = Outcome("info", reading=reading, problem=f"information: {case.information}. The runner {did}.")
-        return CaseResult(case.id, "info", record(case, outcome), "", seconds)
+        return CaseResult(CaseRecord.informed(case, reading, did), "", seconds)
 
     def _diagnose(self, case, outcome, outputs) -> tuple[list | None, list[str], str]:
         """Which known deviations reproduce a failure (None: not diagnosed, by option or budget); the
@@ -245,33 +256,9 @@ def judge(runner: Any, case, *, diagnose: bool = False, strict_nan: bool = False
                           keep_outputs=keep_outputs).judge(case)
 
 
-def record(case, outcome, diagnosis: list | None = None, diagnosis_errors: Sequence[str] = (),
-           diagnosis_step: str = "") -> dict[str, Any]:
-    """The report's per-case record (qconform/report/model.py reads it)."""
-    import dataclasses
-
-    rec = {"id": case.id, "op": case.op, "domain": case.domain, "opset": case.opset, "types": case.types,
-           "family": case.family, "clause": case.clause, "verdict": outcome.verdict, "reading": outcome.reading,
-           "readings": len(case.readings), "masked": outcome.masked, "mismatches": outcome.mismatch_count,
-           "problem": outcome.problem,
-           "first_mismatches": [dataclasses.asdict(m) for m in outcome.mismatches],
-           "output_types": list(case.output_types)}
-    if diagnosis is not None:
-        from qconform.diagnosis.diagnose import record_fields
-
-        rec.update(record_fields(diagnosis, diagnosis_errors))
-        if diagnosis_step:
-            rec["diagnosis_step"] = diagnosis_step
-    return rec
-
-
-def crash_result(case_ref, kind: str, message: str) -> CaseResult:
+def fault_result(case_ref, verdict: Verdict, message: str) -> CaseResult:
     """A case whose worker crashed or hung: no outputs, the verdict from the controller."""
-    rec = {"id": case_ref.id, "op": case_ref.op, "domain": case_ref.domain, "opset": case_ref.opset,
-           "types": case_ref.types, "family": case_ref.family, "clause": case_ref.clause, "verdict": kind,
-           "reading": None, "readings": case_ref.readings, "masked": 0, "mismatches": 0, "problem": message,
-           "first_mismatches": [], "output_types": list(case_ref.output_types)}
-    return CaseResult(case_ref.id, kind, rec, f"{case_ref.id}: {kind}: {message}")
+    return CaseResult.without_outputs(CaseRecord.stub(case_ref, verdict, message))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -365,7 +352,7 @@ def _serve(conn, options: Options) -> None:
         conn.send(READY)
         while (msg := conn.recv()) is not None:
             for cid in msg[1]:
-                conn.send(CaseResult(cid, "error", {"id": cid, "verdict": "error", "problem": why}, f"{cid}: error: {why}"))
+                conn.send(CaseResult.without_outputs(CaseRecord.lost(cid, ERROR, why)))
         return
     for scope, batch in _incoming(conn):
         pipeline.run_scope = scope
@@ -374,15 +361,14 @@ def _serve(conn, options: Options) -> None:
                 res = pipeline.run(cid)
             except Exception as exc:  # a qconform bug on one case: that case's error, the run goes on
                 why = f"qconform failed on this case: {type(exc).__name__}: {exc}"
-                res = CaseResult(cid, "error", {"id": cid, "verdict": "error", "problem": why,
-                                                "traceback": traceback.format_exc()}, f"{cid}: error: {why}")
+                res = CaseResult.without_outputs(CaseRecord.lost(cid, ERROR, why, traceback.format_exc()))
             try:
                 conn.send(res)
             except (BrokenPipeError, ConnectionError, EOFError):
                 return  # the controller is gone (killed with its machine, its Dask worker): nobody to answer
             except Exception as exc:  # e.g. a record that cannot be pickled
-                conn.send(CaseResult(cid, "error", {"id": cid, "verdict": "error", "problem": str(exc)},
-                                     f"{cid}: error: result cannot be transferred: {exc}"))
+                conn.send(CaseResult.without_outputs(CaseRecord.lost(
+                    cid, ERROR, f"result cannot be transferred: {exc}")))
 
 
 class _Lane:
@@ -430,7 +416,7 @@ class _Lane:
         why = (f"the runner's worker did not start within {limit:g}s" if got is Child.TIMEOUT
                else f"the runner's worker died while starting: {describe_exit(self.child.wait_exit())}")
         self.child.kill()
-        self._settle("crashed" if got is Child.GONE else "timeout", why)
+        self._settle(Verdict.CRASHED if got is Child.GONE else Verdict.TIMEOUT, why)
         return False
 
     def next(self) -> None:
@@ -443,11 +429,11 @@ class _Lane:
         got = self.child.receive(None if timeout is None else max(0.0, since + timeout - time.monotonic()))
         if got is Child.TIMEOUT:
             self.child.kill()
-            self._settle("timeout", f"no result within --case-timeout={timeout:g}s; worker killed")
+            self._settle(Verdict.TIMEOUT, f"no result within --case-timeout={timeout:g}s; worker killed")
         elif got is Child.GONE:
             code = self.child.wait_exit()
             self.child.kill()
-            self._settle("crashed", describe_exit(code))
+            self._settle(Verdict.CRASHED, describe_exit(code))
         else:
             if got.id != head:  # the protocol is strictly in order: anything else is a qconform bug
                 raise RuntimeError(f"worker answered {got.id!r} while {head!r} was due")
@@ -456,11 +442,11 @@ class _Lane:
             self.engine.done[got.id] = got
             self.last = time.monotonic()
 
-    def _settle(self, kind: str, why: str) -> None:
+    def _settle(self, kind: Verdict, why: str) -> None:
         """The head case gets the controller's verdict; the rest of its batch goes to a fresh worker."""
         head = self.pending.popleft()
         self.run_of.pop(head, None)
-        self.engine.done[head] = crash_result(self.engine.index.by_id[head], kind, why)
+        self.engine.done[head] = fault_result(self.engine.index.by_id[head], kind, why)
         if self.pending:
             self.restart()
         self.last = time.monotonic()
@@ -534,5 +520,5 @@ class IsolatedEngine:
             lane.child.close()
 
 
-__all__ = ["CaseResult", "Executor", "InProcessEngine", "IsolatedEngine", "Options", "Pipeline", "crash_result", "judge", "runs",
-           "local_executor", "record"]
+__all__ = ["CaseResult", "Executor", "InProcessEngine", "IsolatedEngine", "Options", "Pipeline", "fault_result", "judge",
+           "local_executor", "runs"]

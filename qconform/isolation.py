@@ -2,10 +2,11 @@
 
 ``call`` is the one place a prepared runner is called: it classifies every way a call can go wrong
 (Unsupported, an exception -- kept with its traceback --, not a list, None outputs, outputs aliasing
-or inputs mutated) as a verdict instead of an exception inside qconform; ``execute`` prepares and
-calls. ``Child`` is a worker process (its own session, process group and temporary directory,
-optionally an address-space limit) that a crash (signal, abort, ``os._exit``) or a hang can take down
-without taking the run with it: ``receive`` then says so, and the caller starts a fresh one.
+or inputs mutated) as a verdict instead of an exception inside qconform (the engine's ``Pipeline``
+prepares each model and calls through it). ``Child`` is a worker process (its own session, process
+group and temporary directory, optionally an address-space limit) that a crash (signal, abort,
+``os._exit``) or a hang can take down without taking the run with it: ``receive`` then says so,
+and the caller starts a fresh one.
 """
 from __future__ import annotations
 
@@ -23,14 +24,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import numpy as np
-import onnx
 
-from qconform.runner import CaseFault, Unsupported, prepare
+from qconform.runner import CaseFault, Unsupported
+from qconform.verdicts import Call
 
 
 @dataclass
 class CallResult:
-    kind: str  # "ok" | "unsupported" | "error" | "crashed" | "timeout"
+    kind: Call  # what the call did: outputs (OK), or the verdict it gives without them
     outputs: list[np.ndarray] | None = None
     message: str = ""
     traceback: str = ""  # the runner's own traceback, when it raised
@@ -68,12 +69,12 @@ def reason_line(text: str) -> str:
     source position (an execution provider often puts a C++ frame first and the cause last)."""
     lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
     said = [ln for ln in lines if not _FRAME.match(ln)]
-    return (said or lines or ["unsupported"])[0]
+    return (said or lines or [str(Call.UNSUPPORTED)])[0]
 
 
 def _raised(exc: BaseException) -> CallResult:
     first = (str(exc).strip().splitlines() or [""])[0]
-    return CallResult("error", message=f"runner raised {type(exc).__name__}: {first}",
+    return CallResult(Call.ERROR, message=f"runner raised {type(exc).__name__}: {first}",
                       traceback="".join(traceback.format_exception(exc)))
 
 
@@ -83,33 +84,20 @@ def call(run: Callable, feeds: Mapping[str, np.ndarray]) -> CallResult:
     try:
         outputs = _as_arrays(run(handed))
     except Unsupported as exc:
-        return CallResult("unsupported", message=reason_line(str(exc)))
+        return CallResult(Call.UNSUPPORTED, message=reason_line(str(exc)))
     except CaseFault as exc:  # it crashed or hung where it really ran (a device worker)
-        return CallResult(exc.kind, message=str(exc))
+        return CallResult(Call(exc.kind), message=str(exc))
     except MemoryError as exc:
-        return CallResult("error", message=f"runner ran out of memory: {exc}")
+        return CallResult(Call.ERROR, message=f"runner ran out of memory: {exc}")
     except Exception as exc:  # noqa: BLE001 — any runner exception is that case's error
         return _raised(exc)
     problem = _structure(outputs, handed)
     if problem:
-        return CallResult("error", message=problem)
+        return CallResult(Call.ERROR, message=problem)
     for name, original in feeds.items():
         if handed[name].shape != np.shape(original) or handed[name].tobytes() != np.ascontiguousarray(original).tobytes():
-            return CallResult("error", message=f"runner mutated its input {name!r}")
-    return CallResult("ok", outputs=[np.array(o, copy=True) for o in outputs])
-
-
-def execute(runner: Any, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> CallResult:
-    """Prepare the model with the runner and call it once; never raises for anything the runner does."""
-    try:
-        run = prepare(runner, model)
-    except Unsupported as exc:
-        return CallResult("unsupported", message=reason_line(str(exc)))
-    except MemoryError as exc:
-        return CallResult("error", message=f"runner ran out of memory: {exc}")
-    except Exception as exc:  # noqa: BLE001
-        return _raised(exc)
-    return call(run, feeds)
+            return CallResult(Call.ERROR, message=f"runner mutated its input {name!r}")
+    return CallResult(Call.OK, outputs=[np.array(o, copy=True) for o in outputs])
 
 
 # ----------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ import numpy as np
 
 from qconform.execution import CaseResult, Options, Pipeline
 from qconform.isolation import CallResult, call, reason_line
+from qconform.verdicts import Call
 
 ACTUAL = "actual"
 DEVICE = "device.json"
@@ -80,17 +81,17 @@ def load_index(root: Path, digest: str) -> dict[str, Path]:
 def stored_call(case, directory: Path) -> CallResult:
     """What the device tool wrote for one case, as the runner call it stands for."""
     actual = directory / ACTUAL
-    for name, kind in (("unsupported.txt", "unsupported"), ("error.txt", "error")):
+    for name, kind in (("unsupported.txt", Call.UNSUPPORTED), ("error.txt", Call.ERROR)):
         if (actual / name).is_file():
             text = (actual / name).read_text(encoding="utf-8", errors="replace")
-            return CallResult(kind, message=reason_line(text) if kind == "unsupported" else text.strip())
+            return CallResult(kind, message=reason_line(text) if kind == Call.UNSUPPORTED else text.strip())
     files = [actual / f"output_{n}.pb" for n in range(len(case.output_names))]
     if not any(f.is_file() for f in files):
-        return CallResult("unsupported", message=f"no result written for this case (in {actual})")
+        return CallResult(Call.UNSUPPORTED, message=f"no result written for this case (in {actual})")
     try:
         outputs = [read_tensor(f) for f in files if f.is_file()]
     except Exception as exc:  # noqa: BLE001 - a malformed file is that case's error, said as such
-        return CallResult("error", message=f"unreadable result in {actual}: {type(exc).__name__}: {exc}")
+        return CallResult(Call.ERROR, message=f"unreadable result in {actual}: {type(exc).__name__}: {exc}")
     return call(lambda feeds: outputs, case.feeds)  # the structure checks every live runner's result gets
 
 
@@ -116,7 +117,7 @@ class OfflineEngine:
         case = self.pipeline.cases.case(case_id)
         directory = self.dirs.get(case_id)
         if directory is None:
-            got = CallResult("unsupported", message=f"not in the export at {self.root} (export it, run it, import again)")
+            got = CallResult(Call.UNSUPPORTED, message=f"not in the export at {self.root} (export it, run it, import again)")
         else:
             got = stored_call(case, directory)
         return self.pipeline.judge_call(case, got)

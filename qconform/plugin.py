@@ -28,7 +28,8 @@ import pytest
 from qconform import corpus as corpus_mod
 from qconform.execution import CaseResult, Options, local_executor
 from qconform.runner import Runner, RunnerError, parse_options, resolve
-from qconform.verdicts import ERROR, FAIL, INFO, PASS, UNSUPPORTED
+from qconform.record import CaseRecord
+from qconform.verdicts import DEVIATING, ERROR, FAIL, HEADLINE, INFO, PASS, SHOWN_AS_SKIPPED, UNSUPPORTED
 
 RUNNER_KEY = pytest.StashKey[Runner]()
 CORPUS_KEY = pytest.StashKey[corpus_mod.Index]()
@@ -379,6 +380,7 @@ class CaseItem(pytest.Item):
         config = self.config
         self._submit()
         res = self._result = _engine(config).result(self.case_id)
+        res.record = res.record.over(CaseRecord.stub(self.ref))
         config.stash[RECORDS_KEY].add(res.record)
         return res
 
@@ -387,7 +389,7 @@ class CaseItem(pytest.Item):
         res = self._result
         if call.when != "call" or res.verdict == PASS:
             outcome, longrepr = "passed", None
-        elif res.verdict in SKIPPED:
+        elif res.verdict in SHOWN_AS_SKIPPED:
             outcome = "skipped"
             longrepr = (self.path.name, 1, f"Skipped: {_skip_reason(res)}")
         else:
@@ -421,7 +423,7 @@ class CaseItem(pytest.Item):
         self._result = None  # the report comes from the exception, as for any pytest item
         if res.verdict == PASS:
             return
-        if res.verdict in SKIPPED:
+        if res.verdict in SHOWN_AS_SKIPPED:
             pytest.skip(_skip_reason(res))
         raise CaseFailure(_failure_text(self.config, res))
 
@@ -437,7 +439,7 @@ class CaseItem(pytest.Item):
 def _failure_text(config: pytest.Config, res: CaseResult) -> str:
     """A failure's text: the verdict line (and mismatches, diagnosis); with ``-v`` or
     ``--runner-traceback`` also the runner's own traceback when it raised (always in report.json)."""
-    tb = res.record.get("traceback")
+    tb = res.record.traceback
     if tb and (config.getoption("verbose") > 0 or config.getoption("runner_traceback")):
         return f"{res.message}\n\nthe runner's traceback:\n{tb.rstrip()}"
     return res.message
@@ -458,7 +460,7 @@ class Records:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.by_id: dict[str, dict] = {}
+        self.by_id: dict[str, CaseRecord] = {}
         self._file = None
         self.dir: Path | None = None
         if _is_xdist_worker(config):
@@ -467,10 +469,10 @@ class Records:
                 path = Path(where) / f"{config.workerinput.get('workerid', os.getpid())}.jsonl"
                 self._file = path.open("w", encoding="utf-8")
 
-    def add(self, rec: dict) -> None:
-        self.by_id[rec["id"]] = rec
+    def add(self, rec: CaseRecord) -> None:
+        self.by_id[rec.id] = rec
         if self._file is not None:
-            self._file.write(json.dumps(rec, separators=(",", ":")) + "\n")
+            self._file.write(json.dumps(rec.to_dict(), separators=(",", ":")) + "\n")
 
     def close(self) -> None:
         if self._file is not None:
@@ -484,10 +486,10 @@ class Records:
         for path in sorted(self.dir.glob("*.jsonl")):
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
+                    rec = CaseRecord.from_dict(json.loads(line))
+                except (json.JSONDecodeError, TypeError, KeyError, ValueError):
                     continue  # a line cut by a crashed worker
-                self.by_id[rec["id"]] = rec
+                self.by_id[rec.id] = rec
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -587,9 +589,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
 
 def _rerun_hint(tr, config: pytest.Config, records) -> None:
     """How to run a deviating case again, in a form that works from any directory and install."""
-    from qconform.report.model import BAD
-
-    bad = sorted(r["id"] for r in records if r["verdict"] in BAD)
+    bad = sorted(r.id for r in records if r.verdict in DEVIATING)
     if not bad:
         return
     import shlex
@@ -603,28 +603,23 @@ def _rerun_hint(tr, config: pytest.Config, records) -> None:
         tr.write_line(f"{label:18}{shlex.join([*cmd, '--from-report', str(Path(report_dir) / 'report.json')])}")
 
 
-#: Verdicts pytest shows as skipped: neither is a pass or a failure of the runner.
-SKIPPED = ("unsupported", "info")
-
-
 def _skip_reason(res) -> str:
-    problem = res.record.get("problem", "")
-    if res.verdict == INFO:  # "information: <why>. The runner ...": the runner's part first, at a glance
-        why, _, did = problem.partition(". The runner ")
-        return _short(f"information: the runner {did} ({why.removeprefix('information: ')})", 160)
-    return f"unsupported: {_short(problem)}"
+    rec = res.record
+    if res.verdict == INFO:  # the runner's part first, at a glance
+        return _short(f"information: the runner {rec.runner_did}. ({rec.information})", 160)
+    return f"{UNSUPPORTED}: {_short(rec.problem)}"
 
 
 def _summary(tr, records) -> None:
     per_op: dict[str, Counter] = defaultdict(Counter)
     unsupported: Counter = Counter()
     for r in records:
-        key = f"{r['domain'] + '.' if r.get('domain') else ''}{r['op']}-{r['opset']}"
-        per_op[key][r["verdict"]] += 1
-        if r["verdict"] == UNSUPPORTED:
-            unsupported[(key, _short(r.get("problem", ""), 120))] += 1
+        key = f"{r.domain + '.' if r.domain else ''}{r.op}-{r.opset}"
+        per_op[key][r.verdict] += 1
+        if r.verdict == UNSUPPORTED:
+            unsupported[(key, _short(r.problem, 120))] += 1
     tr.section("qconform summary")
-    verdicts = (PASS, FAIL, ERROR, UNSUPPORTED, INFO)
+    verdicts = HEADLINE
     tr.write_line(f"{'op-version':32} {'cases':>6} " + " ".join(f"{v:>11}" for v in verdicts))
     for key in sorted(per_op, key=lambda k: (k.rsplit('-', 1)[0], int(k.rsplit('-', 1)[1]))):
         cnt = per_op[key]

@@ -20,6 +20,7 @@ import sys
 import threading
 
 from qconform import wire
+from qconform.verdicts import Call
 
 
 def _serve_runner(conn, runner_name: str, options: dict[str, str]) -> None:
@@ -100,15 +101,15 @@ class Session:
         got = child.receive(self.server.timeout)
         if got is Child.TIMEOUT:
             child.kill()
-            return {"kind": "timeout", "message": f"no result within {self.server.timeout:g}s on the device; "
+            return {"kind": Call.TIMEOUT, "message": f"no result within {self.server.timeout:g}s on the device; "
                                                   "its runner was killed"}, []
         if got is Child.GONE:
             code = child.wait_exit()
             child.kill()
-            return {"kind": "crashed", "message": f"the device's runner {describe_exit(code)}"}, []
-        if got.kind != "ok":
+            return {"kind": Call.CRASHED, "message": f"the device's runner {describe_exit(code)}"}, []
+        if got.kind != Call.OK:
             return {"kind": got.kind, "message": got.message}, []
-        return {"kind": "ok", "message": ""}, [to_tensor_proto(a) for a in got.outputs]
+        return {"kind": Call.OK, "message": ""}, [to_tensor_proto(a) for a in got.outputs]
 
     def serve(self) -> None:
         try:

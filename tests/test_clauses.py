@@ -32,13 +32,13 @@ def test_an_information_case_gets_the_info_verdict_whatever_the_runner_does(corp
     case = next(c for c in corpus.cases if c.information)
     pipe = Pipeline(Options(golden="", runner=""), runner=None, cases={case.id: case})
     ran = pipe._finish(case, CallResult("ok", outputs=list(case.expected)))
-    assert ran.verdict == "info" and "ran it; the outputs match reading 'spec'" in ran.record["problem"]
+    assert ran.verdict == "info" and "ran it; the outputs match reading 'spec'" in ran.record.problem
     flipped = case.expected[0].view(np.uint8) ^ np.uint8(1) if case.expected[0].dtype.itemsize == 1 else None
     wrong = pipe._finish(case, CallResult("ok", outputs=[flipped.view(case.expected[0].dtype) if flipped is not None
                                                            else np.zeros_like(case.expected[0])]))
-    assert wrong.verdict == "info" and "differ" in wrong.record["problem"]
+    assert wrong.verdict == "info" and "differ" in wrong.record.problem
     refused = pipe._finish(case, CallResult("error", message="axis length mismatch\nmore"))
-    assert refused.verdict == "info" and "rejected it (error: axis length mismatch)" in refused.record["problem"]
+    assert refused.verdict == "info" and "rejected it (error: axis length mismatch)" in refused.record.problem
 
 
 def test_qlinearmatmul_vector_parameters_are_valid_per_row_and_per_column(corpus):

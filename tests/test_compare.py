@@ -190,8 +190,7 @@ def test_every_caller_of_the_rule_gives_one_answer():
                 if len(case.output_names) == 1:
                     s = sweep_like()
                     s.out_type, s.x_type = case.output_types[0], case.inputs[0].type
-                    text = describe_mismatches(s, case, case.inputs[0].value, actual[0], verdict.__dict__ | {
-                        "problem": verdict.problem})
+                    text = describe_mismatches(s, case, case.inputs[0].value, actual[0], verdict)
                     assert text.startswith(f"{verdict.mismatch_count} of "), (case.id, text)
             checked += 1
             passed += ok

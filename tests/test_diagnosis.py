@@ -102,7 +102,7 @@ def scan(model: Deviation, groups: dict[Key, list[Case]], max_groups: int = MAX_
             if outcome.verdict == "fail":
                 failed = True
                 example = example or (c, out)
-                rec.update(dg.record_fields(dg.diagnose_case(c, out)))
+                rec["diagnosis"] = [d.model for d in dg.diagnose_case(c, out)]
             records.append(rec)
         if failed:
             found += dg.rank(records, {c.id: c for c in cases})
@@ -417,7 +417,7 @@ class _Broken:
 
 
 def test_a_model_that_raises_is_counted_and_reported_not_swallowed(corpus):
-    from qconform.execution import record
+    from qconform.record import CaseRecord
     from qconform.compare import compare as cmp
 
     broken = Deviation("broken-on-purpose", frozenset({"QuantizeLinear"}), "", "", "", _Broken)
@@ -428,7 +428,7 @@ def test_a_model_that_raises_is_counted_and_reported_not_swallowed(corpus):
     errors: list[str] = []
     assert dg.diagnose_case(case, actual, models=[broken], errors=errors) == []
     assert errors == ["broken-on-purpose: RuntimeError: broken on purpose"]
-    rec = record(case, cmp(case, actual), [], errors)
+    rec = CaseRecord.judged(case, cmp(case, actual), [], errors).to_dict()
     assert rec["diagnosis"] == [] and rec["diagnosis_errors"] == errors
     assert dg.error_summary([rec, {**rec, "id": "other"}]) == [
         {"error": errors[0], "cases": 2, "example": case.id}]

@@ -34,7 +34,7 @@ def test_a_crash_in_a_batch_loses_no_verdict_of_its_neighbours():
     assert got[faults["hang"]].verdict == "timeout" and "--case-timeout=3s" in got[faults["hang"]].message
     assert got[faults["exit"]].verdict == "crashed" and "status 3" in got[faults["exit"]].message
     assert engine.restarts == 4  # one fresh worker after each crash or hang, the rest of the batch in it
-    assert all(r.record["id"] == cid for cid, r in got.items())
+    assert all(r.record.id == cid for cid, r in got.items())
 
 
 def test_results_come_back_in_any_order_pytest_asks_for_them():

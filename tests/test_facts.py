@@ -286,12 +286,12 @@ def _bits_equal(expected: np.ndarray, actual: np.ndarray) -> str:
 
 @pytest.mark.parametrize("name", _node_names())
 def test_node_test_agrees_with_cpu_ref(name):
-    from qconform.isolation import execute
+    from qconform.execution import Pipeline
 
     (_, model, inputs, outputs), = [t for t in _node_tests() if t[0] == name]
     op = model.graph.node[0].op_type
     feeds = {vi.name: v for vi, v in zip(model.graph.input, inputs)}
-    call = execute(_runner("cpu-ref"), model, feeds)
+    call, _ = Pipeline.local(_runner("cpu-ref")).call_model(model, feeds)
     if call.kind == "unsupported" and op not in QDQ:
         pytest.skip(f"cpu-ref has no oracle for {op} here: {call.message}")
     assert call.kind == "ok", f"cpu-ref cannot run {name}: {call.kind}: {call.message}"

@@ -17,6 +17,7 @@ import pytest
 
 from qconform import corpus as corpus_mod
 from qconform.report import model
+from qconform.verdicts import DEVIATING
 from support import SUPPORT, FlipInt8Runner, copy_group  # noqa: F401
 
 pytest_plugins = ["pytester"]
@@ -62,8 +63,8 @@ def check_counts(result: pytest.RunResult, report: dict) -> None:
     assert c["collected"] == sum(outcomes.get(k, 0) for k in ("passed", "failed", "skipped", "xfailed"))
     assert c["pass"] == outcomes.get("passed", 0)
     assert c["unsupported"] == outcomes.get("skipped", 0)
-    assert sum(c[v] for v in model.BAD) == outcomes.get("failed", 0) + outcomes.get("xfailed", 0)
-    bad = {case["id"] for case in report["cases"] if case["verdict"] in model.BAD}
+    assert sum(c[v] for v in DEVIATING) == outcomes.get("failed", 0) + outcomes.get("xfailed", 0)
+    bad = {case["id"] for case in report["cases"] if case["verdict"] in DEVIATING}
     assert {f["id"] for f in report["failures"]} == bad
     assert sum(sum(cell["counts"].values()) for cell in report["matrix"]) == c["reported"]
 

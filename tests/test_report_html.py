@@ -228,13 +228,14 @@ def test_a_whole_corpus_certificate_leads_with_its_verdicts_and_prints_short(tmp
     pages, one example per behaviour (issue 36)."""
     from qconform import corpus
     from qconform.diagnosis.models import MODELS
+    from qconform.record import CaseRecord
     from qconform.report import model, writer
 
     index = corpus.index(corpus.DEFAULT_ROOT)
     names = sorted(MODELS)[:22]
     records = []
     for i, ref in enumerate(index.refs):
-        stub = writer.stub(ref)
+        stub = CaseRecord.stub(ref).to_dict()
         if i % 7:
             records.append({**stub, "verdict": "pass" if i % 3 else "unsupported", "problem": f"no kernel {i % 5}"})
             continue
@@ -245,7 +246,7 @@ def test_a_whole_corpus_certificate_leads_with_its_verdicts_and_prints_short(tmp
     meta = {"runner": {"name": "synthetic", "version": "1"}, "corpus": {"digest": "d", "cases": len(records)},
             "platform": writer.platform_meta(), "invocation": {"args": [], "profile": "default", "filters": []},
             "timing": {"started": "", "finished": "", "duration_s": 0}}
-    report = model.build(records, [writer.stub(r) for r in index.refs], meta)
+    report = model.build(records, [CaseRecord.stub(r).to_dict() for r in index.refs], meta)
     report["gate"], report["diagnosis"] = {}, {}
     out = tmp_path / "report"
     writer.write(out, report)

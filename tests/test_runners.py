@@ -90,7 +90,7 @@ def test_work_the_cpu_fallback_did_is_never_credited_to_the_provider_under_test(
     case = index.case(next(r.id for r in index.refs if r.group == "QuantizeLinear-13"))
     runner = OnnxRuntimeRunner(providers=providers)
     res = judge(runner, case)
-    assert res.verdict == verdict and says in (res.record.get("problem") or ""), res.record
+    assert res.verdict == verdict and says in (res.record.problem or ""), res.record
     assert runner.describe()["options"].get("fallback_credited", False) is False
 
 

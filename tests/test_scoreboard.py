@@ -21,7 +21,7 @@ import pytest
 from qconform import cli
 from qconform.apps import scoreboard
 from qconform.report.diff import load
-from qconform.report.model import BAD
+from qconform.verdicts import DEVIATING
 
 SLICE = "opset_13 and (family_basic or family_specials)"
 RUNNERS = ("onnx-reference", "cpu-ref")  # the scoreboard's order: BUNDLED order
@@ -79,7 +79,7 @@ def test_headline_counts_are_the_reports_counts(board):
         named = sum(1 for f in deviations if f.get("diagnosis"))
         failing = [f for f in deviations if f["verdict"] == "fail"]
         failing_named = sum(1 for f in failing if f.get("diagnosis"))
-        assert len(deviations) == sum(c[v] for v in BAD)
+        assert len(deviations) == sum(c[v] for v in DEVIATING)
         expected = [str(c["collected"]), str(c["pass"]), str(c["fail"]), str(c["error"]), str(c["unsupported"]),
                     str(c["info"]), str(c["crashed"] + c["timeout"]),
                     f"{named} of {len(deviations)} ({100 * named / len(deviations):.1f}%)" if deviations else "–",
@@ -97,7 +97,7 @@ def test_per_op_version_cells_count_the_cases(board):
         per: dict[str, Counter] = defaultdict(Counter)
         for case in report["cases"]:  # independently of the matrix the scoreboard reads
             v = case["verdict"]
-            per[case["id"].split("/")[0]]["deviate" if v in BAD else v] += 1
+            per[case["id"].split("/")[0]]["deviate" if v in DEVIATING else v] += 1
         for ov, cnt in per.items():
             expected[ov][name] = f"{cnt['pass']} / {cnt['deviate']} / {cnt['unsupported']}"
     assert set(table) == set(expected) == {"QuantizeLinear-13", "DequantizeLinear-13"}
@@ -173,7 +173,7 @@ def test_each_runtime_has_a_page_with_its_verdicts_and_deviating_types(board):
         assert list(per_ov) == [s["op_version"] for s in scopes]
         for s in scopes:
             rows = [c for c in report["cases"] if c["id"].startswith(s["op_version"] + "/")]
-            bad = sum(c["verdict"] in BAD for c in rows)
+            bad = sum(c["verdict"] in DEVIATING for c in rows)
             assert per_ov[s["op_version"]][:3] == [s["verdict"], str(sum(c["verdict"] == "pass" for c in rows)), str(bad)]
         types = page.split("## Deviating type combinations\n", 1)[1].split("\n## ", 1)[0]
         counted = Counter()
@@ -181,7 +181,7 @@ def test_each_runtime_has_a_page_with_its_verdicts_and_deviating_types(board):
             cells = [c.strip() for c in line.strip("|").split(" | ")]
             counted[cells[0]] += int(cells[2])
         assert dict(counted) == {ov: n for ov, n in Counter(c["id"].split("/")[0] for c in report["cases"]
-                                                              if c["verdict"] in BAD).items()}
+                                                              if c["verdict"] in DEVIATING).items()}
         assert counted or "No deviating case." in types
 
 
@@ -209,7 +209,7 @@ def test_each_runtime_has_a_machine_readable_certificate(board):
         typed = [(s["op_version"], t["types"], t["verdict"], t["cases"]) for s in certificate.scopes(report)
                  for t in s["types"]]
         assert [(r["op_version"], r["types"], r["verdict"], r["cases"]) for r in rows if r["types"] != "*"] == typed
-        assert sum(r["deviate"] for r in rows if r["types"] == "*") == sum(c["verdict"] in BAD for c in report["cases"])
+        assert sum(r["deviate"] for r in rows if r["types"] == "*") == sum(c["verdict"] in DEVIATING for c in report["cases"])
         text = board["bytes"][f"runtimes/{name}.certificate.json"].decode()
         for run_specific in ("started", "duration", "seconds", report["platform"].get("node") or "\0"):
             assert run_specific not in text

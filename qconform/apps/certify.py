@@ -21,6 +21,9 @@ import time
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from qconform.record import CaseRecord
+from qconform.verdicts import DEVIATING, VERDICTS, Verdict
+
 #: certify's own options, each also a pytest plugin option of the same name (so a run that must go
 #: through pytest passes them on unchanged); ``-j`` is pytest's ``--runner-workers``.
 ENGINE_OPTIONS = ("--runner-opt", "--golden", "--case", "--baseline", "--min-cases", "--profile", "--strict-nan",
@@ -160,8 +163,8 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"qconform certify: {len(refs) - len(todo)} of {len(refs)} cases read back from {args.state}",
               file=sys.stderr)
     engine: Executor | None = _executor(args, options, index, jobs) if todo else None
-    stubs = {r.id: writer.stub(r) for r in refs}
-    records: list[dict] = []
+    stubs = {r.id: CaseRecord.stub(r) for r in refs}
+    records: list[CaseRecord] = []
     interrupted = False
     progress = _Progress(len(refs))
     try:
@@ -172,11 +175,12 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
                 rec = done[r.id]
             else:
                 res = engine.result(r.id)
-                rec = {**stubs[r.id], **res.record, "duration_s": res.runner_seconds}
+                rec = res.record.over(stubs[r.id])
+                rec.duration_s = res.runner_seconds
                 if state:
                     state.append(rec)
             records.append(rec)
-            progress.step(rec["verdict"])
+            progress.step(rec.verdict)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -197,7 +201,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
                     "front_end": "qconform certify",
                     "command_line": shlex.join(["qconform", getattr(args, "cmd", None) or "certify", *argv]),
                     "baseline": writer.baseline_identity(args.baseline) if args.baseline else None})
-    report, texts = writer.assemble(records, list(stubs.values()), run_meta, cases_of=index.cases_of, baseline=base,
+    report, texts = writer.assemble([r.to_dict() for r in records], [s.to_dict() for s in stubs.values()], run_meta, cases_of=index.cases_of, baseline=base,
                                     today=_dt.date.today(), min_cases=args.min_cases, filters=filters,
                                     corpus_size=len(index), strict_nan=bool(args.strict_nan), profile=args.profile)
     status = 2 if interrupted else (0 if report["gate"]["passed"] else 1)
@@ -219,7 +223,7 @@ class _State:
         self.path, self.key = path, json.loads(json.dumps(key, sort_keys=True, default=str))
         self._fh = None
 
-    def load(self) -> dict[str, dict]:
+    def load(self) -> dict[str, CaseRecord]:
         if not self.path.exists():
             return {}
         done = {}
@@ -236,16 +240,16 @@ class _State:
                     rec = json.loads(line)
                 except ValueError:  # the last line of a run killed mid-write
                     continue
-                done[rec["id"]] = rec
+                done[rec["id"]] = CaseRecord.from_dict(rec)
         return done
 
-    def append(self, record: dict) -> None:
+    def append(self, record: CaseRecord) -> None:
         if self._fh is None:
             fresh = not self.path.exists() or self.path.stat().st_size == 0
             self._fh = self.path.open("a", encoding="utf-8")
             if fresh:
                 self._fh.write(json.dumps({"format": self.FORMAT, "key": self.key}, sort_keys=True) + "\n")
-        self._fh.write(json.dumps(record, default=str) + "\n")
+        self._fh.write(json.dumps(record.to_dict(), default=str) + "\n")
         self._fh.flush()
 
     def close(self) -> None:
@@ -291,11 +295,9 @@ class _Progress:
         self.tty = sys.stderr.isatty()
         self.next_mark = 0.1
 
-    def step(self, verdict: str) -> None:
-        from qconform.report.model import BAD
-
+    def step(self, verdict: Verdict) -> None:
         self.n += 1
-        self.bad += verdict in BAD
+        self.bad += verdict in DEVIATING
         now = time.perf_counter()
         if (self.tty and now - self.last >= 0.5) or (not self.tty and self.n >= self.next_mark * self.total):
             self.last = now
@@ -314,7 +316,6 @@ class _Progress:
 
 def _summary(report: dict, written: list[Path]) -> None:
     from qconform.report.certificate import overall
-    from qconform.report.model import VERDICTS
 
     c, gate = report["counts"], report["gate"]
     print(", ".join(f"{c[v]:,} {v}" for v in VERDICTS if c.get(v)) + f" — {c['collected']:,} cases in "

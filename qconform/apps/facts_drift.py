@@ -30,6 +30,7 @@ from packaging.version import Version
 
 from qconform import facts, platform as plat
 from qconform.facts.observe import Result, case_id_of, explains, observe, shows
+from qconform.verdicts import UNSUPPORTED
 
 TODO = "TODO"
 
@@ -172,7 +173,7 @@ def _new_facts(source: str, installed: str, label: str, uncovered: dict[str, Res
         r = uncovered[ids[0]]
         reason = r.message.split(" | Stack backtrace")[0]
         reason = reason if len(reason) <= 240 else reason[:240].rsplit(" ", 1)[0] + " …"
-        f = facts.Fact(f"E{n}", source, "unsupported", f">={installed}", "", _op_versions([case_id(c) for c in ids]),
+        f = facts.Fact(f"E{n}", source, UNSUPPORTED, f">={installed}", "", _op_versions([case_id(c) for c in ids]),
                        globs, ids[0], f"refuses the model: {reason}",
                        f"valid models: the text at [{r.clause}](#{r.clause})" if r.clause
                        else f"{TODO}: where the spec admits these models",
@@ -216,7 +217,7 @@ def compute(source: str, results: dict[str, Result], installed: str, against: st
             (drift.holds.append(f) if ok else drift.fixed.append((f, seen)))
     showing = [f for f in proposed.values() if f.applies(installed, feats, machine) and shows(f, results)[0]]
     uncovered = {cid: r for cid, r in results.items()
-                 if (r.disagrees or r.verdict == "unsupported") and not any(explains(f, cid, r) for f in showing)}
+                 if (r.disagrees or r.verdict == UNSUPPORTED) and not any(explains(f, cid, r) for f in showing)}
     drift.new = _new_facts(source, installed, label, uncovered, facts.next_id(files))
     for f, _ in drift.new:
         proposed[f.id] = f

@@ -72,7 +72,7 @@ import numpy as np
 
 import qconform
 from qconform.runtimes import RUNTIMES, Template, ml_dtype
-from qconform.verdicts import ERROR, FAIL, FAULTS
+from qconform.verdicts import ERROR, FAIL, FAULTS, Call, Probe
 
 PKG = Path(qconform.__file__).resolve().parent
 CHECKOUT = PKG.parent if (PKG.parent / "pyproject.toml").is_file() else None
@@ -199,7 +199,7 @@ class Group:
     does: str
     spec: str = ""  # markdown, links to semantics.md anchors as (#anchor)
     evidence: str = ""
-    kind: str = "fail"  # erratum | must-reject (facts); fail | error (observed)
+    kind: str = FAIL  # erratum | must-reject (a fact's kind); fail | error (observed: the verdict)
     fact: str = ""  # fact id
     versions: str = ""  # the fact's version range
     platform: str = ""  # the fact's platform condition
@@ -247,7 +247,7 @@ _ERROR_PREFIX = re.compile(r"^runner raised ")
 
 def error_signature(problem: str) -> str:
     """A run's error without the numbers that vary between cases (shapes, sizes, addresses)."""
-    first = _ERROR_PREFIX.sub("", (problem or "error").strip().splitlines()[0] if problem.strip() else "error")
+    first = _ERROR_PREFIX.sub("", problem.strip().splitlines()[0] if problem and problem.strip() else ERROR)
     first = re.sub(r"\d+", "#", first)
     return re.sub(r"[(\[][\s#,()\[\]]*[)\]]", "(…)", first)[:160]  # shapes: "((#, #), (#, #))" -> "(…)"
 
@@ -318,10 +318,10 @@ def observed_groups(runtime: str, failures: Sequence[Mapping[str, Any]], cases: 
                 families = set()
             ordered = sorted(ids, key=lambda i: (_example_key(cases[i], families), i))
             if mech.startswith("error: "):
-                does, evidence, kind = f"the run raises `{mech[len('error: '):]}`", "", "error"
+                does, evidence, kind = f"the run raises `{mech[len('error: '):]}`", "", ERROR
             elif mech == "unexplained":
                 does, evidence, kind = ("returns outputs that differ from the spec's; no deviation model of "
-                                        "qconform/docs/diagnosis.md reproduces them"), "", "fail"
+                                        "qconform/docs/diagnosis.md reproduces them"), "", FAIL
             else:
                 try:
                     parts = [get(name) for name in mech.split("+")]
@@ -329,7 +329,7 @@ def observed_groups(runtime: str, failures: Sequence[Mapping[str, Any]], cases: 
                     parts = []
                 does = " ".join(p.explanation for p in parts) or mech
                 evidence = " ".join(p.evidence for p in parts)
-                kind = "fail"
+                kind = FAIL
             groups.append(Group(runtime, k, _op_versions(ids), mech, ordered, does, evidence=evidence, kind=kind,
                                 cases=len(ids), case_ids=ordered[:5]))
     return groups
@@ -388,11 +388,10 @@ def observe(runner, case, must_reject: bool = False) -> Observation:
         warnings.simplefilter("ignore")
         if must_reject:
             call, _ = pipeline.call(case)
-            return Observation("ran" if call.kind == "ok" else "rejected",
-                               list(call.outputs) if call.kind == "ok" else None, call.message)
+            return Observation(Probe.of(call.kind), list(call.outputs) if call.kind == Call.OK else None, call.message)
         res = pipeline.judge(case)
-    verdict = "error" if res.verdict in FAULTS else res.verdict
-    return Observation(verdict, res.outputs, res.record.get("problem") or "", res.record.get("diagnosis"))
+    verdict = ERROR if res.verdict in FAULTS else res.verdict
+    return Observation(verdict, res.outputs, res.record.problem or "", res.record.diagnosis)
 
 
 def storable(arr: np.ndarray) -> tuple[np.ndarray, Any]:
@@ -867,10 +866,10 @@ class Outcome:
 def _disagrees(obs: Observation, g: Group, must_reject: bool) -> bool:
     """The runtime still deviates on this case the way the group says (wrong outputs, or an error)."""
     if must_reject:
-        return obs.verdict == "ran"
+        return obs.verdict == Probe.RAN
     if g.fact:
         return obs.verdict in (FAIL, ERROR)
-    return obs.verdict == ("error" if g.kind == ERROR else "fail")
+    return obs.verdict == (ERROR if g.kind == ERROR else FAIL)
 
 
 def _shows(line: str, obs: Observation) -> bool:
@@ -958,9 +957,9 @@ def run_corpus(runner, index, select: str | None, log: Callable[[str], None]) ->
     for cid, case in sorted(index.cases_of([r.id for r in refs]).items()):
         obs = observe(pipeline, case)
         if obs.verdict == FAIL:
-            failures.append({"id": cid, "verdict": "fail", "diagnosis": obs.diagnosis or [], "problem": obs.message})
+            failures.append({"id": cid, "verdict": FAIL, "diagnosis": obs.diagnosis or [], "problem": obs.message})
         elif obs.verdict == ERROR:
-            failures.append({"id": cid, "verdict": "error", "problem": obs.message})
+            failures.append({"id": cid, "verdict": ERROR, "problem": obs.message})
     return failures
 
 
@@ -969,7 +968,7 @@ def _diagnosed(runner, failures: Sequence[Mapping[str, Any]], index, log, rediag
     none; with ``rediagnose`` also where it named no model: a report made before a model existed)."""
     pipeline = _pipeline(runner)
     out = []
-    todo = [f["id"] for f in failures if f["verdict"] == "fail"
+    todo = [f["id"] for f in failures if f["verdict"] == FAIL
             and (f.get("diagnosis") is None or (rediagnose and not f["diagnosis"]))]
     cases = index.cases_of(todo) if todo else {}
     if todo:

@@ -21,6 +21,7 @@ to every run (0 disables it). Items dropped without ``pytest_deselected`` are wh
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import time
 from dataclasses import dataclass, field
@@ -30,7 +31,9 @@ import pytest
 
 from qconform.plugin import CORPUS_KEY, DIAGNOSE_ALL_KEY, RECORDS_KEY, RUNNER_KEY, SUMMARY_KEY, identity
 from qconform.report import baseline as baseline_mod
+from qconform.record import CaseRecord
 from qconform.report import writer
+from qconform.verdicts import ERROR, NOT_RUN
 
 
 @dataclass
@@ -117,12 +120,12 @@ class _Session:
 
     def __init__(self, config: pytest.Config, state: _State) -> None:
         self.config, self.state = config, state
-        self._stubs: dict[str, dict] | None = None
+        self._stubs: dict[str, CaseRecord] | None = None
 
-    def stubs(self) -> dict[str, dict]:
+    def stubs(self) -> dict[str, CaseRecord]:
         """Static fields of every corpus case, for cases that never produced a record."""
         if self._stubs is None:
-            self._stubs = {r.id: writer.stub(r) for r in self.config.stash[CORPUS_KEY].refs}
+            self._stubs = {r.id: CaseRecord.stub(r) for r in self.config.stash[CORPUS_KEY].refs}
         return self._stubs
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -138,7 +141,7 @@ class _Session:
             elif hasattr(item, "case"):  # a case outside the corpus (generated at collection time)
                 c = item.case
                 if c.id not in stubs:
-                    stubs[c.id] = writer.stub(c)
+                    stubs[c.id] = CaseRecord.stub(c)
                     self.state.extra_cases[c.id] = c
                 ids.append(c.id)
         self.state.collected = ids
@@ -156,7 +159,7 @@ class _Session:
         baseline = self.state.baseline
         if baseline and rep.when == "call" and rep.failed and (hasattr(item, "case_id") or hasattr(item, "case")):
             result = getattr(item, "_result", None)
-            named = baseline_mod.behaviour(result.record) if result is not None else None
+            named = baseline_mod.behaviour(result.record.to_dict()) if result is not None else None
             entry = baseline.live_match(getattr(item, "case_id", None) or item.case.id, self.state.today, named)
             if entry is not None:
                 rep.outcome = "skipped"
@@ -253,16 +256,19 @@ def _baseline_identity(config: pytest.Config) -> dict | None:
     return writer.baseline_identity(path) if path else None
 
 
-def _finish(session: pytest.Session, state: _State, stubs: dict[str, dict]) -> None:
+def _finish(session: pytest.Session, state: _State, stubs: dict[str, CaseRecord]) -> None:
     """Build the report, decide the gate, write the files; controller only."""
     config = session.config
-    collected = [stubs.get(cid, {"id": cid}) for cid in (state.collected or [])]
+    collected = [stubs.get(cid, CaseRecord(cid)).to_dict() for cid in (state.collected or [])]
     got = dict(config.stash[RECORDS_KEY].by_id)
     for cid, why in state.failed_without_record.items():
         if cid not in got:
-            got[cid] = {**stubs[cid], "verdict": "error", "problem": why}
-    records = [{**stubs.get(r["id"], {}), **r, "duration_s": state.durations.get(r["id"], 0.0)}
-               for r in got.values()]
+            got[cid] = dataclasses.replace(stubs[cid], verdict=ERROR, problem=why)
+    records = []
+    for rec in got.values():
+        rec = rec.over(stubs[rec.id]) if rec.id in stubs else rec
+        rec.duration_s = state.durations.get(rec.id, 0.0)
+        records.append(rec.to_dict())
     index = config.stash[CORPUS_KEY]
     report, texts = writer.assemble(records, collected, _meta(session, state, session.exitstatus),
                                     cases_of=index.cases_of, baseline=state.baseline, today=state.today,
@@ -292,7 +298,7 @@ def _summary(tr, config: pytest.Config, state: _State) -> None:
     gate, c = report["gate"], report["counts"]
     tr.section("qconform report")
     tr.write_line(f"collected {c['collected']}, reported {c['reported']}, ran {c['ran']}"
-                  + ("" if report["complete"] else f" — INCOMPLETE ({c['not-run']} not run)"))
+                  + ("" if report["complete"] else f" — INCOMPLETE ({c[NOT_RUN]} not run)"))
     for entry in gate["stale"]:
         tr.write_line(f"stale baseline entry {entry['entry']} ({entry['id']}): {entry['why']}", yellow=True)
     if gate["baselined"]:

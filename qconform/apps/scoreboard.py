@@ -37,10 +37,9 @@ from typing import Any
 import qconform
 from qconform.report import certificate
 from qconform.report.diff import ReportError, load
-from qconform.report.model import BAD
 from qconform.runner import BUNDLED, ENTRY_POINT_GROUP, RunnerError, describe, resolve
 from qconform.runtimes import RUNTIMES
-from qconform.verdicts import FAIL, UNSUPPORTED
+from qconform.verdicts import CRASHED, DEVIATING, FAIL, HEADLINE, INFO, NOT_RUN, PASS, TIMEOUT, UNSUPPORTED, Status
 
 FORMAT = 1
 FILES = ("scoreboard.md", "scoreboard.html", "scoreboard.json")
@@ -49,8 +48,6 @@ DATA = "scoreboard.json"
 OWN = tuple(name for name, rt in RUNTIMES.items() if rt.own)
 #: Top deviation models listed per runtime.
 TOP = 10
-#: Verdict columns of the headline table (crashed and timeout share one).
-HEADLINE = ("pass", "fail", "error", "unsupported", "info")
 REPORT_FILES = ("report.html", "summary.md", "report.json")
 
 PKG = Path(qconform.__file__).resolve().parent
@@ -95,7 +92,7 @@ def installed(name: str) -> tuple[dict | None, str]:
 
 def _summary(report: Mapping[str, Any]) -> str:
     c = report["counts"]
-    parts = [f"{c.get(v, 0)} {v}" for v in HEADLINE] + [f"{c.get('crashed', 0) + c.get('timeout', 0)} crashed/timeout"]
+    parts = [f"{c.get(v, 0)} {v}" for v in HEADLINE] + [f"{c.get(CRASHED, 0) + c.get(TIMEOUT, 0)} crashed/timeout"]
     return f"{c.get('collected', 0)} cases: " + ", ".join(parts)
 
 
@@ -134,7 +131,7 @@ def run_one(name: str, reports: Path, marker: str | None = None, say: Callable[[
             say(f"    {line}")
         return False
     say(f"{name}: finished in {seconds:.0f} s: {_summary(report)}"
-        + ("" if report.get("complete") else f" (INCOMPLETE: {report['counts'].get('not-run', 0)} not run)"))
+        + ("" if report.get("complete") else f" (INCOMPLETE: {report['counts'].get(NOT_RUN, 0)} not run)"))
     return True
 
 
@@ -234,8 +231,8 @@ def _scopes(report: Mapping[str, Any], scoped: list[dict[str, Any]]) -> list[dic
         counts: Counter = Counter()
         bad = []
         for types, rows in sorted(grouped[ov].items()):
-            counts.update("deviate" if c["verdict"] in BAD else c["verdict"] for c in rows)
-            dev = [failures.get(c["id"], {"id": c["id"], "verdict": c["verdict"]}) for c in rows if c["verdict"] in BAD]
+            counts.update(Status.DEVIATES if c["verdict"] in DEVIATING else c["verdict"] for c in rows)
+            dev = [failures.get(c["id"], {"id": c["id"], "verdict": c["verdict"]}) for c in rows if c["verdict"] in DEVIATING]
             if not dev:
                 continue
             models: Counter = Counter()
@@ -243,25 +240,25 @@ def _scopes(report: Mapping[str, Any], scoped: list[dict[str, Any]]) -> list[dic
                 diag = f.get("diagnosis")
                 models.update(diag if diag else ["(unexplained)" if diag == [] else f"({f['verdict']}, not diagnosed)"])
             example = min(dev, key=lambda f: f["id"])
-            bad.append({"types": types, "deviate": len(dev), "ran": sum(c["verdict"] != UNSUPPORTED for c in rows),
+            bad.append({"types": types, Status.DEVIATES: len(dev), "ran": sum(c["verdict"] != UNSUPPORTED for c in rows),
                         "models": dict(sorted(models.items(), key=lambda kv: (-kv[1], kv[0]))),
                         "example": example["id"], "problem": _first_line(example.get("problem") or "")})
         out.append({"op_version": ov, "verdict": scope["verdict"],
-                    "counts": {k: counts.get(k, 0) for k in ("pass", "deviate", "unsupported", "info")},
+                    "counts": {k: counts.get(k, 0) for k in (PASS, Status.DEVIATES, UNSUPPORTED, INFO)},
                     "deviating_types": bad})
     return out
 
 
 #: The machine-readable certificate's row: one per op version (types "*") and per type combination.
-CERTIFICATE_COLUMNS = ("op_version", "types", "verdict", "cases", "pass", "deviate", "accepted", "unsupported", "info")
+CERTIFICATE_COLUMNS = ("op_version", "types", "verdict", "cases", PASS, Status.DEVIATES, "accepted", UNSUPPORTED, INFO)
 
 
 def _verdicts(scope: Mapping[str, Any]) -> list[list[Any]]:
     """One op version's certificate rows: the op version as a whole ("*"), then each type
     combination (``certificate.verdict_of`` says what each verdict word means)."""
     def row(types: str, v: Mapping[str, Any]) -> list[Any]:
-        return [scope["op_version"], types, v["verdict"], v["cases"], v["pass"], v["new"] + v["accepted"],
-                v["accepted"], v["unsupported"], v["info"]]
+        return [scope["op_version"], types, v["verdict"], v["cases"], v[PASS], v["new"] + v["accepted"],
+                v["accepted"], v[UNSUPPORTED], v[INFO]]
 
     return [row("*", scope), *(row(t["types"], t) for t in scope["types"])]
 
@@ -278,8 +275,8 @@ def _op_versions(report: Mapping[str, Any]) -> dict[tuple, dict[str, int]]:
         key = (cell.get("domain") or "", cell.get("op") or "?", int(cell.get("opset") or 0), cell["op_version"])
         cnt = rows.setdefault(key, Counter())
         for verdict, n in (cell.get("counts") or {}).items():
-            cnt["deviate" if verdict in BAD else verdict] += n
-    return {k: {v: c[v] for v in ("pass", "deviate", "unsupported")} for k, c in rows.items()}
+            cnt[Status.DEVIATES if verdict in DEVIATING else verdict] += n
+    return {k: {v: c[v] for v in (PASS, Status.DEVIATES, UNSUPPORTED)} for k, c in rows.items()}
 
 
 def build(reports: Mapping[str, Mapping[str, Any]], links: Mapping[str, Mapping[str, str]] | None = None) -> dict:
@@ -384,14 +381,14 @@ def _failing_named(rt: Mapping[str, Any]) -> str:
 def _headline(rt: Mapping[str, Any]) -> list[str]:
     c = rt["counts"]
     return [str(c.get("collected", 0)), *(str(c.get(v, 0)) for v in HEADLINE),
-            str(c.get("crashed", 0) + c.get("timeout", 0)), _named(rt), _failing_named(rt)]
+            str(c.get(CRASHED, 0) + c.get(TIMEOUT, 0)), _named(rt), _failing_named(rt)]
 
 
 HEADLINE_COLS = ["cases", *HEADLINE, "crashed/timeout", "named by the diagnosis", "failing cases named"]
 
 
 def _cell(cell: Mapping[str, int] | None) -> str:
-    return f"{cell['pass']} / {cell['deviate']} / {cell['unsupported']}" if cell else "–"
+    return f"{cell[PASS]} / {cell[Status.DEVIATES]} / {cell[UNSUPPORTED]}" if cell else "–"
 
 
 def _options(rt: Mapping[str, Any]) -> str:
@@ -506,8 +503,8 @@ def render_page(rt: Mapping[str, Any], data: Mapping[str, Any]) -> str:
            "| op version | verdict | pass | deviate | unsupported | information |", "|---|---|---:|---:|---:|---:|"]
     for sc in rt["scopes"]:
         c = sc["counts"]
-        out.append(f"| {_md(sc['op_version'])} | {_md(sc['verdict'])} | {c['pass']} | {c['deviate']} "
-                   f"| {c['unsupported']} | {c['info']} |")
+        out.append(f"| {_md(sc['op_version'])} | {_md(sc['verdict'])} | {c[PASS]} | {c[Status.DEVIATES]} "
+                   f"| {c[UNSUPPORTED]} | {c[INFO]} |")
     out += ["", "## Deviating type combinations", "",
             "Each row: the cases of one op version and type combination that deviate, of those that ran, "
             "and which deviation models (qconform/docs/diagnosis.md) reproduce them; an example case "
@@ -521,7 +518,7 @@ def render_page(rt: Mapping[str, Any], data: Mapping[str, Any]) -> str:
             models = ", ".join(f"`{_md(m)}` ×{n}" if not m.startswith("(") else f"{_md(m)} ×{n}"
                                for m, n in t["models"].items())
             example = f"`{_md(t['example'])}`" + (f": {_md(t['problem'])}" if t["problem"] else "")
-            out.append(f"| {_md(ov)} | {_md(t['types'])} | {t['deviate']} | {t['ran']} | {models} | {example} |")
+            out.append(f"| {_md(ov)} | {_md(t['types'])} | {t[Status.DEVIATES]} | {t['ran']} | {models} | {example} |")
     out += ["", "## Diagnosis", "", _diag_sentence(rt), ""]
     models = rt["diagnosis"]["models"]
     if models:
@@ -544,7 +541,7 @@ td.pass{background:#e8f5e9} td.deviate{background:#ffebee} td.unsupported{backgr
 def _cls(cell: Mapping[str, int] | None) -> str:
     if not cell:
         return "none"
-    return "deviate" if cell["deviate"] else "pass" if cell["pass"] else "unsupported"
+    return Status.DEVIATES if cell[Status.DEVIATES] else Status.PASS if cell[PASS] else Status.UNSUPPORTED
 
 
 def _table(head: Sequence[str], rows: Iterable[Sequence[str]], numeric_from: int = 99) -> list[str]:

@@ -4,8 +4,8 @@
 ``MODELS``); ``diagnose`` runs failing cases through them (``diagnose_case``, where the outputs
 are) and ranks the models per (op, version, types) group over a run (``rank``, ``overall``)."""
 from qconform.diagnosis.diagnose import (NO_EXPLANATION, Diagnosis, GroupDiagnosis, diagnose_case, message_lines,
-                                            overall, rank, record_fields, render_markdown, render_text)
+                                            overall, rank, render_markdown, render_text)
 from qconform.diagnosis.models import MODELS, Deviation, get
 
 __all__ = ["MODELS", "NO_EXPLANATION", "Deviation", "Diagnosis", "GroupDiagnosis", "diagnose_case", "get",
-           "message_lines", "overall", "rank", "record_fields", "render_markdown", "render_text"]
+           "message_lines", "overall", "rank", "render_markdown", "render_text"]

@@ -6,7 +6,7 @@ Two steps, so that the heavy data never travels:
    right after ``compare``): every applicable model computes the case; a model *explains* the case
    when one of its readings equals ``actual`` under ``compare()``'s rules (bits, NaN as one class
    unless ``strict_nan``, the case's don't-care elements skipped). Only the model names go into the
-   per-case record (``record_fields``), a few bytes, whatever the output size.
+   per-case record (``record.CaseRecord.judged``), a few bytes, whatever the output size.
 2. ``rank(records, cases)`` — on the controller, from the per-case records of a whole run: per
    (domain, op, opset, types) group, a model that explains every failing case ranks first, then
    models by the number of failing cases they explain. Given the corpus cases, each candidate is
@@ -190,15 +190,6 @@ class Budget:
             return False
         self._used[key] += 1
         return True
-
-
-def record_fields(diagnoses: Sequence[Diagnosis], errors: Sequence[str] = ()) -> dict[str, Any]:
-    """The fields a per-case record carries (model names, best kept short: records cross xdist;
-    ``diagnosis_errors``: models that broke on the case, only when some did)."""
-    out: dict[str, Any] = {"diagnosis": [d.model for d in diagnoses]}
-    if errors:
-        out["diagnosis_errors"] = list(errors)
-    return out
 
 
 def error_summary(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -416,7 +407,7 @@ def rank(records: Iterable[Mapping[str, Any]],
     that has failing cases.
 
     ``records``: dicts with at least ``id``, ``domain``, ``op``, ``opset``, ``types``, ``verdict``
-    and, for failing cases, ``diagnosis`` (model names, as ``record_fields`` writes them; absent or
+    and, for failing cases, ``diagnosis`` (model names, as ``CaseRecord.to_dict`` writes them; absent or
     None: not diagnosed, e.g. beyond a ``Budget``). Only ``verdict == "fail"`` counts as failing (a
     runner error has no outputs to explain).
     ``cases``: case id -> Case, or a function from ids to such a mapping (called only for the groups
@@ -577,5 +568,5 @@ def render_markdown(groups: Sequence[GroupDiagnosis], *, max_ids: int = 4) -> st
 
 
 __all__ = ["Budget", "Candidate", "Diagnosis", "GroupDiagnosis", "NO_EXPLANATION", "Overall", "applicable",
-           "diagnose_case", "error_summary", "localise", "message_lines", "overall", "rank", "record_fields", "render_markdown", "render_text",
+           "diagnose_case", "error_summary", "localise", "message_lines", "overall", "rank", "render_markdown", "render_text",
            "report_section", "reproduces", "same_outputs"]

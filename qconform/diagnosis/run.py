@@ -37,7 +37,7 @@ def run_cases(runner: Any, cases: Iterable[Case], *, diagnose: bool = True, stri
         res = pipeline.judge(case)
         t_all += time.perf_counter() - t0
         t_run += res.runner_seconds
-        records.append(res.record)
+        records.append(res.record.to_dict())
     groups: list[GroupDiagnosis] = []
     t_rank = 0.0
     if diagnose:

@@ -38,9 +38,10 @@ from packaging.version import InvalidVersion, Version
 
 from qconform import platform as plat
 from qconform.runtimes import RUNTIMES, THIRD_PARTY_CHECK, Runtime
+from qconform.verdicts import UNSUPPORTED
 
 HERE = Path(__file__).resolve().parent
-KINDS = ("erratum", "reading", "oracle-gap", "unsupported", "must-reject")
+KINDS = ("erratum", "reading", "oracle-gap", UNSUPPORTED, "must-reject")  # unsupported: the verdict it predicts
 #: Kinds whose rows account for a default-profile failure (fail or error) of their source.
 FAILING_KINDS = ("erratum", "oracle-gap")
 PROBE = "probe:"

@@ -15,14 +15,14 @@ from pathlib import Path
 
 from qconform.facts import PROBE, Fact
 from qconform.facts.probes import PROBES, probe_case
-from qconform.verdicts import CRASHED, ERROR, FAIL, PASS, TIMEOUT, UNSUPPORTED
+from qconform.verdicts import CRASHED, ERROR, FAIL, PASS, TIMEOUT, UNSUPPORTED, Probe, Verdict
 
 
 @dataclass(frozen=True)
 class Result:
     """One case under one runner: the verdict, and for a pass the reading it matched."""
 
-    verdict: str  # the engine's verdict ("pass", "fail", "error", "unsupported", "info"); must-reject probes: "ran" | "rejected"
+    verdict: Verdict | Probe  # the engine's verdict; a must-reject probe's: what the runner did
     reading: str | None = None  # default profile: the reading matched (pass) or compared against (fail)
     first: str | None = None  # the case's first (strict) reading
     message: str = ""  # first lines of the failure, or the runner's message
@@ -53,11 +53,10 @@ def _view(case, res) -> Result:
     """The facts' view of one engine result."""
     rec = res.record
     if res.verdict in (UNSUPPORTED, ERROR, CRASHED, TIMEOUT):
-        return Result("unsupported" if res.verdict == UNSUPPORTED else "error", message=rec.get("problem") or "",
+        return Result(UNSUPPORTED if res.verdict == UNSUPPORTED else ERROR, message=rec.problem or "",
                       clause=case.clause)
-    msg = "" if res.verdict == PASS else "\n".join((res.detail or rec.get("problem") or "").splitlines()[:3])
-    return Result(res.verdict, rec.get("reading"), case.readings[0].name, msg, (rec.get("diagnosis") or [""])[0],
-                  case.clause)
+    msg = "" if res.verdict == PASS else "\n".join((res.detail or rec.problem or "").splitlines()[:3])
+    return Result(res.verdict, rec.reading, case.readings[0].name, msg, (rec.diagnosis or [""])[0], case.clause)
 
 
 def run_probe(runner, name: str) -> Result:
@@ -69,7 +68,7 @@ def run_probe(runner, name: str) -> Result:
     if not invalid:
         return run_case(pipeline, case)
     call, _ = pipeline.call(case)
-    return Result("ran" if call.kind == "ok" else "rejected", message=call.message)
+    return Result(Probe.of(call.kind), message=call.message)
 
 
 def observe(runner_name: str, root: str | Path, probes: bool = True, select: tuple[str, ...] = (),
@@ -130,7 +129,7 @@ def shows(fact: Fact, results: dict[str, Result]) -> tuple[bool, str]:
     if fact.kind == UNSUPPORTED:
         return (r.verdict == UNSUPPORTED and (not fact.message or re.search(fact.message, r.message) is not None)), seen
     if fact.kind == "must-reject":
-        return r.verdict == "ran", seen
+        return r.verdict == Probe.RAN, seen
     return False, seen
 
 

@@ -26,11 +26,12 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from dataclasses import dataclass
+from enum import StrEnum
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from qconform.report.model import BAD
+from qconform.verdicts import DEVIATING, PASS
 
 FORMAT_KEY = "qconform_baseline"
 FORMAT_VERSION = 1
@@ -39,6 +40,14 @@ FORMAT_VERSION = 1
 PLACEHOLDER = "TODO: why is this deviation accepted?"
 #: ``"diagnosis"`` of an entry that accepts the deviations no model names.
 UNNAMED = "none"
+
+
+class Stale(StrEnum):
+    """Why an entry accepted nothing in a run (``gate.stale[].state``)."""
+
+    UNMATCHED = "unmatched"  # no case of the run matches it
+    FIXED = "fixed"  # its cases ran, and some pass now: the deviation it accepted is gone there
+    NOT_DEVIATING = "not-deviating"  # its cases ran, none deviates, none passes (unsupported, information)
 
 
 class BaselineError(Exception):
@@ -168,7 +177,7 @@ def gate(report: dict, baseline: Baseline | None, today: _dt.date, *, min_cases:
     named = {f["id"]: behaviour(f) for f in report.get("failures") or ()}
     for case in report["cases"]:
         entry = baseline.live_match(case["id"], today, named.get(case["id"])) if baseline else None
-        if case["verdict"] in BAD:
+        if case["verdict"] in DEVIATING:
             if entry:
                 case["baseline"] = entry.reason
                 used.setdefault(entry.number, []).append(case["id"])
@@ -184,11 +193,12 @@ def gate(report: dict, baseline: Baseline | None, today: _dt.date, *, min_cases:
             expired.append(e.as_dict())
         elif e.number not in used:
             matching = [c for c in report["cases"] if e.matches(c["id"], named.get(c["id"]))
-                        or (e.diagnosis is not None and c["verdict"] not in BAD and e.matches(c["id"], e.diagnosis))]
+                        or (e.diagnosis is not None and c["verdict"] not in DEVIATING and e.matches(c["id"], e.diagnosis))]
+            now = sorted({c["verdict"] for c in matching})
             why = ("matches no case in this run" + (" (the run was filtered)" if filtered else "")
-                   if not matching else
-                   "its cases now " + "/".join(sorted({c["verdict"] for c in matching})))
-            stale.append({**e.as_dict(), "why": why, "cases": len(matching)})
+                   if not matching else "its cases now " + "/".join(now))
+            state = Stale.UNMATCHED if not matching else Stale.FIXED if PASS in now else Stale.NOT_DEVIATING
+            stale.append({**e.as_dict(), "why": why, "cases": len(matching), "state": state})
 
     collected = report["counts"]["collected"]
     messages = []
@@ -233,7 +243,7 @@ def read_report(path: str | Path) -> dict:
 
 
 def deviations(report: dict) -> list[str]:
-    return sorted(c["id"] for c in report["cases"] if c.get("verdict") in BAD)
+    return sorted(c["id"] for c in report["cases"] if c.get("verdict") in DEVIATING)
 
 
 def create(report: dict, reason: str | None = None, expires: str | None = None) -> dict:
@@ -267,7 +277,7 @@ def refresh(data: dict, report: dict, *, add_new: bool = False, reason: str | No
     kept, dropped = [], []
     for entry, raw_entry in zip(parsed, raw):
         matched = [cid for cid in verdicts if entry.matches(cid, named.get(cid, entry.diagnosis))]
-        if matched and not any(verdicts[cid] in BAD for cid in matched):
+        if matched and not any(verdicts[cid] in DEVIATING for cid in matched):
             dropped.append({**raw_entry, "now": "/".join(sorted({verdicts[c] for c in matched}))})
         else:
             kept.append(raw_entry)

@@ -17,40 +17,33 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from qconform.report.model import BAD
-from qconform.verdicts import FAIL, PASS
+from qconform.verdicts import DEVIATING, FAIL, INFO, PASS, UNSUPPORTED, Conformance
 
-CONFORMANT = "conformant"
-ACCEPTED = "deviates, accepted by baseline"
-DEVIATES = "deviates"
-UNSUPPORTED = "not supported"
-NOT_RUN = "not run"
-INFORMATION = "information only"  # every case a model the text makes invalid
+CONFORMANT, ACCEPTED, DEVIATES = Conformance.CONFORMANT, Conformance.ACCEPTED, Conformance.DEVIATES
 
 
 def verdict_of(cases: list[dict], unnamed: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The verdict of one scope from its compact case rows (id, verdict, baseline); ``unnamed``: the
     ids of deviations no diagnosis model names."""
     cnt = Counter(c["verdict"] for c in cases)
-    new = sum(1 for c in cases if c["verdict"] in BAD and not c.get("baseline"))
-    accepted = sum(1 for c in cases if c["verdict"] in BAD and c.get("baseline"))
-    accepted_unnamed = sum(1 for c in cases if c["verdict"] in BAD and c.get("baseline") and c["id"] in unnamed)
-    reasons = sorted({c["baseline"] for c in cases if c["verdict"] in BAD and c.get("baseline")})
+    new = sum(1 for c in cases if c["verdict"] in DEVIATING and not c.get("baseline"))
+    accepted = sum(1 for c in cases if c["verdict"] in DEVIATING and c.get("baseline"))
+    accepted_unnamed = sum(1 for c in cases if c["verdict"] in DEVIATING and c.get("baseline") and c["id"] in unnamed)
+    reasons = sorted({c["baseline"] for c in cases if c["verdict"] in DEVIATING and c.get("baseline")})
     if new:
         word = DEVIATES
     elif accepted:
         word = ACCEPTED
     elif cnt[PASS]:
         word = CONFORMANT
-    elif cnt["unsupported"]:
-        word = UNSUPPORTED
-    elif cnt["info"]:
-        word = INFORMATION
+    elif cnt[UNSUPPORTED]:
+        word = Conformance.UNSUPPORTED
+    elif cnt[INFO]:
+        word = Conformance.INFORMATION
     else:
-        word = NOT_RUN
-    return {"verdict": word, "cases": len(cases), "pass": cnt[PASS], "new": new, "accepted": accepted,
-            "accepted_unnamed": accepted_unnamed, "unsupported": cnt["unsupported"], "info": cnt["info"],
-            "reasons": reasons}
+        word = Conformance.NOT_RUN
+    return {"verdict": word, "cases": len(cases), PASS: cnt[PASS], "new": new, "accepted": accepted,
+            "accepted_unnamed": accepted_unnamed, UNSUPPORTED: cnt[UNSUPPORTED], INFO: cnt[INFO], "reasons": reasons}
 
 
 def unnamed_deviations(report: dict) -> frozenset[str]:
@@ -116,8 +109,8 @@ def overall(report: dict, scoped: list[dict] | None = None) -> str:
         parts.append(f"{accepted} deviating case{'s' if accepted != 1 else ''} accepted by "
                      + (f"baseline {base}" if base else "a baseline")
                      + (f", {unnamed} of them named by no diagnosis model" if unnamed else ""))
-    if n[UNSUPPORTED]:
-        parts.append(f"{n[UNSUPPORTED]} not supported")
+    if n[Conformance.UNSUPPORTED]:
+        parts.append(f"{n[Conformance.UNSUPPORTED]} not supported")
     if not n[DEVIATES] and not n[ACCEPTED]:
         head = f"{runner} conforms bit-exactly wherever it runs these operators"
     elif not n[DEVIATES]:

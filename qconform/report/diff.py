@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from qconform.report.model import BAD, SCHEMA_VERSION
-from qconform.verdicts import FAIL, PASS
+from qconform.report.model import SCHEMA_VERSION
+from qconform.verdicts import DEVIATING, FAIL, NOT_RUN, PASS, UNSUPPORTED
 
 GOOD = PASS
 
@@ -37,11 +37,11 @@ def load(path: str | Path) -> dict:
 
 def _kind(old: dict, new: dict) -> str | None:
     a, b = old["verdict"], new["verdict"]
-    if a == GOOD and b in BAD:
+    if a == GOOD and b in DEVIATING:
         return "regressed"
-    if a in BAD and b == GOOD:
+    if a in DEVIATING and b == GOOD:
         return "fixed"
-    if (a == "unsupported") != (b == "unsupported") and "not-run" not in (a, b):
+    if (a == UNSUPPORTED) != (b == UNSUPPORTED) and NOT_RUN not in (a, b):
         return "support"
     if a != b or (a == FAIL and old.get("mismatches") != new.get("mismatches")):
         return "changed"
@@ -66,7 +66,7 @@ def diff(old: dict, new: dict) -> dict:
         warnings.append("the corpus differs between the reports (cases may have changed meaning)")
     for label, rep in (("old", old), ("new", new)):
         if not rep.get("complete", False):
-            warnings.append(f"the {label} report is incomplete: {rep['counts'].get('not-run', '?')} case(s) not run")
+            warnings.append(f"the {label} report is incomplete: {rep['counts'].get(NOT_RUN, '?')} case(s) not run")
     out["warnings"] = warnings
     return out
 

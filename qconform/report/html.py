@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from html import escape
 
-from qconform.report.model import VERDICTS
+from qconform.verdicts import CRASHED, ERROR, FAIL, INFO, NOT_RUN, PASS, TIMEOUT, UNSUPPORTED, VERDICTS, Conformance, \
+    Status
 
-#: Colour per verdict (the totals and the failure badges).
-COLOURS = {"pass": "#2e7d32", "partial": "#9ccc65", "fail": "#c62828", "error": "#ef6c00",
-           "crashed": "#ef6c00", "timeout": "#ef6c00", "unsupported": "#9e9e9e", "info": "#90caf9",
-           "not-run": "#eceff1"}
+#: Colour per verdict and heat-map status (the totals, the failure badges, the matrix).
+COLOURS = {PASS: "#2e7d32", Status.PARTIAL: "#9ccc65", FAIL: "#c62828", ERROR: "#ef6c00", CRASHED: "#ef6c00",
+           TIMEOUT: "#ef6c00", UNSUPPORTED: "#9e9e9e", INFO: "#90caf9", NOT_RUN: "#eceff1"}
+#: Verdicts and statuses drawn light, with dark text.
+LIGHT = frozenset({Status.PARTIAL, NOT_RUN, Conformance.NOT_RUN})
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:20px;color:#212121}
@@ -54,9 +56,9 @@ html.print .caselist{display:none} html.print .printonly{display:block}
 """
 
 #: Colour of each scope verdict (qconform/report/certificate.py).
-SCOPE_COLOURS = {"deviates": "#c62828", "deviates, accepted by baseline": "#ef6c00",
-                 "conformant": "#2e7d32", "not supported": "#9e9e9e", "information only": "#90caf9",
-                 "not run": "#eceff1"}
+SCOPE_COLOURS = {Conformance.DEVIATES: "#c62828", Conformance.ACCEPTED: "#ef6c00",
+                 Conformance.CONFORMANT: "#2e7d32", Conformance.UNSUPPORTED: "#9e9e9e",
+                 Conformance.INFORMATION: "#90caf9", Conformance.NOT_RUN: "#eceff1"}
 
 JS = """
 function qcFilter(){
@@ -94,7 +96,7 @@ def _e(value: object) -> str:
 
 def _badge(verdict: str) -> str:
     colour = COLOURS.get(verdict, "#607d8b")
-    fg = "#212121" if verdict in ("partial", "not-run") else "#fff"
+    fg = "#212121" if verdict in LIGHT else "#fff"
     return f'<span class="v" style="background:{colour};color:{fg}">{_e(verdict)}</span>'
 
 
@@ -138,7 +140,7 @@ def _identity(report: dict) -> str:
 
 def _scope_cell(sc: dict) -> str:
     word = sc["verdict"]
-    light = " light" if word == "not run" else ""
+    light = " light" if word in LIGHT else ""
     label = word
     if sc["new"]:
         label += f" ({sc['new']} new)"
@@ -150,7 +152,7 @@ def _scope_cell(sc: dict) -> str:
 
 def _chips(scoped: list[dict]) -> str:
     """Every op version's verdict in a few lines: on the first screen, beside the identity."""
-    chips = "".join(f'<span class="chip{" light" if sc["verdict"] == "not run" else ""}" '
+    chips = "".join(f'<span class="chip{" light" if sc["verdict"] in LIGHT else ""}" '
                     f'style="background:{SCOPE_COLOURS[sc["verdict"]]}"><b>{_e(sc["op_version"])}</b> '
                     f'{_e(sc["verdict"])}</span>' for sc in scoped)
     return f'<div class="chips" id="verdicts">{chips}</div>'
@@ -161,13 +163,13 @@ def _scopes(scoped: list[dict]) -> str:
     rows = []
     for sc in scoped:
         detail = "".join(
-            f"<tr><td><code>{_e(t['types'])}</code></td>{_scope_cell(t)}<td>{t['pass']} pass · {t['new']} new · "
-            f"{t['accepted']} accepted · {t['unsupported']} not supported</td><td>"
+            f"<tr><td><code>{_e(t['types'])}</code></td>{_scope_cell(t)}<td>{t[PASS]} pass · {t['new']} new · "
+            f"{t['accepted']} accepted · {t[UNSUPPORTED]} not supported</td><td>"
             + "<br>".join(_e(x) for x in t["reasons"]) + "</td></tr>" for t in sc["types"])
         rows.append(
             f'<tr data-ov="{_e(sc["op_version"])}"><td><b>{_e(sc["op_version"])}</b></td>{_scope_cell(sc)}'
-            f"<td>{sc['cases']} cases: {sc['pass']} pass, {sc['new']} deviating (new), {sc['accepted']} accepted, "
-            f"{sc['unsupported']} not supported"
+            f"<td>{sc['cases']} cases: {sc[PASS]} pass, {sc['new']} deviating (new), {sc['accepted']} accepted, "
+            f"{sc[UNSUPPORTED]} not supported"
             + (f"<br>accepted because: {'; '.join(_e(x) for x in sc['reasons'])}" if sc["reasons"] else "")
             + f'<details class="ty"><summary>{len(sc["types"])} type combinations</summary>'
             f'<table><tr><th>types</th><th>verdict</th><th>cases</th><th>accepted because</th></tr>{detail}'
@@ -216,7 +218,7 @@ def _fixed(report: dict) -> str:
     if not report["complete"]:
         c = report["counts"]
         out.append(f'<div class="banner bad">Incomplete run{" (interrupted)" if report["interrupted"] else ""}: '
-                   f'{c["not-run"]} of {c["collected"]} collected case(s) did not run.</div>')
+                   f'{c[NOT_RUN]} of {c["collected"]} collected case(s) did not run.</div>')
     for e in g.get("expired") or []:
         out.append(f'<div class="banner bad">The acceptance of <code>{_e(e["id"])}</code> expired on '
                    f'{_e(e["expires"])}: its deviations count as new.</div>')
@@ -305,8 +307,8 @@ def _reasons(report: dict) -> str:
 def render(report: dict) -> str:
     r, c = report["runner"], report["counts"]
     runner = " ".join(str(x) for x in (r.get("name"), r.get("version"), r.get("device")) if x)
-    totals = "".join(f'<div class="total{" light" if v == "not-run" else ""}" style="background:{COLOURS[v]}">'
-                     f"<b>{c[v]}</b>{v}</div>" for v in VERDICTS if c.get(v) or v in ("pass", "fail"))
+    totals = "".join(f'<div class="total{" light" if v in LIGHT else ""}" style="background:{COLOURS[v]}">'
+                     f"<b>{c[v]}</b>{v}</div>" for v in VERDICTS if c.get(v) or v in (PASS, FAIL))
     present = [v for v in VERDICTS if c.get(v)]
     boxes = "".join(f'<label><input type="checkbox" class="fv" value="{v}" checked onchange="qcFilter()">{v}</label>'
                     for v in present)
@@ -315,13 +317,13 @@ def render(report: dict) -> str:
     tps = "".join(f'<option value="{_e(t)}">{_e(t)}</option>'
                   for t in sorted({m["type_pair"] for m in report["matrix"]}))
     failures = "\n".join(_failure(f) for f in report["failures"]) or "<p>No failures.</p>"
-    from qconform.report.certificate import ACCEPTED, CONFORMANT, DEVIATES, overall, scopes
+    from qconform.report.certificate import overall, scopes
 
     scoped = scopes(report)
     statement = overall(report, scoped)
     # Passing colours only where nothing deviates: accepted deviations are still deviations.
-    tone = "bad" if any(x["verdict"] in (DEVIATES, ACCEPTED) for x in scoped) or not report["complete"] else \
-        ("ok" if any(x["verdict"] == CONFORMANT for x in scoped) else "warn")
+    tone = "bad" if any(x["verdict"] in (Conformance.DEVIATES, Conformance.ACCEPTED) for x in scoped) \
+        or not report["complete"] else ("ok" if any(x["verdict"] == Conformance.CONFORMANT for x in scoped) else "warn")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
 <title>qconform certificate — {_e(runner)}</title><style>{CSS}</style><script>{JS}</script></head><body>

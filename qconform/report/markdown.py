@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from qconform.report.model import BAD, VERDICTS
-from qconform.verdicts import FAIL, PASS
+from qconform.report.baseline import Stale
+from qconform.verdicts import DEVIATING, FAIL, NOT_RUN, PASS, UNSUPPORTED, VERDICTS
 
 MAX_ROWS = 10
 
@@ -17,8 +17,8 @@ MAX_ROWS = 10
 def render(report: dict) -> str:
     r, c, g = report["runner"], report["counts"], report.get("gate") or {}
     runner = " ".join(str(x) for x in (r.get("name"), r.get("version"), r.get("device")) if x)
-    ok = g.get("passed", not any(c.get(v) for v in BAD)) and report["complete"]
-    deviating = sum(c.get(v, 0) for v in BAD)
+    ok = g.get("passed", not any(c.get(v) for v in DEVIATING)) and report["complete"]
+    deviating = sum(c.get(v, 0) for v in DEVIATING)
     if ok and deviating:  # the gate passed on accepted deviations: still deviations, never a green tick
         head = f"⚠️ deviates: {deviating} deviation(s), every one accepted by the baseline (no new ones)"
     else:
@@ -26,7 +26,7 @@ def render(report: dict) -> str:
     lines = [f"## qconform: {runner} — {head}", ""]
     if not report["complete"]:
         lines += [f"**Incomplete run**{' (interrupted)' if report['interrupted'] else ''}: "
-                  f"{c['not-run']} of {c['collected']} collected cases did not run.", ""]
+                  f"{c[NOT_RUN]} of {c['collected']} collected cases did not run.", ""]
     shown = [v for v in VERDICTS if c.get(v) or v in (PASS, FAIL)]
     lines += ["| " + " | ".join(shown) + " | collected |", "|" + "---:|" * (len(shown) + 1),
               "| " + " | ".join(str(c.get(v, 0)) for v in shown) + f" | {c['collected']} |", ""]
@@ -35,20 +35,20 @@ def render(report: dict) -> str:
     if g.get("baselined"):
         lines.append(f"- {g['baselined']} known deviation(s) covered by `{g['baseline']}`")
     for s in g.get("stale", []):
-        if not ("now" in s.get("why", "") and "pass" in s.get("why", "")):
+        if s.get("state") != Stale.FIXED:
             lines.append(f"- ⚠️ stale baseline entry `{s['id']}`: {s['why']}")
 
     new: dict[str, Counter] = defaultdict(Counter)
     accepted: dict[str, Counter] = defaultdict(Counter)
     for case in report["cases"]:
-        if case["verdict"] in BAD:
+        if case["verdict"] in DEVIATING:
             (accepted if case.get("baseline") else new)[case["id"].split("/")[0]][case["verdict"]] += 1
     if new or accepted:
         lines += ["", "| op version | new deviations | accepted (baseline) |", "|---|---|---|"]
         for ov in sorted(set(new) | set(accepted)):
             cells = [", ".join(f"{n} {v}" for v, n in sorted(d[ov].items())) or "–" for d in (new, accepted)]
             lines.append(f"| {ov} | {cells[0]} | {cells[1]} |")
-    reasons = Counter(c["baseline"] for c in report["cases"] if c["verdict"] in BAD and c.get("baseline"))
+    reasons = Counter(c["baseline"] for c in report["cases"] if c["verdict"] in DEVIATING and c.get("baseline"))
     if reasons:
         lines += ["", "Accepted deviations (baseline reasons):", ""]
         lines += [f"- {n} case(s): {why}" for why, n in reasons.most_common(MAX_ROWS)]
@@ -62,9 +62,9 @@ def render(report: dict) -> str:
                   for r in rolled[:MAX_ROWS]]
     top = sorted(report.get("reasons") or [], key=lambda r: -r["cases"])[:5]
     if top:
-        lines += ["", f"Not supported by the runner ({c.get('unsupported', 0)} case(s)), the top reasons:", ""]
+        lines += ["", f"Not supported by the runner ({c.get(UNSUPPORTED, 0)} case(s)), the top reasons:", ""]
         lines += [f"- {r['cases']} case(s): {r['text'][:200]}" for r in top]
-    fixed = [s for s in g.get("stale", []) if "now" in s.get("why", "") and "pass" in s.get("why", "")]
+    fixed = [s for s in g.get("stale", []) if s.get("state") == Stale.FIXED]
     if fixed:
         lines += ["", "Fixed (accepted deviations this run no longer shows):", ""]
         lines += [f"- `{s['id']}` ({s['why']}; was accepted because: {s['reason']})" for s in fixed[:MAX_ROWS]]

@@ -15,15 +15,10 @@ from importlib import resources
 from typing import Any
 
 from qconform import dtypes
+from qconform.verdicts import DEVIATING, FAIL, INFO, NOT_RUN, PASS, UNSUPPORTED, VERDICTS, Status
 
 SCHEMA_VERSION = 2
 
-#: Every verdict a case can carry in a report. ``crashed``/``timeout`` come from runner isolation,
-#: ``not-run`` marks a collected case that produced no result (interrupted or stopped run), ``info`` a
-#: model the text makes invalid (what the runner did is reported; it is never a pass or a failure).
-from qconform.verdicts import DEVIATING, FAIL, INFO, PASS, UNSUPPORTED, VERDICTS  # noqa: E402 - the names live in one place
-#: Verdicts that are deviations: they fail a run unless a baseline entry covers them.
-BAD = DEVIATING
 
 #: The failures list keeps a runner's message up to this many characters; a longer one is cut there
 #: and kept whole, once per distinct text, in ``texts/<sha256>.txt`` beside report.json.
@@ -60,17 +55,17 @@ def hex_bits(type_name: str | None, bits: int) -> str:
     return f"0x{bits:0{width}x}"
 
 
-def cell_status(counts: Mapping[str, int]) -> str:
+def cell_status(counts: Mapping[str, int]) -> Status:
     """One colour class per heat-map cell: fail > error > pass/partial > unsupported > not-run."""
     if counts.get(FAIL):
-        return "fail"
-    if any(counts.get(v) for v in BAD):
-        return "error"
+        return Status.FAIL
+    if any(counts.get(v) for v in DEVIATING):
+        return Status.ERROR
     if counts.get(PASS):
-        return "partial" if counts.get(UNSUPPORTED) else "pass"
+        return Status.PARTIAL if counts.get(UNSUPPORTED) else Status.PASS
     if counts.get(UNSUPPORTED):
-        return "unsupported"
-    return "info" if counts.get(INFO) else "not-run"
+        return Status.UNSUPPORTED
+    return Status.INFO if counts.get(INFO) else Status.NOT_RUN
 
 
 def _mismatches(rec: Mapping[str, Any]) -> list[dict]:
@@ -114,7 +109,7 @@ def _case_row(rec: Mapping[str, Any]) -> dict:
     """A case's row: its id and verdict, and only what differs from the defaults. The case's static
     fields (op, version, types, family) are in its id; unsupported reasons are stored once, in
     ``reasons``, and referenced by index; a failure's details are in ``failures``."""
-    row: dict[str, Any] = {"id": rec["id"], "verdict": rec.get("verdict", "not-run")}
+    row: dict[str, Any] = {"id": rec["id"], "verdict": rec.get("verdict", NOT_RUN)}
     readings = rec.get("readings") or 0
     if readings > 1:
         row["readings"] = readings
@@ -142,7 +137,7 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
     stubs = list(collected)
     full, seen = [], set()  # whole records, for the matrix and the failures
     for stub in stubs:
-        full.append({**stub, **(results.get(stub["id"]) or {"verdict": "not-run"})})
+        full.append({**stub, **(results.get(stub["id"]) or {"verdict": NOT_RUN})})
         seen.add(stub["id"])
     full += [r for cid, r in results.items() if cid not in seen]
     reasons: dict[str, int] = {}
@@ -158,9 +153,9 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
 
     totals = Counter(c["verdict"] for c in cases)
     counts = {"collected": len(stubs), "reported": len(cases),
-              "ran": len(cases) - totals["not-run"], **{v: totals[v] for v in VERDICTS}}
+              "ran": len(cases) - totals[NOT_RUN], **{v: totals[v] for v in VERDICTS}}
     interrupted = bool(meta.get("interrupted"))
-    complete = not interrupted and counts["not-run"] == 0 and counts["collected"] == counts["reported"]
+    complete = not interrupted and counts[NOT_RUN] == 0 and counts["collected"] == counts["reported"]
 
     cells: dict[tuple, Counter] = defaultdict(Counter)
     followed: dict[str, Counter] = defaultdict(Counter)
@@ -176,7 +171,7 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
 
     failures = []
     for c in full:
-        if c["verdict"] in BAD:
+        if c["verdict"] in DEVIATING:
             failures.append({"id": c["id"], "verdict": c["verdict"], "op_version": op_version(c),
                              "type_pair": type_pair(c), "clause": c.get("clause"), "reading": c.get("reading"),
                              "mismatches": c.get("mismatches") or 0, "masked": c.get("masked") or 0,

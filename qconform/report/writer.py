@@ -26,15 +26,6 @@ def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def stub(c) -> dict:
-    """A case's static fields (from a Case or a corpus.CaseRef): what the report shows for a case
-    that produced no result."""
-    readings = c.readings if isinstance(c.readings, int) else len(c.readings)
-    return {"id": c.id, "op": c.op, "domain": c.domain, "opset": c.opset, "types": c.types, "family": c.family,
-            "clause": c.clause, "readings": readings, "output_types": list(c.output_types),
-            "output_names": list(c.output_names)}
-
-
 def package_versions() -> dict[str, str]:
     out = {}
     for name in PACKAGES:

@@ -23,7 +23,7 @@ import onnx
 
 from qconform import adapt, wire
 from qconform.runner import BaseRunner, CaseFault, RunnerError, Unsupported
-from qconform.verdicts import ERROR, FAULTS, UNSUPPORTED
+from qconform.verdicts import CRASHED, ERROR, FAULTS, TIMEOUT, UNSUPPORTED, Call
 
 
 def _addresses(spec: str) -> list[tuple[str, int]]:
@@ -152,13 +152,13 @@ class RemoteRunner(BaseRunner):
                 answer, out = self._request({"op": "run", "inputs": names},
                                             [data, *(adapt.to_tensor_proto(inputs[n], n) for n in names)])
             except socket.timeout:
-                raise CaseFault("timeout", f"no answer from the worker at {self.host}:{self.port} within "
+                raise CaseFault(TIMEOUT, f"no answer from the worker at {self.host}:{self.port} within "
                                            f"{self.timeout:g}s; the connection was dropped") from None
             except (ConnectionError, OSError) as exc:
-                raise CaseFault("crashed", f"the connection to the worker at {self.host}:{self.port} was lost: "
+                raise CaseFault(CRASHED, f"the connection to the worker at {self.host}:{self.port} was lost: "
                                            f"{exc}") from None
             kind = answer.get("kind")
-            if kind == "ok":
+            if kind == Call.OK:
                 return [adapt.from_tensor_proto(b) for b in out]
             message = str(answer.get("message", ""))
             if kind == UNSUPPORTED:

@@ -21,6 +21,7 @@ from typing import Any, Iterator
 from qconform.cluster import DaskUnavailable, distributed_module, local_cluster, local_config, parse_cluster
 from qconform.cluster import quietly_close as _quietly_close
 from qconform.sweep.units import UnitResult, UnitWorker, unit_key
+from qconform.verdicts import SweepStatus
 
 #: Worker deaths a unit may be involved in before it is an error (1: the first death reschedules
 #: it, a second one fails it -- "a unit that fails twice").
@@ -103,7 +104,7 @@ class DaskExecutor:
                     try:
                         yield fut.result()
                     except Exception as exc:  # noqa: BLE001 - KilledWorker, a task that raised twice: this unit's error
-                        yield UnitResult(u[0].id, u[1], u[2], "error",
+                        yield UnitResult(u[0].id, u[1], u[2], SweepStatus.ERROR,
                                          detail=f"failed twice on the Dask cluster: {type(exc).__name__}: {exc}")
                     finally:
                         fut.release()

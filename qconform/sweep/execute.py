@@ -19,6 +19,7 @@ from qconform.sweep.domains import domain
 from qconform.sweep.goldens import golden_digests, save_golden
 from qconform.sweep.table import FORMAT, Sweep
 from qconform.sweep.units import Unit, UnitResult, UnitWorker, unit_key, unit_size, units
+from qconform.verdicts import SweepStatus
 
 
 class Executor(Protocol):
@@ -113,7 +114,7 @@ def read_state(path: Path, runner_label: str) -> dict[str, UnitResult]:
             r = UnitResult(**json.loads(line))
         except (json.JSONDecodeError, TypeError):
             continue  # a line cut by an interruption
-        if r.status != "error":
+        if r.status != SweepStatus.ERROR:
             done[unit_key(r.sweep, r.domain, r.chunk)] = r
     return done
 
@@ -173,7 +174,7 @@ def regenerate(sweeps: list[Sweep], domains: Iterable[str], chunks: range | None
     last_save = time.perf_counter()
     n = 0
     for r in execute(work, None, jobs=jobs, golden_root=root, progress=progress, label="oracle", executor=executor):
-        if r.status != "golden":
+        if r.status != SweepStatus.GOLDEN:
             raise RuntimeError(f"oracle failed on {r.sweep} {r.domain} chunk {r.chunk}: {r.detail}")
         current[(r.sweep, r.domain)][r.chunk] = r.digest
         pending_save[(r.sweep, r.domain)] = pending_save.get((r.sweep, r.domain), 0.0) + r.seconds
@@ -204,11 +205,11 @@ class Summary:
 
     @property
     def failed(self) -> list[UnitResult]:
-        return [r for r in self.results if r.status in ("mismatch", "error")]
+        return [r for r in self.results if SweepStatus(r.status).deviates]
 
     @property
     def missing(self) -> list[UnitResult]:
-        return [r for r in self.results if r.status == "no-golden"]
+        return [r for r in self.results if r.status == SweepStatus.NO_GOLDEN]
 
     def lines(self) -> list[str]:
         out = []
@@ -219,14 +220,14 @@ class Summary:
             elements = sum(r.elements for r in rs)
             status = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
             out.append(f"{sid} [{dname}] {elements:,} inputs: {status}")
-            unsup = next((r for r in rs if r.status == "unsupported"), None)
+            unsup = next((r for r in rs if r.status == SweepStatus.UNSUPPORTED), None)
             if unsup:
                 detail = unsup.detail if len(unsup.detail) <= 240 else unsup.detail[:240] + " ..."
-                out.append(f"  unsupported: {detail}")
+                out.append(f"  {SweepStatus.UNSUPPORTED}: {detail}")
             for r in sorted(rs, key=lambda r: r.chunk):
-                if r.status in ("mismatch", "error"):
+                if SweepStatus(r.status).deviates:
                     out.append(f"  chunk {r.chunk}: {r.status}: " + r.detail.replace("\n", "\n  "))
-                elif r.status == "reading":
+                elif r.status == SweepStatus.READING:
                     out.append(f"  chunk {r.chunk}: {r.detail}")
         return out
 

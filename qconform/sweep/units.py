@@ -19,7 +19,7 @@ from qconform.sweep.domains import (Canonicaliser, Domain, digest, domain, dont_
                                     oracle_digest)
 from qconform.sweep.goldens import golden_digests
 from qconform.sweep.table import Sweep
-from qconform.verdicts import PASS
+from qconform.verdicts import PASS, Call, SweepStatus
 
 Unit = tuple[Sweep, str, int]  # (sweep, domain name, chunk)
 
@@ -75,7 +75,7 @@ class UnitResult:
     sweep: str
     domain: str
     chunk: int
-    status: str  # ok | reading | mismatch | unsupported | error | no-golden | golden
+    status: SweepStatus
     elements: int = 0
     seconds: float = 0.0
     runner_seconds: float = 0.0
@@ -122,17 +122,17 @@ class UnitWorker:
         sweep, dname, chunk = unit
         dom = domain(sweep, dname)
         t0 = time.perf_counter()
-        res = UnitResult(sweep.id, dname, chunk, "ok")
+        res = UnitResult(sweep.id, dname, chunk, SweepStatus.OK)
         try:
             if self.runner_name is None:  # golden generation: the oracle
-                res.digest, res.status = oracle_digest(sweep, dom, chunk), "golden"
+                res.digest, res.status = oracle_digest(sweep, dom, chunk), SweepStatus.GOLDEN
             else:
                 self._check(sweep, dom, chunk, res)
         except Exception as exc:  # noqa: BLE001 - reported per unit
             from qconform.runner import Unsupported
 
-            res.status = "unsupported" if isinstance(exc, Unsupported) else "error"
-            res.detail = f"{type(exc).__name__}: {exc}" if res.status == "error" else str(exc)
+            res.status = SweepStatus.UNSUPPORTED if isinstance(exc, Unsupported) else SweepStatus.ERROR
+            res.detail = f"{type(exc).__name__}: {exc}" if res.status == SweepStatus.ERROR else str(exc)
         res.seconds = time.perf_counter() - t0
         return res
 
@@ -152,7 +152,7 @@ class UnitWorker:
             raise TypeError(f"runner returned {y.dtype}{list(y.shape)}, expected {out_t.name}{list(x.shape)}")
         res.digest = digest(Canonicaliser(out_t)(y, dont_care(sweep, x)))
         if expected is None:
-            res.status = "no-golden"
+            res.status = SweepStatus.NO_GOLDEN
             return
         if res.digest == expected:
             return
@@ -162,30 +162,30 @@ class UnitWorker:
         from qconform.isolation import CallResult
 
         case = oracle_case(sweep, x)
-        judged = Pipeline.local(self.runner).judge_call(case, CallResult("ok", [y]))
+        judged = Pipeline.local(self.runner).judge_call(case, CallResult(Call.OK, [y]))
         rec = judged.record
         if judged.verdict == PASS:
-            res.status, res.detail = "reading", f"matches permitted reading {rec['reading']!r}"
+            res.status, res.detail = SweepStatus.READING, f"matches permitted reading {rec.reading!r}"
             return
-        res.status = "mismatch"
-        res.mismatches = rec["mismatches"]
+        res.status = SweepStatus.MISMATCH
+        res.mismatches = rec.mismatches
         res.detail = describe_mismatches(sweep, case, x, y, rec)
 
 
-def describe_mismatches(sweep: Sweep, case, x: np.ndarray, y: np.ndarray, outcome: dict, limit: int = 8) -> str:
+def describe_mismatches(sweep: Sweep, case, x: np.ndarray, y: np.ndarray, outcome, limit: int = 8) -> str:
     """The exact inputs of a failed chunk (``outcome``: the engine's per-case record): counts by kind
     of difference and the first few."""
     from qconform.compare import differences, format_value, masks
 
-    if outcome["problem"]:
-        return outcome["problem"]
-    reading = next(r for r in case.readings if r.name == outcome["reading"])
+    if outcome.problem:
+        return outcome.problem
+    reading = next(r for r in case.readings if r.name == outcome.reading)
     out_t, x_t = dtypes.get(sweep.out_type), dtypes.get(sweep.x_type)
     eb, ab = out_t.to_bits(reading.outputs[0]).reshape(-1), out_t.to_bits(y).reshape(-1)
     idx = np.flatnonzero(differences(reading.outputs, [y], masks(case, reading))[0])
     xb = x_t.to_bits(x).reshape(-1)
     wx, wy = max(1, (x_t.bits + 3) // 4), max(1, (out_t.bits + 3) // 4)
-    lines = [f"{idx.size} of {x.size} element(s) differ from reading {outcome['reading']!r}"]
+    lines = [f"{idx.size} of {x.size} element(s) differ from reading {outcome.reading!r}"]
     for i in idx[:limit]:
         lines.append(f"  y=0x{int(ab[i]):0{wy}x} ({format_value(out_t, int(ab[i]))}), but should be "
                      f"0x{int(eb[i]):0{wy}x} ({format_value(out_t, int(eb[i]))}) "
