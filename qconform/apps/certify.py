@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as _dt
-import json
 import os
 import shlex
 import sys
@@ -21,8 +20,12 @@ import time
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from qconform.progress import Progress, StateError, StateFile
 from qconform.record import CaseRecord
-from qconform.verdicts import DEVIATING, VERDICTS, Verdict
+from qconform.verdicts import DEVIATING, VERDICTS
+
+#: ``--state FILE``'s header: what it holds.
+STATE_FORMAT = "qconform-certify-state/1"
 
 #: certify's own options, each also a pytest plugin option of the same name (so a run that must go
 #: through pytest passes them on unchanged); ``-j`` is pytest's ``--runner-workers``.
@@ -155,9 +158,14 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         raise _Usage(str(exc)) from None
     options = Options(str(golden), args.runner, opts, bool(args.strict_nan), args.profile, args.diagnose == "on",
                       None if by_behaviour else args.diagnose_per_group or None)
-    state = _State(Path(args.state), {"corpus": index.digest, "runner": ident, "options": dataclasses.asdict(options)}) \
+    state = StateFile(Path(args.state), STATE_FORMAT,
+                      {"corpus": index.digest, "runner": ident, "options": dataclasses.asdict(options)}) \
         if args.state else None
-    done = state.load() if state else {}
+    try:
+        done = {cid: CaseRecord.from_dict(rec) for cid, rec in state.load(lambda rec: rec["id"]).items()} \
+            if state else {}
+    except StateError as exc:
+        raise _Usage(str(exc)) from None
     todo = [r.id for r in refs if r.id not in done]
     if done:
         print(f"qconform certify: {len(refs) - len(todo)} of {len(refs)} cases read back from {args.state}",
@@ -166,7 +174,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     stubs = {r.id: CaseRecord.stub(r) for r in refs}
     records: list[CaseRecord] = []
     interrupted = False
-    progress = _Progress(len(refs))
+    progress = Progress(len(refs), "certify")
     try:
         if engine is not None:
             engine.submit(todo)
@@ -178,9 +186,9 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
                 rec = res.record.over(stubs[r.id])
                 rec.duration_s = res.runner_seconds
                 if state:
-                    state.append(rec)
+                    state.append(rec.to_dict())
             records.append(rec)
-            progress.step(rec.verdict)
+            progress.step(rec.verdict in DEVIATING)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -211,53 +219,6 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     return status
 
 
-class _State:
-    """``--state FILE``: every finished case's record, one JSON line each, written as it arrives. A run
-    stopped part way (Ctrl-C, a lost client, a machine gone) restarts with the same command and reads
-    back what was done; a file written by another run (another corpus, runner, runner options or
-    judging options) is refused, never mixed in."""
-
-    FORMAT = "qconform-certify-state/1"
-
-    def __init__(self, path: Path, key: dict) -> None:
-        self.path, self.key = path, json.loads(json.dumps(key, sort_keys=True, default=str))
-        self._fh = None
-
-    def load(self) -> dict[str, CaseRecord]:
-        if not self.path.exists():
-            return {}
-        done = {}
-        with self.path.open(encoding="utf-8") as fh:
-            try:
-                head = json.loads(fh.readline() or "{}")
-            except ValueError:
-                head = {}
-            if head.get("format") != self.FORMAT or head.get("key") != self.key:
-                raise _Usage(f"--state {self.path}: written by another run (another corpus, runner or options); "
-                             "remove it or give another file")
-            for line in fh:
-                try:
-                    rec = json.loads(line)
-                except ValueError:  # the last line of a run killed mid-write
-                    continue
-                done[rec["id"]] = CaseRecord.from_dict(rec)
-        return done
-
-    def append(self, record: CaseRecord) -> None:
-        if self._fh is None:
-            fresh = not self.path.exists() or self.path.stat().st_size == 0
-            self._fh = self.path.open("a", encoding="utf-8")
-            if fresh:
-                self._fh.write(json.dumps({"format": self.FORMAT, "key": self.key}, sort_keys=True) + "\n")
-        self._fh.write(json.dumps(record.to_dict(), default=str) + "\n")
-        self._fh.flush()
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
-
-
 def _executor(args: argparse.Namespace, options, index, jobs: int):
     """Where the cases run: this machine's worker processes, or a Dask cluster (``qconform.cluster``)."""
     from qconform.execution import local_executor
@@ -284,34 +245,6 @@ def _executor(args: argparse.Namespace, options, index, jobs: int):
         raise _Usage(f"--scheduler {args.scheduler}: {type(exc).__name__}: {exc}") from None
     print(f"qconform certify: {engine.describe()}", file=sys.stderr)
     return engine
-
-
-class _Progress:
-    """One line on stderr, rewritten at most twice a second (a terminal) or every 10 % (a log)."""
-
-    def __init__(self, total: int) -> None:
-        self.total, self.n, self.bad = total, 0, 0
-        self.t0 = self.last = time.perf_counter()
-        self.tty = sys.stderr.isatty()
-        self.next_mark = 0.1
-
-    def step(self, verdict: Verdict) -> None:
-        self.n += 1
-        self.bad += verdict in DEVIATING
-        now = time.perf_counter()
-        if (self.tty and now - self.last >= 0.5) or (not self.tty and self.n >= self.next_mark * self.total):
-            self.last = now
-            self.next_mark += 0.1
-            self._write(now)
-
-    def _write(self, now: float) -> None:
-        line = (f"certify: {self.n:,} of {self.total:,} cases ({100 * self.n // self.total}%), "
-                f"{self.bad:,} deviating, {now - self.t0:.0f} s")
-        print(("\r" + line) if self.tty else line, end="" if self.tty else "\n", file=sys.stderr, flush=True)
-
-    def done(self) -> None:
-        if self.tty:
-            print(file=sys.stderr)
 
 
 def _summary(report: dict, written: list[Path]) -> None:
