@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 from qconform.isolation import CallResult, Child, _raised, call, describe_exit, reason_line
-from qconform.verdicts import FAIL, FAULTS, PASS, UNSUPPORTED
+from qconform.verdicts import FAIL, FAULTS, NOT_RUN, PASS, UNSUPPORTED
 
 #: How many prepared models a pipeline keeps (keyed by the serialized model: identical models only).
 PREPARED_CACHE = 32
@@ -58,6 +58,7 @@ class CaseResult:
     runner_seconds: float = 0.0
     detail: str = ""  # the comparison's own text for a failure (``message`` without the diagnosis lines)
     outputs: list | None = None  # the runner's outputs, kept only where asked (``keep_outputs``)
+    stop: bool = False  # not run because the device is gone: the front-end stops the run here
 
 
 class Pipeline:
@@ -152,6 +153,9 @@ class Pipeline:
         from qconform.compare import Outcome, compare
 
         o = self.options
+        if call.kind == NOT_RUN:  # the infrastructure failed, not the runtime: no verdict on it
+            return CaseResult(case.id, NOT_RUN, record(case, Outcome(NOT_RUN, problem=call.message)),
+                              f"{case.id}: not run: {call.message}", seconds, stop=call.stop)
         if case.information and call.kind not in FAULTS:
             return self._inform(case, call, seconds)
         if call.kind != "ok":

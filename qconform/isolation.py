@@ -25,15 +25,17 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import onnx
 
-from qconform.runner import CaseFault, Unsupported, prepare
+from qconform.runner import CaseFault, NotRun, Unsupported, prepare
+from qconform.verdicts import NOT_RUN
 
 
 @dataclass
 class CallResult:
-    kind: str  # "ok" | "unsupported" | "error" | "crashed" | "timeout"
+    kind: str  # "ok" | "unsupported" | "error" | "crashed" | "timeout" | "not-run"
     outputs: list[np.ndarray] | None = None
     message: str = ""
     traceback: str = ""  # the runner's own traceback, when it raised
+    stop: bool = False  # not-run because the device is gone: the front-end stops the run
 
 
 def _as_arrays(outputs: Any) -> Any:
@@ -86,6 +88,8 @@ def call(run: Callable, feeds: Mapping[str, np.ndarray]) -> CallResult:
         return CallResult("unsupported", message=reason_line(str(exc)))
     except CaseFault as exc:  # it crashed or hung where it really ran (a device worker)
         return CallResult(exc.kind, message=str(exc))
+    except NotRun as exc:  # the infrastructure, not the runtime: no verdict on the runtime
+        return CallResult(NOT_RUN, message=str(exc), stop=exc.stop)
     except MemoryError as exc:
         return CallResult("error", message=f"runner ran out of memory: {exc}")
     except Exception as exc:  # noqa: BLE001 — any runner exception is that case's error

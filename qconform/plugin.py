@@ -28,7 +28,7 @@ import pytest
 from qconform import corpus as corpus_mod
 from qconform.execution import CaseResult, Options, local_executor
 from qconform.runner import Runner, RunnerError, parse_options, resolve
-from qconform.verdicts import ERROR, FAIL, INFO, PASS, UNSUPPORTED
+from qconform.verdicts import ERROR, FAIL, INFO, NOT_RUN, PASS, UNSUPPORTED
 
 RUNNER_KEY = pytest.StashKey[Runner]()
 CORPUS_KEY = pytest.StashKey[corpus_mod.Index]()
@@ -39,6 +39,7 @@ SENT_KEY = pytest.StashKey[bool]()  # the plan was handed to the engine
 FAST_KEY = pytest.StashKey[bool]()  # case items use the fast protocol
 CHOSEN_KEY = pytest.StashKey[Any]()  # --case / --from-report: case id -> selected?
 IDENTITY_KEY = pytest.StashKey[dict]()  # the runner's describe(), called once at the start
+STOPPED_KEY = pytest.StashKey[str]()  # why the run stopped early (the device gone), if it did
 #: Feature modules' terminal sections (callables of terminalreporter, config), printed after the
 #: plugin's own summary: they register here, so this module never imports them.
 SUMMARY_KEY = pytest.StashKey[list]()
@@ -380,6 +381,9 @@ class CaseItem(pytest.Item):
         self._submit()
         res = self._result = _engine(config).result(self.case_id)
         config.stash[RECORDS_KEY].add(res.record)
+        if res.stop:  # the device is gone: the rest would not run either; stop as Ctrl-C would
+            self.session.shouldstop = f"qconform: {res.record.get('problem')}"
+            config.stash[STOPPED_KEY] = str(res.record.get("problem") or "the device is gone")
         return res
 
     def report(self, call) -> pytest.TestReport:
@@ -603,8 +607,8 @@ def _rerun_hint(tr, config: pytest.Config, records) -> None:
         tr.write_line(f"{label:18}{shlex.join([*cmd, '--from-report', str(Path(report_dir) / 'report.json')])}")
 
 
-#: Verdicts pytest shows as skipped: neither is a pass or a failure of the runner.
-SKIPPED = ("unsupported", "info")
+#: Verdicts pytest shows as skipped: none is a pass or a failure of the runner.
+SKIPPED = (UNSUPPORTED, INFO, NOT_RUN)
 
 
 def _skip_reason(res) -> str:
@@ -612,7 +616,7 @@ def _skip_reason(res) -> str:
     if res.verdict == INFO:  # "information: <why>. The runner ...": the runner's part first, at a glance
         why, _, did = problem.partition(". The runner ")
         return _short(f"information: the runner {did} ({why.removeprefix('information: ')})", 160)
-    return f"unsupported: {_short(problem)}"
+    return f"{res.verdict}: {_short(problem)}"
 
 
 def _summary(tr, records) -> None:

@@ -71,6 +71,17 @@ class CaseFault(Exception):
         self.kind = kind
 
 
+class NotRun(Exception):
+    """Raised by a runner that could not run a case for a reason outside the runtime: the device
+    cannot be reached, its connection dropped or stalled, the transport refused the request. The
+    case is *not run* (never a deviation, never stored as done) and the run is incomplete; with
+    ``stop`` the device is gone for good and the front-end stops the run, as Ctrl-C does."""
+
+    def __init__(self, message: str, stop: bool = False) -> None:
+        super().__init__(message)
+        self.stop = stop
+
+
 class RunnerError(Exception):
     """Bad runner configuration: one clear line for the user, no traceback."""
 

@@ -62,6 +62,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     where.add_argument("--scheduler", metavar="ADDRESS", default=None,
                        help="run on an existing Dask cluster, e.g. tcp://HOST:8786 (its workers need qconform, "
                             "the runner's runtime and the same corpus installed)")
+    p.add_argument("--secret-file", default=None, metavar="FILE",
+                   help="with --offline: the shared secret that checks the results' MAC (results.mac; else "
+                        "$QCONFORM_WORKER_SECRET); without one the device's identity is reported as declared, "
+                        "not verified")
     p.add_argument("--diagnose", choices=("on", "off"), default="on",
                    help="name the known deviation that reproduces each failure (default: on)")
     p.add_argument("--diagnose-per-group", type=int, default=16, metavar="N",
@@ -102,6 +106,7 @@ def _through_pytest(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _certify(args: argparse.Namespace, argv: list[str]) -> int:
+    from qconform.verdicts import NOT_RUN
     from qconform import corpus as corpus_mod
     from qconform.execution import Executor, Options
     from qconform.report import baseline as baseline_mod
@@ -117,12 +122,15 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         raise _Usage("give --runner NAME (run the cases) or --offline DIR (judge a device's stored outputs)")
     try:
         opts = parse_options(args.runner_opt)
+        results = None
         if args.offline:
+            from qconform import wire
             from qconform.offline import OfflineError, OfflineResults
 
             try:
-                ident = writer.runner_identity(OfflineResults(args.offline), f"offline:{args.offline}")
-            except OfflineError as exc:
+                results = OfflineResults(args.offline, wire.read_secret(args.secret_file))
+                ident = writer.runner_identity(results, f"offline:{args.offline}")
+            except (OfflineError, OSError, ValueError) as exc:
                 raise _Usage(str(exc)) from None
             args.runner = ident["name"]
         else:
@@ -159,24 +167,28 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     if done:
         print(f"qconform certify: {len(refs) - len(todo)} of {len(refs)} cases read back from {args.state}",
               file=sys.stderr)
-    engine: Executor | None = _executor(args, options, index, jobs) if todo else None
+    engine: Executor | None = _executor(args, options, index, jobs, results) if todo else None
     stubs = {r.id: writer.stub(r) for r in refs}
     records: list[dict] = []
-    interrupted = False
+    interrupted, stopped = False, ""
     progress = _Progress(len(refs))
     try:
         if engine is not None:
             engine.submit(todo)
         for r in refs:
+            res = None
             if r.id in done:
                 rec = done[r.id]
             else:
                 res = engine.result(r.id)
                 rec = {**stubs[r.id], **res.record, "duration_s": res.runner_seconds}
-                if state:
+                if state and res.verdict != NOT_RUN:  # a case not run is not done: a rerun runs it
                     state.append(rec)
             records.append(rec)
             progress.step(rec["verdict"])
+            if res is not None and res.stop:
+                stopped = rec.get("problem") or "the device is gone"
+                break
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -185,11 +197,15 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         if state:
             state.close()
     progress.done()
+    if stopped:  # the cases never handed out are not run for the same reason, said once per case
+        got = {rec["id"] for rec in records}
+        records += [{**stubs[r.id], "verdict": NOT_RUN, "problem": stopped}
+                    for r in refs if r.id not in got]
 
     filters = ["--case"] if patterns else []
     run_meta = writer.meta(
         runner=ident, index=index, started_iso=started_iso, seconds=time.perf_counter() - started,
-        interrupted=interrupted, exit_status=None,
+        interrupted=interrupted, stopped=stopped, exit_status=None,
         invocation={"args": list(argv), "profile": args.profile, "strict_nan": bool(args.strict_nan),
                     "filters": filters, "workers": 0, "runner_workers": getattr(engine, "workers", jobs),
                     "executor": engine.describe() if hasattr(engine, "describe") else "local",
@@ -200,7 +216,8 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     report, texts = writer.assemble(records, list(stubs.values()), run_meta, cases_of=index.cases_of, baseline=base,
                                     today=_dt.date.today(), min_cases=args.min_cases, filters=filters,
                                     corpus_size=len(index), strict_nan=bool(args.strict_nan), profile=args.profile)
-    status = 2 if interrupted else (0 if report["gate"]["passed"] else 1)
+    # an incomplete run (stopped, interrupted, cases not run) certifies nothing: 2, as Ctrl-C
+    status = 2 if not report["complete"] else (0 if report["gate"]["passed"] else 1)
     report["exit_status"] = status
     written = writer.write(Path(args.report), report, texts)
     _summary(report, written)
@@ -254,15 +271,16 @@ class _State:
             self._fh = None
 
 
-def _executor(args: argparse.Namespace, options, index, jobs: int):
-    """Where the cases run: this machine's worker processes, or a Dask cluster (``qconform.cluster``)."""
+def _executor(args: argparse.Namespace, options, index, jobs: int, results=None):
+    """Where the cases run: this machine's worker processes, a Dask cluster (``qconform.cluster``), or
+    a device's stored ``results`` (``qconform.offline``)."""
     from qconform.execution import local_executor
 
     if args.offline:
         from qconform.offline import OfflineEngine, OfflineError
 
         try:
-            return OfflineEngine(options, index, Path(args.offline))
+            return OfflineEngine(options, index, Path(args.offline), results)
         except OfflineError as exc:
             raise _Usage(str(exc)) from None
     if not (args.cluster or args.scheduler):

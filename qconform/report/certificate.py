@@ -118,15 +118,34 @@ def overall(report: dict, scoped: list[dict] | None = None) -> str:
                      + (f", {unnamed} of them named by no diagnosis model" if unnamed else ""))
     if n[UNSUPPORTED]:
         parts.append(f"{n[UNSUPPORTED]} not supported")
-    if not n[DEVIATES] and not n[ACCEPTED]:
+    if not report.get("complete", True):  # an incomplete run certifies nothing, whatever ran passed
+        c = report.get("counts") or {}
+        why = report.get("stopped") or ("interrupted" if report.get("interrupted") else "")
+        head = (f"{runner}: incomplete run, {c.get('not-run', 0):,} of {c.get('collected', 0):,} cases not run"
+                + (f" ({why})" if why else "") + "; no conformance is stated"
+                + ("; the cases that ran deviate from the ONNX specification" if n[DEVIATES] or n[ACCEPTED] else ""))
+    elif not n[DEVIATES] and not n[ACCEPTED]:
         head = f"{runner} conforms bit-exactly wherever it runs these operators"
     elif not n[DEVIATES]:
         head = f"{runner} deviates from the ONNX specification; a baseline accepts every deviation"
     else:
         head = f"{runner} deviates from the ONNX specification"
-    if not report.get("complete", True):
-        head += " (incomplete run: not every case ran)"
+    unverified = unauthenticated(report)
+    if unverified:
+        head += f" ({unverified})"
     return f"{head}: {', '.join(parts)}."
+
+
+def unauthenticated(report: dict) -> str:
+    """What a reader must know when the runtime's identity was not proved: a device worker reached
+    without a shared secret, or an offline results folder without a valid MAC ('' when proved or
+    when the runtime ran here)."""
+    ident = report.get("runner") or {}
+    if ident.get("authenticated") is not False:
+        return ""
+    where = ident.get("remote") or ident.get("results") or "the device"
+    return (f"as declared by {where}, not authenticated: no shared secret proved who answered, so anyone "
+            "able to answer there could have produced these results")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -216,7 +216,8 @@ def _fixed(report: dict) -> str:
     if not report["complete"]:
         c = report["counts"]
         out.append(f'<div class="banner bad">Incomplete run{" (interrupted)" if report["interrupted"] else ""}: '
-                   f'{c["not-run"]} of {c["collected"]} collected case(s) did not run.</div>')
+                   f'{c["not-run"]} of {c["collected"]} collected case(s) did not run'
+                   + (f': {_e(report["stopped"])}' if report.get("stopped") else "") + '. No conformance is stated.</div>')
     for e in g.get("expired") or []:
         out.append(f'<div class="banner bad">The acceptance of <code>{_e(e["id"])}</code> expired on '
                    f'{_e(e["expires"])}: its deviations count as new.</div>')

@@ -21,7 +21,7 @@ SCHEMA_VERSION = 2
 #: Every verdict a case can carry in a report. ``crashed``/``timeout`` come from runner isolation,
 #: ``not-run`` marks a collected case that produced no result (interrupted or stopped run), ``info`` a
 #: model the text makes invalid (what the runner did is reported; it is never a pass or a failure).
-from qconform.verdicts import DEVIATING, FAIL, INFO, PASS, UNSUPPORTED, VERDICTS  # noqa: E402 - the names live in one place
+from qconform.verdicts import DEVIATING, FAIL, INFO, NOT_RUN, PASS, UNSUPPORTED, VERDICTS  # noqa: E402 - the names live in one place
 #: Verdicts that are deviations: they fail a run unless a baseline entry covers them.
 BAD = DEVIATING
 
@@ -150,7 +150,7 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
     cases = []
     for rec in full:
         row = _case_row(rec)
-        if row["verdict"] == UNSUPPORTED:
+        if row["verdict"] == UNSUPPORTED or (row["verdict"] == NOT_RUN and rec.get("problem")):
             text = reason_bucket(rec.get("problem") or "")
             row["reason"] = reasons.setdefault(text, len(reasons))  # one entry per cause
             reason_counts[text] += 1
@@ -160,7 +160,7 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
     counts = {"collected": len(stubs), "reported": len(cases),
               "ran": len(cases) - totals["not-run"], **{v: totals[v] for v in VERDICTS}}
     interrupted = bool(meta.get("interrupted"))
-    complete = not interrupted and counts["not-run"] == 0 and counts["collected"] == counts["reported"]
+    complete = not interrupted and not meta.get("stopped") and counts["not-run"] == 0 and counts["collected"] == counts["reported"]
 
     cells: dict[tuple, Counter] = defaultdict(Counter)
     followed: dict[str, Counter] = defaultdict(Counter)
@@ -194,6 +194,7 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
         "qconform_version": meta.get("qconform_version", ""),
         "complete": complete,
         "interrupted": interrupted,
+        "stopped": meta.get("stopped"),
         "exit_status": meta.get("exit_status"),
         "runner": dict(meta.get("runner") or {}),
         "corpus": dict(meta.get("corpus") or {}),

@@ -83,11 +83,12 @@ def runner_identity(runner, name: str, options: dict[str, str] | None = None) ->
 
 
 def meta(*, runner: dict, index, invocation: dict, started_iso: str, seconds: float, interrupted: bool,
-         exit_status: int | None) -> dict:
+         exit_status: int | None, stopped: str | None = None) -> dict:
     """What ``model.build`` needs besides the records: who ran, on what corpus and machine, how, when."""
     import qconform
 
-    return {"qconform_version": qconform.__version__, "interrupted": interrupted, "exit_status": exit_status,
+    return {"qconform_version": qconform.__version__, "interrupted": interrupted, "stopped": stopped or None,
+            "exit_status": exit_status,
             "runner": runner, "corpus": {"digest": index.digest, "cases": len(index), "root": str(index.root)},
             "platform": platform_meta(), "invocation": invocation,
             "timing": {"started": started_iso, "finished": now(), "duration_s": round(seconds, 3)}}
