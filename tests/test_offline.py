@@ -209,3 +209,23 @@ def test_the_device_identity_is_declared_unless_signed_with_the_secret(tmp_path,
                      "--report", str(tmp_path / "edited")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "differs from the signed results.sha256" in err
+
+
+def test_the_documented_shell_recipe_signs_results_the_import_verifies(tmp_path):
+    """runners.md §11's sha256sum + openssl recipe (what a device tool in any language does) makes the
+    same two files qconform verifies."""
+    import re
+    import shutil
+
+    if not (shutil.which("openssl") and shutil.which("sha256sum")):
+        pytest.skip("openssl and sha256sum are needed for the shell recipe (apt-get install openssl coreutils)")
+    doc = (REPO / "qconform" / "docs" / "runners.md").read_text()
+    recipe = re.search(r"```sh\ncd cases/\n(.*?)```", doc, re.S).group(1)
+    out = _export(tmp_path, BASIC)
+    _write_outputs(out, _results_dirs(out))
+    (out / "device.json").write_text(json.dumps({"name": "npu-sim"}))
+    (out / "lab.secret").write_text("f" * 64 + "\n")
+    subprocess.run(["bash", "-euo", "pipefail", "-c", recipe], cwd=out, check=True, timeout=60)
+    from qconform import offline
+
+    assert offline.verify(out, ("f" * 64).encode()) == "verified"
