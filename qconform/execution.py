@@ -95,15 +95,20 @@ class Pipeline:
         return self._cases
 
     def _prepare(self, model) -> tuple[Callable | None, CallResult | None]:
-        """The runner's prepared callable for this model (reused for identical model bytes)."""
+        """The runner's prepared callable for this model (reused for identical model bytes);
+        ``model`` is a ModelProto or its serialised bytes (parsed only when not prepared before)."""
         from qconform.runner import Unsupported, prepare
 
-        key = model.SerializeToString()  # identical models only (bytes hash once, in C)
+        key = model if isinstance(model, bytes) else model.SerializeToString()  # bytes hash once, in C
         if key in self._prepared:
             self._prepared.move_to_end(key)
             self.prepared_hits += 1
             return self._prepared[key], None
         try:
+            if isinstance(model, bytes):
+                import onnx
+
+                model = onnx.load_from_string(model)
             run = prepare(self.runner, model)
         except Unsupported as exc:
             return None, CallResult("unsupported", message=reason_line(str(exc)))
@@ -113,6 +118,10 @@ class Pipeline:
         if len(self._prepared) > PREPARED_CACHE:
             self._prepared.popitem(last=False)
         return run, None
+
+    def knows(self, model_bytes: bytes) -> bool:
+        """Whether a model (its bytes) is prepared already, so a call will not parse it."""
+        return model_bytes in self._prepared
 
     def run(self, case_id: str) -> CaseResult:
         return self.judge(self.cases.case(case_id))
@@ -129,8 +138,8 @@ class Pipeline:
         return self.call_model(model, case.feeds)
 
     def call_model(self, model, feeds) -> tuple[CallResult, float]:
-        """The runner on a model and its inputs (prepared once per identical model): what ``call``
-        does after building the case's model, and what a device worker does with a model it was sent."""
+        """The runner on a model (a ModelProto, or the bytes a device worker was sent) and its inputs,
+        prepared once per identical model: what ``call`` does after building the case's model."""
         run, refused = self._prepare(model)
         t0 = time.perf_counter()
         result = refused or call(run, feeds)

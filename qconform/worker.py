@@ -81,12 +81,13 @@ def _serve_runner(conn, runner_name: str, options: dict[str, str]) -> None:
             return
         names, blobs = msg
         try:
-            model = onnx.load_from_string(blobs[0])
             feeds = {n: from_tensor_proto(b) for n, b in zip(names, blobs[1:])}
+            if not pipeline.knows(blobs[0]):  # a model seen before is not parsed again
+                onnx.ModelProto.FromString(blobs[0])
         except Exception as exc:  # noqa: BLE001 - a request the controller got wrong: refused, not run
             answer = ("refused", f"the request does not decode: {type(exc).__name__}: {exc}", [])
         else:
-            result, _ = pipeline.call_model(model, feeds)
+            result, _ = pipeline.call_model(blobs[0], feeds)
             answer = (result.kind, result.message,
                       [to_tensor_proto(a) for a in result.outputs] if result.kind == "ok" else [])
         try:
@@ -335,6 +336,7 @@ class Worker:
                 continue
             self.log(f"{peer}: connected")
             conn.settimeout(self.handshake_timeout)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             try:
                 threading.Thread(target=Session(conn, self, peer).serve, daemon=True,
                                  name=f"qconform-session-{peer}").start()

@@ -476,6 +476,15 @@ def _authenticated(port: int, secret: bytes) -> tuple[socket.socket, bytes]:
     return s, wire.session_key(secret, hello["nonce"], cn)
 
 
+def _handshake_ok(port: int) -> bool:
+    try:
+        s, _ = _authenticated(port, SECRET.encode())
+    except (OSError, KeyError):
+        return False
+    s.close()
+    return True
+
+
 def test_the_worker_stays_up_under_a_flood_slow_clients_and_malformed_messages(device, tmp_path):
     """1,000 connections against an fd limit of 256, connections that never finish their handshake,
     and malformed authenticated messages: the worker refuses each (a line in its log, an error frame
@@ -509,6 +518,10 @@ def test_the_worker_stays_up_under_a_flood_slow_clients_and_malformed_messages(d
     for s in flood:
         s.close()
     resource.prlimit(w.proc.pid, resource.RLIMIT_NOFILE, (256, 256))
+    for _ in range(100):  # the flood's backlog drains (each connection closed at its first read)
+        if "waiting and serving on" in "".join(w.log) and _handshake_ok(w.port):
+            break
+        time.sleep(0.2)
     # malformed messages after authentication: an error frame under the session's MAC, then closed
     key = SECRET.encode()
     s, k = _authenticated(w.port, key)
@@ -518,7 +531,8 @@ def test_the_worker_stays_up_under_a_flood_slow_clients_and_malformed_messages(d
     wire.send(s, {"op": "run", "seq": 1, "inputs": ["x"]}, [b"\x00garbage", b"\xff"], k)
     assert "does not decode" in _closed_with(s, k)
     s, k = _authenticated(w.port, key)
-    s.sendall(struct.pack(">I", 30) + b'{"blobs": [99999999], "x": 1} ')
+    head = json.dumps({"blobs": [40 * 2**20, 40 * 2**20]}).encode()  # each under the bound, not together
+    s.sendall(struct.pack(">I", len(head)) + head)
     assert "refused (the bound is" in _closed_with(s, k)
     assert w.proc.poll() is None
     secret = _secret_file(tmp_path / "c.secret", SECRET)

@@ -123,6 +123,7 @@ class RemoteRunner(BaseRunner):
             sock.close()
             raise
         sock.settimeout(None)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # one small message each way per case
         self._sock, self._seq = sock, 0
         return sock
 
