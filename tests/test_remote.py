@@ -635,3 +635,17 @@ def test_a_weak_or_exposed_secret_is_refused_in_one_line(tmp_path, secret, mode,
                    "--case", SLICE, "--report", str(tmp_path / "r")]):
         p = subprocess.run([sys.executable, "-m", "qconform.cli", *words], capture_output=True, text=True, timeout=120)
         assert p.returncode == 2 and p.stderr.count("\n") == 1 and why in p.stderr, p.stderr
+
+
+def test_the_pytest_front_end_stops_an_incomplete_run_too(tmp_path):
+    """Under pytest a case not run is shown as skipped with its reason, the session stops at the first
+    one whose device is gone, and the exit status is 2 (as Ctrl-C): no green run."""
+    w = HostileWorker("stall")
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--runner",
+                        f"remote:127.0.0.1:{w.port}", "--runner-opt", "stall=1", "--runner-opt", "reconnect=1",
+                        "--case", "QuantizeLinear-21/float32-int8/basic/*", "--report", str(tmp_path / "r"),
+                        "--rootdir", str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 2, p.stdout[-3000:]
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert not report["complete"] and report["counts"]["not-run"] == 2 and report["stopped"]
+    assert "not-run:" in p.stdout or "not run" in p.stdout
