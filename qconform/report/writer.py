@@ -69,6 +69,8 @@ def runner_identity(runner, name: str, options: dict[str, str] | None = None) ->
 
     try:
         ident = json.loads(json.dumps(describe(runner), default=str))
+    except RunnerError:  # already one line for the user (a device that cannot be reached or used)
+        raise
     except Exception as exc:  # noqa: BLE001 - the runner's own mistake, reported as such
         first = (str(exc).strip().splitlines() or [""])[0]
         raise RunnerError(f"runner {name!r}: describe() raised {type(exc).__name__}: {first} (no case was run)") \
