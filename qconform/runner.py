@@ -48,11 +48,18 @@ def runtime_name(identity: Mapping[str, Any]) -> str:
     onnxruntime on an execution provider the variant declared for it (``VARIANTS``), else
     ``onnxruntime[PROVIDER,...]``: another provider's run is never taken for the CPU EP's."""
     name, providers = str(identity["name"]), list(identity.get("providers") or [])
+    level = (identity.get("options") or {}).get("optimize")
+    for variant, (runner, options, _) in VARIANTS.items():
+        if runner != name:
+            continue
+        settings = RUNTIMES[runner].settings
+        default = settings.get("providers", "")
+        levels = settings.get("levels", {})
+        same_level = "optimize" not in options or levels.get(options["optimize"]) == level
+        if options.get("providers", default) == ",".join(providers or [default]) and same_level:
+            return variant
     if not providers or providers == ["CPUExecutionProvider"]:
         return name
-    for variant, (runner, options, _) in VARIANTS.items():
-        if runner == name and options.get("providers") == ",".join(providers):
-            return variant
     return f"{name}[{','.join(providers)}]"
 
 

@@ -150,9 +150,14 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
             raise _Usage(str(exc)) from None
 
     patterns = [corpus_mod.case_pattern(c) for c in args.case if c.strip()]
-    refs = [r for r in index.refs if not patterns or any(fnmatchcase(r.id, p) for p in patterns)]
+    scope = None if patterns else _scope(ident)
+    wanted = patterns or (scope["cases"] if scope else [])
+    refs = [r for r in index.refs if not wanted or any(fnmatchcase(r.id, p) for p in wanted)]
     if not refs:
         raise _Usage(f"--case {' '.join(patterns)}: no case of the corpus at {golden} matches")
+    if scope:
+        scope["left_out"] = len(index) - len(refs)
+        print(f"qconform certify: {scope['why']} ({len(refs):,} cases; {scope['left_out']:,} left out)", file=sys.stderr)
     jobs = args.jobs or min(8, os.cpu_count() or 1)
     try:
         by_behaviour = base is not None and base.diagnose_every_failure(args.diagnose == "on")
@@ -202,7 +207,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         records += [{**stubs[r.id], "verdict": NOT_RUN, "problem": stopped}
                     for r in refs if r.id not in got]
 
-    filters = ["--case"] if patterns else []
+    filters = ["--case"] if patterns else (["scope"] if scope else [])
     run_meta = writer.meta(
         runner=ident, index=index, started_iso=started_iso, seconds=time.perf_counter() - started,
         interrupted=interrupted, stopped=stopped, exit_status=None,
@@ -212,7 +217,8 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
                     "resumed": len(refs) - len(todo),
                     "front_end": "qconform certify",
                     "command_line": shlex.join(["qconform", getattr(args, "cmd", None) or "certify", *argv]),
-                    "baseline": writer.baseline_identity(args.baseline) if args.baseline else None})
+                    "baseline": writer.baseline_identity(args.baseline) if args.baseline else None,
+                    **({"scope": scope} if scope else {})})
     report, texts = writer.assemble(records, list(stubs.values()), run_meta, cases_of=index.cases_of, baseline=base,
                                     today=_dt.date.today(), min_cases=args.min_cases, filters=filters,
                                     corpus_size=len(index), strict_nan=bool(args.strict_nan), profile=args.profile)
@@ -222,6 +228,17 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     written = writer.write(Path(args.report), report, texts)
     _summary(report, written)
     return status
+
+
+def _scope(ident: dict) -> dict | None:
+    """The cases a runtime is certified on by default, where its declaration narrows them, and why."""
+    from qconform.runner import runtime_name
+    from qconform.runtimes import RUNTIMES
+
+    rt = RUNTIMES.get(runtime_name(ident))
+    if rt is None or not rt.scope:
+        return None
+    return {"cases": list(rt.scope), "why": rt.scope_reason}
 
 
 class _State:

@@ -98,11 +98,33 @@ def behaviours(report: dict) -> list[dict]:
     return sorted(rows.values(), key=lambda r: (-r["cases"], r["behaviour"]))
 
 
+def certified(ident: dict) -> str:
+    """What was certified, named as a customer knows it: the runtime (an onnxruntime variant by its
+    own name: an execution provider's package and version, its SDK and backend, then the onnxruntime
+    it runs in), never only the runner's name."""
+    from qconform.runner import runtime_name
+
+    name, version = str(ident.get("name", "?")), ident.get("version")
+    runtime = runtime_name(ident) if "name" in ident else name
+    ep = ident.get("execution_provider")
+    if ep:
+        sdk = f", SDK {ep['sdk']}" if ep.get("sdk") else ""
+        backend = f", {ident['device']} backend" if ident.get("device") else ""
+        return f"{runtime} {ep.get('version', '')} ({ep.get('name')}{sdk}{backend}) on {name} {version}"
+    if runtime != name:
+        level = (ident.get("options") or {}).get("optimize")
+        how = f" at graph optimisation level {level}" if level and level != "ORT_DISABLE_ALL" else ""
+        providers = ident.get("providers") or []
+        on = f" on {', '.join(providers)}" if providers and providers != ["CPUExecutionProvider"] else ""
+        return f"{runtime} ({name} {version}{on}{how})"
+    return " ".join(str(x) for x in (name, version) if x)
+
+
 def overall(report: dict, scoped: list[dict] | None = None) -> str:
     """One sentence for the top of the certificate."""
     scoped = scoped if scoped is not None else scopes(report)
     n = Counter(s["verdict"] for s in scoped)
-    runner = " ".join(str(x) for x in (report["runner"].get("name"), report["runner"].get("version")) if x)
+    runner = certified(report["runner"])
     parts = [f"{n[CONFORMANT]} of {len(scoped)} op versions conformant"]
     accepted = sum(s["accepted"] for s in scoped)
     if n[DEVIATES]:
@@ -133,6 +155,9 @@ def overall(report: dict, scoped: list[dict] | None = None) -> str:
     unverified = unauthenticated(report)
     if unverified:
         head += f" ({unverified})"
+    scope = (report.get("invocation") or {}).get("scope")
+    if scope:
+        parts.append(f"in its declared scope: {scope['why']} ({scope.get('left_out', 0):,} cases outside it, not run)")
     return f"{head}: {', '.join(parts)}."
 
 

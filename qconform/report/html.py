@@ -305,7 +305,9 @@ def _reasons(report: dict) -> str:
 
 def render(report: dict) -> str:
     r, c = report["runner"], report["counts"]
-    runner = " ".join(str(x) for x in (r.get("name"), r.get("version"), r.get("device")) if x)
+    from qconform.report.certificate import certified
+
+    runner = certified(r) + (f" {r['device']}" if r.get("device") and not r.get("execution_provider") else "")
     totals = "".join(f'<div class="total{" light" if v == "not-run" else ""}" style="background:{COLOURS[v]}">'
                      f"<b>{c[v]}</b>{v}</div>" for v in VERDICTS if c.get(v) or v in ("pass", "fail"))
     present = [v for v in VERDICTS if c.get(v)]

@@ -16,7 +16,9 @@ MAX_ROWS = 10
 
 def render(report: dict) -> str:
     r, c, g = report["runner"], report["counts"], report.get("gate") or {}
-    runner = " ".join(str(x) for x in (r.get("name"), r.get("version"), r.get("device")) if x)
+    from qconform.report.certificate import certified
+
+    runner = certified(r) + (f" {r['device']}" if r.get("device") and not r.get("execution_provider") else "")
     ok = g.get("passed", not any(c.get(v) for v in BAD)) and report["complete"]
     deviating = sum(c.get(v, 0) for v in BAD)
     if not report["complete"]:  # an incomplete run passes nothing, whatever its cases did
