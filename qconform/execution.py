@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 from qconform.isolation import CallResult, _raised, call, reason_line
 from qconform.pool import RUN, InProcessPool, IsolatedPool
 from qconform.record import CaseRecord
-from qconform.verdicts import FAIL, PASS, Call, Verdict
+from qconform.verdicts import FAIL, NOT_RUN, PASS, Call, Verdict
 
 #: How many prepared models a pipeline keeps (keyed by the serialized model: identical models only).
 PREPARED_CACHE = 32
@@ -57,6 +57,7 @@ class CaseResult:
     runner_seconds: float = 0.0
     detail: str = ""  # the comparison's own text for a failure (``message`` without the diagnosis lines)
     outputs: list | None = None  # the runner's outputs, kept only where asked (``keep_outputs``)
+    stop: bool = False  # not run because the device is gone: the front-end stops the run here
 
     @property
     def id(self) -> str:
@@ -107,15 +108,20 @@ class Pipeline:
         return self._cases
 
     def _prepare(self, model) -> tuple[Callable | None, CallResult | None]:
-        """The runner's prepared callable for this model (reused for identical model bytes)."""
+        """The runner's prepared callable for this model (reused for identical model bytes);
+        ``model`` is a ModelProto or its serialised bytes (parsed only when not prepared before)."""
         from qconform.runner import Unsupported, prepare
 
-        key = model.SerializeToString()  # identical models only (bytes hash once, in C)
+        key = model if isinstance(model, bytes) else model.SerializeToString()  # bytes hash once, in C
         if key in self._prepared:
             self._prepared.move_to_end(key)
             self.prepared_hits += 1
             return self._prepared[key], None
         try:
+            if isinstance(model, bytes):
+                import onnx
+
+                model = onnx.load_from_string(model)
             run = prepare(self.runner, model)
         except Unsupported as exc:
             return None, CallResult(Call.UNSUPPORTED, message=reason_line(str(exc)))
@@ -125,6 +131,10 @@ class Pipeline:
         if len(self._prepared) > PREPARED_CACHE:
             self._prepared.popitem(last=False)
         return run, None
+
+    def knows(self, model_bytes: bytes) -> bool:
+        """Whether a model (its bytes) is prepared already, so a call will not parse it."""
+        return model_bytes in self._prepared
 
     def run(self, case_id: str) -> CaseResult:
         return self.judge(self.cases.case(case_id))
@@ -141,8 +151,8 @@ class Pipeline:
         return self.call_model(model, case.feeds)
 
     def call_model(self, model, feeds) -> tuple[CallResult, float]:
-        """The runner on a model and its inputs (prepared once per identical model): what ``call``
-        does after building the case's model, and what a device worker does with a model it was sent."""
+        """The runner on a model (a ModelProto, or the bytes a device worker was sent) and its inputs,
+        prepared once per identical model: what ``call`` does after building the case's model."""
         run, refused = self._prepare(model)
         t0 = time.perf_counter()
         result = refused or call(run, feeds)
@@ -165,7 +175,10 @@ class Pipeline:
         from qconform.compare import compare
 
         o = self.options
-        if case.information and call.kind not in (Call.CRASHED, Call.TIMEOUT, Call.NOT_RUN):
+        if call.kind == Call.NOT_RUN:  # the infrastructure failed, not the runtime: no verdict on it
+            return CaseResult(CaseRecord.stub(case, NOT_RUN, call.message), f"{case.id}: not run: {call.message}",
+                              seconds, stop=call.stop)
+        if case.information and call.kind not in (Call.CRASHED, Call.TIMEOUT):
             return self._inform(case, call, seconds)
         if call.kind != Call.OK:
             rec = CaseRecord.stub(case, Call(call.kind).verdict, call.message)

@@ -40,6 +40,7 @@ SENT_KEY = pytest.StashKey[bool]()  # the plan was handed to the engine
 FAST_KEY = pytest.StashKey[bool]()  # case items use the fast protocol
 CHOSEN_KEY = pytest.StashKey[Any]()  # --case / --from-report: case id -> selected?
 IDENTITY_KEY = pytest.StashKey[dict]()  # the runner's describe(), called once at the start
+STOPPED_KEY = pytest.StashKey[str]()  # why the run stopped early (the device gone), if it did
 #: Feature modules' terminal sections (callables of terminalreporter, config), printed after the
 #: plugin's own summary: they register here, so this module never imports them.
 SUMMARY_KEY = pytest.StashKey[list]()
@@ -382,6 +383,9 @@ class CaseItem(pytest.Item):
         res = self._result = _engine(config).result(self.case_id)
         res.record = res.record.over(CaseRecord.stub(self.ref))
         config.stash[RECORDS_KEY].add(res.record)
+        if res.stop:  # the device is gone: the rest would not run either; stop as Ctrl-C would
+            self.session.shouldstop = f"qconform: {res.record.problem}"
+            config.stash[STOPPED_KEY] = str(res.record.problem or "the device is gone")
         return res
 
     def report(self, call) -> pytest.TestReport:
@@ -607,7 +611,7 @@ def _skip_reason(res) -> str:
     rec = res.record
     if res.verdict == INFO:  # the runner's part first, at a glance
         return _short(f"information: the runner {rec.runner_did}. ({rec.information})", 160)
-    return f"{UNSUPPORTED}: {_short(rec.problem)}"
+    return f"{res.verdict}: {_short(rec.problem)}"
 
 
 def _summary(tr, records) -> None:

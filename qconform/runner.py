@@ -48,11 +48,18 @@ def runtime_name(identity: Mapping[str, Any]) -> str:
     onnxruntime on an execution provider the variant declared for it (``VARIANTS``), else
     ``onnxruntime[PROVIDER,...]``: another provider's run is never taken for the CPU EP's."""
     name, providers = str(identity["name"]), list(identity.get("providers") or [])
+    level = (identity.get("options") or {}).get("optimize")
+    for variant, (runner, options, _) in VARIANTS.items():
+        if runner != name:
+            continue
+        settings = RUNTIMES[runner].settings
+        default = settings.get("providers", "")
+        levels = settings.get("levels", {})
+        same_level = "optimize" not in options or levels.get(options["optimize"]) == level
+        if options.get("providers", default) == ",".join(providers or [default]) and same_level:
+            return variant
     if not providers or providers == ["CPUExecutionProvider"]:
         return name
-    for variant, (runner, options, _) in VARIANTS.items():
-        if runner == name and options.get("providers") == ",".join(providers):
-            return variant
     return f"{name}[{','.join(providers)}]"
 
 
@@ -69,6 +76,17 @@ class CaseFault(Exception):
             raise ValueError(f"CaseFault kind {kind!r}: crashed or timeout")
         super().__init__(message)
         self.kind = kind
+
+
+class NotRun(Exception):
+    """Raised by a runner that could not run a case for a reason outside the runtime: the device
+    cannot be reached, its connection dropped or stalled, the transport refused the request. The
+    case is *not run* (never a deviation, never stored as done) and the run is incomplete; with
+    ``stop`` the device is gone for good and the front-end stops the run, as Ctrl-C does."""
+
+    def __init__(self, message: str, stop: bool = False) -> None:
+        super().__init__(message)
+        self.stop = stop
 
 
 class RunnerError(Exception):

@@ -106,7 +106,7 @@ DEVIATING = frozenset({FAIL, ERROR, CRASHED, TIMEOUT})
 #: What the controller says of a case whose runner died or hung: no outputs to judge.
 FAULTS = (CRASHED, TIMEOUT)
 #: Neither a pass nor a deviation of the runner: pytest shows these as skipped.
-SHOWN_AS_SKIPPED = frozenset({UNSUPPORTED, INFO})
+SHOWN_AS_SKIPPED = frozenset({UNSUPPORTED, INFO, NOT_RUN})
 #: The columns a one-line summary shows (a terminal, the scoreboard); crashes and timeouts are
 #: counted with the errors there.
 HEADLINE = (PASS, FAIL, ERROR, UNSUPPORTED, INFO)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from qconform.progress import Progress, StateError, StateFile
 from qconform.record import CaseRecord
-from qconform.verdicts import DEVIATING, VERDICTS
+from qconform.verdicts import DEVIATING, NOT_RUN, VERDICTS
 
 #: ``--state FILE``'s header: what it holds.
 STATE_FORMAT = "qconform-certify-state/1"
@@ -68,6 +68,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     where.add_argument("--scheduler", metavar="ADDRESS", default=None,
                        help="run on an existing Dask cluster, e.g. tcp://HOST:8786 (its workers need qconform, "
                             "the runner's runtime and the same corpus installed)")
+    p.add_argument("--secret-file", default=None, metavar="FILE",
+                   help="with --offline: the shared secret that checks the results' MAC (results.mac; else "
+                        "$QCONFORM_WORKER_SECRET); without one the device's identity is reported as declared, "
+                        "not verified")
     p.add_argument("--diagnose", choices=("on", "off"), default="on",
                    help="name the known deviation that reproduces each failure (default: on)")
     p.add_argument("--diagnose-per-group", type=int, default=16, metavar="N",
@@ -123,12 +127,15 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         raise _Usage("give --runner NAME (run the cases) or --offline DIR (judge a device's stored outputs)")
     try:
         opts = parse_options(args.runner_opt)
+        results = None
         if args.offline:
+            from qconform import wire
             from qconform.offline import OfflineError, OfflineResults
 
             try:
-                ident = writer.runner_identity(OfflineResults(args.offline), f"offline:{args.offline}")
-            except OfflineError as exc:
+                results = OfflineResults(args.offline, wire.read_secret(args.secret_file))
+                ident = writer.runner_identity(results, f"offline:{args.offline}")
+            except (OfflineError, OSError, ValueError) as exc:
                 raise _Usage(str(exc)) from None
             args.runner = ident["name"]
         else:
@@ -148,9 +155,14 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
             raise _Usage(str(exc)) from None
 
     patterns = [corpus_mod.case_pattern(c) for c in args.case if c.strip()]
-    refs = [r for r in index.refs if not patterns or any(fnmatchcase(r.id, p) for p in patterns)]
+    scope = None if patterns else _scope(ident)
+    wanted = patterns or (scope["cases"] if scope else [])
+    refs = [r for r in index.refs if not wanted or any(fnmatchcase(r.id, p) for p in wanted)]
     if not refs:
         raise _Usage(f"--case {' '.join(patterns)}: no case of the corpus at {golden} matches")
+    if scope:
+        scope["left_out"] = len(index) - len(refs)
+        print(f"qconform certify: {scope['why']} ({len(refs):,} cases; {scope['left_out']:,} left out)", file=sys.stderr)
     jobs = args.jobs or min(8, os.cpu_count() or 1)
     try:
         by_behaviour = base is not None and base.diagnose_every_failure(args.diagnose == "on")
@@ -170,25 +182,29 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     if done:
         print(f"qconform certify: {len(refs) - len(todo)} of {len(refs)} cases read back from {args.state}",
               file=sys.stderr)
-    engine: Executor | None = _executor(args, options, index, jobs) if todo else None
+    engine: Executor | None = _executor(args, options, index, jobs, results) if todo else None
     stubs = {r.id: CaseRecord.stub(r) for r in refs}
     records: list[CaseRecord] = []
-    interrupted = False
+    interrupted, stopped = False, ""
     progress = Progress(len(refs), "certify")
     try:
         if engine is not None:
             engine.submit(todo)
         for r in refs:
+            res = None
             if r.id in done:
                 rec = done[r.id]
             else:
                 res = engine.result(r.id)
                 rec = res.record.over(stubs[r.id])
                 rec.duration_s = res.runner_seconds
-                if state:
+                if state and res.verdict != NOT_RUN:  # a case not run is not done: a rerun runs it
                     state.append(rec.to_dict())
             records.append(rec)
             progress.step(rec.verdict in DEVIATING)
+            if res is not None and res.stop:
+                stopped = rec.problem or "the device is gone"
+                break
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -197,37 +213,55 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         if state:
             state.close()
     progress.done()
+    if stopped:  # the cases never handed out are not run for the same reason, said once per case
+        got = {rec.id for rec in records}
+        records += [CaseRecord.stub(r, NOT_RUN, stopped) for r in refs if r.id not in got]
 
-    filters = ["--case"] if patterns else []
+    filters = ["--case"] if patterns else (["scope"] if scope else [])
     run_meta = writer.meta(
         runner=ident, index=index, started_iso=started_iso, seconds=time.perf_counter() - started,
-        interrupted=interrupted, exit_status=None,
+        interrupted=interrupted, stopped=stopped, exit_status=None,
         invocation={"args": list(argv), "profile": args.profile, "strict_nan": bool(args.strict_nan),
                     "filters": filters, "workers": 0, "runner_workers": getattr(engine, "workers", jobs),
                     "executor": engine.describe() if hasattr(engine, "describe") else "local",
                     "resumed": len(refs) - len(todo),
                     "front_end": "qconform certify",
                     "command_line": shlex.join(["qconform", getattr(args, "cmd", None) or "certify", *argv]),
-                    "baseline": writer.baseline_identity(args.baseline) if args.baseline else None})
-    report, texts = writer.assemble([r.to_dict() for r in records], [s.to_dict() for s in stubs.values()], run_meta, cases_of=index.cases_of, baseline=base,
+                    "baseline": writer.baseline_identity(args.baseline) if args.baseline else None,
+                    **({"scope": scope} if scope else {})})
+    report, texts = writer.assemble([r.to_dict() for r in records], [s.to_dict() for s in stubs.values()], run_meta,
+                                    cases_of=index.cases_of, baseline=base,
                                     today=_dt.date.today(), min_cases=args.min_cases, filters=filters,
                                     corpus_size=len(index), strict_nan=bool(args.strict_nan), profile=args.profile)
-    status = 2 if interrupted else (0 if report["gate"]["passed"] else 1)
+    # an incomplete run (stopped, interrupted, cases not run) certifies nothing: 2, as Ctrl-C
+    status = 2 if not report["complete"] else (0 if report["gate"]["passed"] else 1)
     report["exit_status"] = status
     written = writer.write(Path(args.report), report, texts)
     _summary(report, written)
     return status
 
 
-def _executor(args: argparse.Namespace, options, index, jobs: int):
-    """Where the cases run: this machine's worker processes, or a Dask cluster (``qconform.cluster``)."""
+def _scope(ident: dict) -> dict | None:
+    """The cases a runtime is certified on by default, where its declaration narrows them, and why."""
+    from qconform.runner import runtime_name
+    from qconform.runtimes import RUNTIMES
+
+    rt = RUNTIMES.get(runtime_name(ident))
+    if rt is None or not rt.scope:
+        return None
+    return {"cases": list(rt.scope), "why": rt.scope_reason}
+
+
+def _executor(args: argparse.Namespace, options, index, jobs: int, results=None):
+    """Where the cases run: this machine's worker processes, a Dask cluster (``qconform.cluster``), or
+    a device's stored ``results`` (``qconform.offline``)."""
     from qconform.execution import local_executor
 
     if args.offline:
         from qconform.offline import OfflineEngine, OfflineError
 
         try:
-            return OfflineEngine(options, index, Path(args.offline))
+            return OfflineEngine(options, index, Path(args.offline), results)
         except OfflineError as exc:
             raise _Usage(str(exc)) from None
     if not (args.cluster or args.scheduler):

@@ -99,7 +99,7 @@ class ExploreItem(pytest.Item):
             reject()
         if res.verdict in (ERROR, CRASHED, TIMEOUT):
             path = self._save(draft)
-            raise ExploreFailure(f"runner raised: {res.record.get('problem')}\n  saved {path}") from None
+            raise ExploreFailure(f"runner raised: {res.record.problem}\n  saved {path}") from None
         if res.verdict != PASS:
             path = self._save(draft)
             raise ExploreFailure(f"{res.detail}\n  saved {path}; add it to the corpus with "

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from qconform.plugin import CORPUS_KEY, DIAGNOSE_ALL_KEY, RECORDS_KEY, RUNNER_KEY, SUMMARY_KEY, identity
+from qconform.plugin import CORPUS_KEY, DIAGNOSE_ALL_KEY, RECORDS_KEY, RUNNER_KEY, STOPPED_KEY, SUMMARY_KEY, identity
 from qconform.report import baseline as baseline_mod
 from qconform.record import CaseRecord
 from qconform.report import writer
@@ -238,6 +238,7 @@ def _meta(session: pytest.Session, state: _State, exitstatus: int) -> dict:
         runner=identity(config), index=config.stash[CORPUS_KEY], started_iso=state.started_iso,
         seconds=time.perf_counter() - state.started,
         interrupted=state.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED, exit_status=int(exitstatus),
+        stopped=config.stash.get(STOPPED_KEY, None),
         invocation={"args": [str(a) for a in config.invocation_params.args],
                     "profile": config.getoption("profile"), "strict_nan": bool(config.getoption("strict_nan")),
                     "filters": _filters(config, state.deselected), "workers": _workers(config),
@@ -275,7 +276,10 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, CaseRecord]
                                     min_cases=config.getoption("min_cases"), filters=_filters(config, state.deselected),
                                     corpus_size=len(index), strict_nan=bool(config.getoption("strict_nan")),
                                     profile=config.getoption("profile"))
-    if not report["gate"]["passed"] and session.exitstatus == pytest.ExitCode.OK:
+    lost = any(r.get("verdict") == NOT_RUN for r in records)  # the device or its results, not the runtime
+    if lost and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        session.exitstatus = pytest.ExitCode.INTERRUPTED  # an incomplete run certifies nothing: 2, as Ctrl-C
+    elif not report["gate"]["passed"] and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     report["exit_status"] = int(session.exitstatus)
     state.report = report

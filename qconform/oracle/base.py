@@ -108,10 +108,17 @@ def output_type(draft: Draft) -> str:
 def evaluate(draft: Draft, primary_only: bool = False) -> Case:
     """Compute a draft's expected outputs under every permitted reading (or, with
     ``primary_only``, the first reading alone, under its own name). Raises InvalidModel."""
-    oracle = oracle_for(draft.domain, draft.op, draft.opset)
-    with np.errstate(all="ignore"):  # IEEE specials (x/0, Inf-Inf) are the point, not accidents
-        ev = oracle.evaluate(draft, primary_only)
-    masks = ev.dont_care or [None] * len(oracle.output_names)
+    if draft.graph:  # a QDQ pattern: node by node (qconform/oracle/graph.py)
+        from qconform.oracle.graph import evaluate_graph
+
+        readings, masks, names = evaluate_graph(draft, primary_only)
+        ev = Evaluation(readings=readings, dont_care=masks, clause="qdq-graph", primary_only=primary_only)
+    else:
+        oracle = oracle_for(draft.domain, draft.op, draft.opset)
+        names = oracle.output_names
+        with np.errstate(all="ignore"):  # IEEE specials (x/0, Inf-Inf) are the point, not accidents
+            ev = oracle.evaluate(draft, primary_only)
+    masks = ev.dont_care or [None] * len(names)
     masks = [None if m is None or not m.any() else m for m in masks]
     unique: list[Reading] = []
     for name, outs in ev.readings:
@@ -121,7 +128,7 @@ def evaluate(draft: Draft, primary_only: bool = False) -> Case:
         unique = unique[:1]
     elif len(unique) == 1:
         unique = [Reading(ev.sole, unique[0].outputs)]
-    return Case(draft, oracle.output_names, tuple(unique), tuple(masks), draft.clause or ev.clause, ev.information)
+    return Case(draft, tuple(names), tuple(unique), tuple(masks), draft.clause or ev.clause, ev.information)
 
 
 __all__ = ["Evaluation", "InvalidModel", "OpOracle", "ORACLES", "evaluate", "oracle_for", "output_type", "register"]

@@ -218,7 +218,8 @@ def _fixed(report: dict) -> str:
     if not report["complete"]:
         c = report["counts"]
         out.append(f'<div class="banner bad">Incomplete run{" (interrupted)" if report["interrupted"] else ""}: '
-                   f'{c[NOT_RUN]} of {c["collected"]} collected case(s) did not run.</div>')
+                   f'{c[NOT_RUN]} of {c["collected"]} collected case(s) did not run'
+                   + (f': {_e(report["stopped"])}' if report.get("stopped") else "") + '. No conformance is stated.</div>')
     for e in g.get("expired") or []:
         out.append(f'<div class="banner bad">The acceptance of <code>{_e(e["id"])}</code> expired on '
                    f'{_e(e["expires"])}: its deviations count as new.</div>')
@@ -306,7 +307,9 @@ def _reasons(report: dict) -> str:
 
 def render(report: dict) -> str:
     r, c = report["runner"], report["counts"]
-    runner = " ".join(str(x) for x in (r.get("name"), r.get("version"), r.get("device")) if x)
+    from qconform.report.certificate import certified
+
+    runner = certified(r) + (f" {r['device']}" if r.get("device") and not r.get("execution_provider") else "")
     totals = "".join(f'<div class="total{" light" if v in LIGHT else ""}" style="background:{COLOURS[v]}">'
                      f"<b>{c[v]}</b>{v}</div>" for v in VERDICTS if c.get(v) or v in (PASS, FAIL))
     present = [v for v in VERDICTS if c.get(v)]

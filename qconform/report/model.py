@@ -145,7 +145,7 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
     cases = []
     for rec in full:
         row = _case_row(rec)
-        if row["verdict"] == UNSUPPORTED:
+        if row["verdict"] == UNSUPPORTED or (row["verdict"] == NOT_RUN and rec.get("problem")):
             text = reason_bucket(rec.get("problem") or "")
             row["reason"] = reasons.setdefault(text, len(reasons))  # one entry per cause
             reason_counts[text] += 1
@@ -155,7 +155,8 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
     counts = {"collected": len(stubs), "reported": len(cases),
               "ran": len(cases) - totals[NOT_RUN], **{v: totals[v] for v in VERDICTS}}
     interrupted = bool(meta.get("interrupted"))
-    complete = not interrupted and counts[NOT_RUN] == 0 and counts["collected"] == counts["reported"]
+    complete = (not interrupted and not meta.get("stopped") and counts[NOT_RUN] == 0
+                and counts["collected"] == counts["reported"])
 
     cells: dict[tuple, Counter] = defaultdict(Counter)
     followed: dict[str, Counter] = defaultdict(Counter)
@@ -189,6 +190,7 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
         "qconform_version": meta.get("qconform_version", ""),
         "complete": complete,
         "interrupted": interrupted,
+        "stopped": meta.get("stopped"),
         "exit_status": meta.get("exit_status"),
         "runner": dict(meta.get("runner") or {}),
         "corpus": dict(meta.get("corpus") or {}),

@@ -60,6 +60,8 @@ def runner_identity(runner, name: str, options: dict[str, str] | None = None) ->
 
     try:
         ident = json.loads(json.dumps(describe(runner), default=str))
+    except RunnerError:  # already one line for the user (a device that cannot be reached or used)
+        raise
     except Exception as exc:  # noqa: BLE001 - the runner's own mistake, reported as such
         first = (str(exc).strip().splitlines() or [""])[0]
         raise RunnerError(f"runner {name!r}: describe() raised {type(exc).__name__}: {first} (no case was run)") \
@@ -74,11 +76,12 @@ def runner_identity(runner, name: str, options: dict[str, str] | None = None) ->
 
 
 def meta(*, runner: dict, index, invocation: dict, started_iso: str, seconds: float, interrupted: bool,
-         exit_status: int | None) -> dict:
+         exit_status: int | None, stopped: str | None = None) -> dict:
     """What ``model.build`` needs besides the records: who ran, on what corpus and machine, how, when."""
     import qconform
 
-    return {"qconform_version": qconform.__version__, "interrupted": interrupted, "exit_status": exit_status,
+    return {"qconform_version": qconform.__version__, "interrupted": interrupted, "stopped": stopped or None,
+            "exit_status": exit_status,
             "runner": runner, "corpus": {"digest": index.digest, "cases": len(index), "root": str(index.root)},
             "platform": platform_meta(), "invocation": invocation,
             "timing": {"started": started_iso, "finished": now(), "duration_s": round(seconds, 3)}}

@@ -39,6 +39,31 @@ def draft_from_model(model: onnx.ModelProto, feeds: Inputs) -> Draft:
     return Draft(node.op_type, opset, "", "", "", tuple(args), attrs, domain=node.domain)
 
 
+def _graph_outputs(model: onnx.ModelProto, feeds: Inputs) -> Outputs:
+    """A model of several nodes (a QDQ pattern, a packed model), node by node through the graph
+    oracle's first reading (qconform/oracle/graph.py)."""
+    from qconform.case import Node
+    from qconform.oracle.graph import ORACLE
+
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    graph_types = {i.name: dtypes.get(i.type.tensor_type.elem_type) for i in model.graph.input}
+    values = {**inits, **{n: np.asarray(v, graph_types[n].dtype) for n, v in feeds.items()}}
+    values = {k: np.asarray(v, dtypes.get(v.dtype).dtype) for k, v in values.items()}
+    def attr(a):
+        v = helper.get_attribute_value(a)
+        return v.decode() if isinstance(v, bytes) else v
+
+    nodes = tuple(Node(n.op_type, tuple(n.input), tuple(n.output), {a.name: attr(a) for a in n.attribute}, n.domain)
+                  for n in model.graph.node)
+    opsets = {o.domain: o.version for o in model.opset_import}
+    try:
+        with np.errstate(all="ignore"):
+            states = ORACLE.run_nodes(nodes, opsets, values, model.graph.name, primary_only=True)
+    except InvalidModel as exc:
+        raise ValueError(f"invalid model: {exc}") from None
+    return [np.array(states[0][1][o.name], copy=True) for o in model.graph.output]
+
+
 def require_oracle_node(model: onnx.ModelProto, who: str) -> None:
     """Unsupported unless ``model`` is one node of an op version the oracle has (cpu-ref and the
     deviation runner both run the oracle on the node)."""
@@ -60,6 +85,8 @@ class CpuRefRunner(BaseRunner):
                 "options": {}, "implementation": "qconform.oracle (numpy, exact arithmetic)"}
 
     def prepare(self, model: onnx.ModelProto) -> Prepared:
+        if len(model.graph.node) > 1:
+            return lambda feeds: _graph_outputs(model, feeds)
         require_oracle_node(model, "cpu-ref")
 
         def run(feeds: Inputs) -> Outputs:

@@ -66,6 +66,22 @@ ONNXRUNTIME = _ort(Runtime("onnxruntime", ORT_RUNNER, dist="onnxruntime", extra=
 ORT_VARIANTS = tuple(_ort(Runtime(name, ORT_RUNNER, dist=name, module="onnxruntime", settings=ORT_SETTINGS,
                                   variant_of="onnxruntime", options=MappingProxyType({"providers": providers}),
                                   check=THIRD_PARTY_CHECK))
-                     for name, providers in (("onnxruntime-openvino", "OpenVINOExecutionProvider"),))
+                     for name, providers in (("onnxruntime-openvino", "OpenVINOExecutionProvider"),)) + (
+    #: Qualcomm's QNN EP, a plugin EP beside the pinned onnxruntime: the HTP (Hexagon NPU) backend,
+    #: which runs on x86-64 Linux as Qualcomm's simulator.
+    Runtime("onnxruntime-qnn", ORT_RUNNER, dist="onnxruntime-qnn", extra="qnn", module="onnxruntime_qnn",
+            version=ATTRIBUTE, settings=ORT_SETTINGS, variant_of="onnxruntime",
+            options=MappingProxyType({"providers": "QNNExecutionProvider", "plugin": "onnxruntime_qnn",
+                                      "ep.backend_type": "htp"}),
+            check=("qdq.*",), scope=("qdq.*", "QLinearMatMul-*"),
+            scope_reason="the QNN EP runs no single QuantizeLinear or DequantizeLinear node (\"QNN EP does not "
+                         "support a single Quantize/Dequantize node in a partition\", its partitioning rule): it "
+                         "is certified on the QDQ patterns and QLinearMatMul"),
+    #: onnxruntime as users run it: the CPU EP at its default graph optimisation level, which fuses
+    #: QDQ patterns into integer kernels.
+    Runtime("onnxruntime-optimized", ORT_RUNNER, dist="onnxruntime", module="onnxruntime", version=ATTRIBUTE,
+            settings=ORT_SETTINGS, variant_of="onnxruntime", options=MappingProxyType({"optimize": "1"}),
+            check=("qdq.*",)),
+)
 
 __all__ = ["ONNXRUNTIME", "ORT_RUNNER", "ORT_SETTINGS", "ORT_VARIANTS"]
