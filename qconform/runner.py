@@ -219,10 +219,10 @@ def resolve(name: str, options: Mapping[str, str] | None = None) -> Runner:
     except RunnerError:
         raise
     except ModuleNotFoundError as exc:
-        if name in VARIANTS and exc.name == "onnxruntime":
-            dist = VARIANTS[name][2]
+        if name in VARIANTS and exc.name == RUNTIMES[name].package:
+            dist, plain = VARIANTS[name][2], RUNTIMES[name].variant_of
             raise RunnerError(f"runner {name!r} needs {dist}: pip install {dist} (in a venv of its own: it "
-                              "replaces plain onnxruntime)") from None
+                              f"replaces plain {plain})") from None
         if name in EXTRAS and exc.name == EXTRAS[name]:
             raise RunnerError(f"runner {name!r} needs the {exc.name} package: pip install "
                               f"'qconform[{RUNTIMES[name].extra}]'") from None

@@ -14,12 +14,9 @@ from pathlib import Path
 from qconform import platform as machine
 from qconform.report import model
 
-#: Packages whose versions every report names, and every runtime distribution that is installed:
-#: onnxruntime's variants share one import package, so which of them is there is part of identity.
-PACKAGES = ("numpy", "onnx", "ml_dtypes", "pytest", "pytest-xdist", "hypothesis",
-            "onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml", "onnxruntime-qnn",
-            "onnxruntime-training", "openvino", "tract", "tinygrad", "apache-tvm", "iree-base-runtime",
-            "iree-base-compiler", "cupy-cuda12x")
+#: Packages whose versions every report names (then every runtime distribution that is installed,
+#: as the runtimes' declarations name them: ``Runtime.distributions``).
+PACKAGES = ("numpy", "onnx", "ml_dtypes", "pytest", "pytest-xdist", "hypothesis")
 
 
 def now() -> str:
@@ -27,8 +24,10 @@ def now() -> str:
 
 
 def package_versions() -> dict[str, str]:
+    from qconform.runtimes import RUNTIMES
+
     out = {}
-    for name in PACKAGES:
+    for name in dict.fromkeys((*PACKAGES, *(d for rt in RUNTIMES.values() for d in rt.distributions))):
         try:
             out[name] = version(name)
         except PackageNotFoundError:

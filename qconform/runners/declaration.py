@@ -100,6 +100,16 @@ class Runtime:
     scope: tuple[str, ...] = ()
     scope_reason: str = ""
     template: Template | None = None  # the reproducer ``qconform findings`` writes; None: none
+    #: other pip distributions whose installed version is part of a run's identity: wheels sharing
+    #: the runtime's import package (onnxruntime's variants), the runtime's other half (a compiler)
+    also: tuple[str, ...] = ()
+    #: the version the runner installs itself, where it installs its runtime (an npm package)
+    pin: str | None = None
+
+    @property
+    def distributions(self) -> tuple[str, ...]:
+        """Every distribution a report names the installed version of for this runtime."""
+        return ((self.dist,) if self.dist else ()) + self.also
 
     @property
     def own(self) -> bool:

@@ -60,7 +60,10 @@ actual = {k: from_ort(k, o) if o.element_type() == CODES.get(k) else o.numpy() f
 
 
 ONNXRUNTIME = _ort(Runtime("onnxruntime", ORT_RUNNER, dist="onnxruntime", extra="onnxruntime",
-                           module="onnxruntime", version=ATTRIBUTE, settings=ORT_SETTINGS))
+                           module="onnxruntime", version=ATTRIBUTE, settings=ORT_SETTINGS,
+                           # the wheels that share its import package: which one is installed is identity
+                           also=("onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml",
+                                 "onnxruntime-qnn", "onnxruntime-training")))
 #: onnxruntime's variants: a wheel that brings its execution provider under the ``onnxruntime``
 #: import package; ``--runner onnxruntime-openvino`` is the onnxruntime runner on that provider alone.
 ORT_VARIANTS = tuple(_ort(Runtime(name, ORT_RUNNER, dist=name, module="onnxruntime", settings=ORT_SETTINGS,
