@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--bytes", action="store_true",
                       help="the starter for a binding that speaks raw bytes (qconform.adapt)")
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
-    from qconform.report import baseline
+    from qconform.apps import baseline
 
     baseline.add_arguments(sub.add_parser("baseline", help="create or refresh a baseline of accepted deviations"))
     rep = sub.add_parser("report", help="work with report.json files")
@@ -173,8 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from qconform.apps import backend_export, certify, findings, scoreboard
-    from qconform.report import baseline
+    from qconform.apps import backend_export, baseline, certify, findings, scoreboard
     from qconform.sweep import cli as sweep
 
     parser = build_parser()
@@ -206,11 +205,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.dir}: intact (report.json content and every file in {certificate.SUMS} match)")
         return 1 if problems else 0
     if args.cmd == "report":
-        from qconform.report import diff
+        from qconform.apps import report_diff
+        from qconform.report.model import ReportError
 
         try:
-            return diff.main(args.old, args.new, as_json=args.json)
-        except diff.ReportError as exc:
+            return report_diff.main(args.old, args.new, as_json=args.json)
+        except ReportError as exc:
             print(f"qconform: {exc}", file=sys.stderr)
             return 2
     if args.cmd == "sweep":

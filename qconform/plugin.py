@@ -167,7 +167,7 @@ def _chosen_cases(config: pytest.Config):
     globs = [p for p in patterns if p not in exact]
     source = config.getoption("from_report")
     if source:
-        from qconform.report.baseline import BaselineError, read_report
+        from qconform.apps.baseline import BaselineError, read_report
 
         try:
             cases = read_report(source)["cases"]
@@ -183,7 +183,7 @@ def _chosen_cases(config: pytest.Config):
 def _identity(name: str, runner: Runner, options: dict[str, str]) -> dict:
     """The runner's ``describe()``, once, before any case runs: a runner whose identity cannot be
     read would produce a report nobody can attribute, so the run stops here with one line."""
-    from qconform.report.writer import runner_identity
+    from qconform.runner import identity as runner_identity
 
     try:
         return runner_identity(runner, name, options)

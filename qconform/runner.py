@@ -134,6 +134,34 @@ def describe(runner: Runner) -> dict[str, Any]:
     return info
 
 
+def identity(runner: Runner, name: str, options: Mapping[str, str] | None = None) -> dict:
+    """The runner's ``describe()`` (JSON-safe), the file its class is defined in with its SHA-256 --
+    where a vendor's runner keeps its settings (an execution provider's options), the certificate
+    says which code produced it -- and ``load``: the ``--runner`` spec (a file made absolute) and
+    ``--runner-opt`` words that load it again (``qconform findings --from-report`` does). A
+    describe() that raises is a RunnerError in one line: a report nobody can attribute is not
+    written, and no case runs."""
+    import hashlib
+    import inspect
+    import json
+
+    try:
+        ident = json.loads(json.dumps(describe(runner), default=str))
+    except RunnerError:  # already one line for the user (a device that cannot be reached or used)
+        raise
+    except Exception as exc:  # noqa: BLE001 - the runner's own mistake, reported as such
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise RunnerError(f"runner {name!r}: describe() raised {type(exc).__name__}: {first} (no case was run)") \
+            from None
+    try:
+        path = Path(inspect.getsourcefile(type(runner)) or "")
+        ident.setdefault("source", {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
+    except (OSError, TypeError):
+        pass
+    ident["load"] = {"runner": portable_spec(name), "options": dict(options or {})}
+    return ident
+
+
 def parse_options(items: list[str]) -> dict[str, str]:
     """``--runner-opt KEY=VALUE`` words (repeatable) as the constructor's keyword arguments."""
     opts = {}

@@ -20,7 +20,7 @@ import pytest
 
 from qconform import cli
 from qconform.apps import scoreboard
-from qconform.report.diff import load
+from qconform.report.model import load
 from qconform.verdicts import DEVIATING
 
 SLICE = "opset_13 and (family_basic or family_specials)"

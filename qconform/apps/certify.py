@@ -114,9 +114,10 @@ def _through_pytest(args: argparse.Namespace, argv: list[str]) -> int:
 def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     from qconform import corpus as corpus_mod
     from qconform.execution import Executor, Options
-    from qconform.report import baseline as baseline_mod
+    from qconform.apps import baseline as baseline_mod
     from qconform.report import writer
-    from qconform.runner import RunnerError, parse_options, resolve
+    from qconform.apps.certification import assemble
+    from qconform.runner import RunnerError, identity, parse_options, resolve
 
     started, started_iso = time.perf_counter(), writer.now()
     if args.batch < 1:
@@ -134,12 +135,12 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
 
             try:
                 results = OfflineResults(args.offline, wire.read_secret(args.secret_file))
-                ident = writer.runner_identity(results, f"offline:{args.offline}")
+                ident = identity(results, f"offline:{args.offline}")
             except (OfflineError, OSError, ValueError) as exc:
                 raise _Usage(str(exc)) from None
             args.runner = ident["name"]
         else:
-            ident = writer.runner_identity(resolve(args.runner, opts), args.runner, opts)
+            ident = identity(resolve(args.runner, opts), args.runner, opts)
     except RunnerError as exc:
         raise _Usage(str(exc)) from None
     golden = Path(args.golden or corpus_mod.DEFAULT_ROOT)
@@ -229,7 +230,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
                     "command_line": shlex.join(["qconform", getattr(args, "cmd", None) or "certify", *argv]),
                     "baseline": writer.baseline_identity(args.baseline) if args.baseline else None,
                     **({"scope": scope} if scope else {})})
-    report, texts = writer.assemble([r.to_dict() for r in records], [s.to_dict() for s in stubs.values()], run_meta,
+    report, texts = assemble([r.to_dict() for r in records], [s.to_dict() for s in stubs.values()], run_meta,
                                     cases_of=index.cases_of, baseline=base,
                                     today=_dt.date.today(), min_cases=args.min_cases, filters=filters,
                                     corpus_size=len(index), strict_nan=bool(args.strict_nan), profile=args.profile)

@@ -29,8 +29,9 @@ from pathlib import Path
 
 import pytest
 
+from qconform.apps import baseline as baseline_mod
+from qconform.apps.certification import assemble
 from qconform.plugin import CORPUS_KEY, DIAGNOSE_ALL_KEY, RECORDS_KEY, RUNNER_KEY, STOPPED_KEY, SUMMARY_KEY, identity
-from qconform.report import baseline as baseline_mod
 from qconform.record import CaseRecord
 from qconform.report import writer
 from qconform.verdicts import ERROR, NOT_RUN
@@ -271,7 +272,7 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, CaseRecord]
         rec.duration_s = state.durations.get(rec.id, 0.0)
         records.append(rec.to_dict())
     index = config.stash[CORPUS_KEY]
-    report, texts = writer.assemble(records, collected, _meta(session, state, session.exitstatus),
+    report, texts = assemble(records, collected, _meta(session, state, session.exitstatus),
                                     cases_of=index.cases_of, baseline=state.baseline, today=state.today,
                                     min_cases=config.getoption("min_cases"), filters=_filters(config, state.deselected),
                                     corpus_size=len(index), strict_nan=bool(config.getoption("strict_nan")),

@@ -36,7 +36,7 @@ from typing import Any
 
 import qconform
 from qconform.report import certificate
-from qconform.report.diff import ReportError, load
+from qconform.report.model import ReportError, load
 from qconform.runner import BUNDLED, ENTRY_POINT_GROUP, RunnerError, describe, resolve
 from qconform.runtimes import RUNTIMES
 from qconform.verdicts import CRASHED, DEVIATING, FAIL, HEADLINE, INFO, NOT_RUN, PASS, TIMEOUT, UNSUPPORTED, Status
@@ -351,7 +351,7 @@ def merge(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict:
 
 
 def collect(root: Path, names: Iterable[str], out: Path) -> dict:
-    """``build`` over the report directories ``root/NAME`` (read by ``qconform.report.diff.load``)."""
+    """``build`` over the report directories ``root/NAME`` (read by ``qconform.report.model.load``)."""
     reports, links = {}, {}
     for name in names:
         reports[name] = load(root / name / "report.json")

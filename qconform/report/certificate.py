@@ -76,7 +76,7 @@ def behaviours(report: dict) -> list[dict]:
     """The deviations grouped by behaviour across op versions: a failure by the model its diagnosis
     names first ("named by no model", "not diagnosed"), an error, crash or timeout by its verdict;
     largest first, each with its op versions, how many a baseline accepts and one example."""
-    from qconform.report.baseline import UNNAMED, behaviour
+    from qconform.record import UNNAMED, behaviour
 
     rows: dict[str, dict] = {}
     for f in report["failures"]:

@@ -248,9 +248,11 @@ def _rollup(report: dict) -> str:
     rows = behaviours(report)
     if not rows:
         return ""
-    from qconform.diagnosis.models import MODELS
     from qconform.isolation import reason_line
 
+    # a model's explanation as the report's diagnosis carries it (the report alone is rendered)
+    explained = {c["model"]: c.get("explanation") or "" for g in (report.get("diagnosis") or {}).get("groups") or ()
+                 for c in g.get("candidates") or ()}
     out = []
     for r in rows:
         ex = r["example"]
@@ -258,7 +260,7 @@ def _rollup(report: dict) -> str:
         shown = (f"<code>{_e(first['output'])}[{','.join(map(str, first['index']))}]</code>: expected "
                  f"<code>{_e(first['expected_hex'])}</code>, got <code>{_e(first['actual_hex'])}</code>"
                  if first else _e(reason_line(ex.get("problem") or "")[:120]))
-        what = _e(MODELS[r["behaviour"]].explanation) if r["model"] and r["behaviour"] in MODELS else ""
+        what = _e(explained.get(r["behaviour"], "")) if r["model"] else ""
         by_op: dict[str, list[int]] = {}
         for ov in r["op_versions"]:
             op, _, v = ov.rpartition("-")

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from qconform.report.baseline import Stale
-from qconform.verdicts import DEVIATING, FAIL, NOT_RUN, PASS, UNSUPPORTED, VERDICTS
+from qconform.verdicts import DEVIATING, FAIL, NOT_RUN, PASS, UNSUPPORTED, VERDICTS, Stale
 
 MAX_ROWS = 10
 

@@ -12,6 +12,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from qconform import dtypes
@@ -205,6 +206,28 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
         "reasons": [{"text": _bounded(text, REASON_CHARS, texts), "cases": reason_counts[text]} for text in reasons],
         "cases": cases,
     }
+
+
+class ReportError(Exception):
+    """A file that is not a readable qconform report.json of a known schema version."""
+
+
+def load(path: str | Path) -> dict:
+    """A report.json, or the report directory holding it."""
+    p = Path(path)
+    p = p / "report.json" if p.is_dir() else p
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ReportError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"{p}: not JSON: line {exc.lineno}: {exc.msg}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
+        raise ReportError(f"{p}: not a qconform report.json (no \"cases\" list)")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise ReportError(f"{p}: report schema_version {data.get('schema_version')!r}; this qconform reads "
+                          f"{SCHEMA_VERSION}")
+    return data
 
 
 def schema() -> dict:
