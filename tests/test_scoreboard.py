@@ -270,7 +270,7 @@ def test_arguments_and_defaults(tmp_path):
     assert _main("--from-reports", str(tmp_path), "--out", str(tmp_path))[0] == 2  # no report there
     assert {"onnxruntime", "onnx-reference", "openvino", "tract", "tinygrad"} <= set(scoreboard.runtimes())
     assert not set(scoreboard.OWN) & set(scoreboard.runtimes())
-    assert scoreboard.default_out() == Path(scoreboard.__file__).resolve().parent.parent / "docs" / "scoreboard"
+    assert scoreboard.default_out() == Path(scoreboard.__file__).resolve().parents[2] / "docs" / "scoreboard"
 
 
 def test_the_committed_scoreboard_is_current():

@@ -18,10 +18,12 @@ COLOURS = {PASS: "#2e7d32", Status.PARTIAL: "#9ccc65", FAIL: "#c62828", ERROR: "
 #: Verdicts and statuses drawn light, with dark text.
 LIGHT = frozenset({Status.PARTIAL, NOT_RUN, Conformance.NOT_RUN})
 
-CSS = """
-body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:20px;color:#212121}
+#: What every page qconform renders shares (a certificate, the scoreboard): the page and its headings.
+BASE_CSS = """
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:20px;color:#212121;max-width:1240px}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:24px 0 8px} h3{font-size:15px;margin:14px 0 6px}
-.meta{color:#555;font-size:13px} .meta code{font-size:12px}
+"""
+CSS = BASE_CSS + """.meta{color:#555;font-size:13px} .meta code{font-size:12px}
 .banner{padding:8px 12px;border-radius:4px;margin:10px 0;font-weight:600}
 .ok{background:#e8f5e9;color:#1b5e20} .bad{background:#ffebee;color:#b71c1c} .warn{background:#fff8e1;color:#8d6e00}
 .totals{display:flex;gap:10px;flex-wrap:wrap;margin:10px 0}
@@ -34,7 +36,7 @@ details.f{border:1px solid #e0e0e0;border-radius:4px;margin:4px 0;padding:4px 8p
 details.f summary{cursor:pointer} .v{display:inline-block;padding:0 6px;border-radius:3px;color:#fff;font-size:12px}
 .mm td,.mm th,.cases td,.cases th{border:1px solid #e0e0e0;font-size:12px;text-align:left}
 .mm code,.cases code{font-size:12px} .hidden{display:none}
-body{max-width:1240px} pre{white-space:pre-wrap;overflow-wrap:anywhere} td,th{overflow-wrap:anywhere}
+pre{white-space:pre-wrap;overflow-wrap:anywhere} td,th{overflow-wrap:anywhere}
 .rollup{width:100%} .rollup td{vertical-align:top} .rollup td:first-child{width:20%}
 .rollup td:nth-child(3){width:25%} .rollup th,.diag th,.rollup td:nth-child(2),.diag td:nth-child(2){overflow-wrap:normal}
 .ident{font-size:13px;border-collapse:collapse;width:100%} .ident th{text-align:left;white-space:nowrap;
