@@ -404,6 +404,21 @@ def matmul_family() -> Iterator[Draft]:
                             float(2.0**-4 * 2.0**-7 * 2.0**3), _mid(ta))
         yield _with_weights("MatMul", "saturation", "output-scale-small", ta, tw, x, (k, 16), "per-tensor", 1, 0,
                             rng, float(np.float32(_sy_for(rng, ta, k) / 16)), _mid(ta))
+        if ta == "uint8":  # the accumulator as the bias alone (weights dequantize to 0), next to a tie
+            rng = _rng("gemm-near-tie", ta)
+            sy, hits = _near_tie_scale(11)
+            x = _act_codes(rng, ta, (8, k), k)
+            d = _with_weights("Gemm", "ties", "requantisation-near-tie", ta, "uint8", x, (k, 8), "per-tensor", 1, 0,
+                              rng, sy, _mid(ta), bias=True)
+            args = {a.name: a for a in d.inputs}
+            w = args["w"]
+            codes = np.resize(np.array(hits + [-h for h in hits]), 8).astype(np.int32)
+            args["w"] = Arg("w", w.type, np.full_like(w.value, args["zw"].value), initializer=True)
+            args["bias"] = Arg("bias", "int32", codes, initializer=True)
+            args["sb"] = _f32("sb", np.full(8, 2.0**-11, np.float32), (8,))
+            args["sx"] = _f32("sx", 2.0**-4)
+            args["sw"] = _f32("sw", 2.0**-7)
+            yield Draft(**{**d.__dict__, "inputs": tuple(args[a.name] for a in d.inputs)})
         rng = _rng("gemm-bias-scale", ta)
         x = _act_codes(rng, ta, (8, k), k)
         yield _with_weights("Gemm", "basic", "bias-scale-not-product", ta, tws[-1], x, (k, 8), "per-axis", 1, 0, rng,
@@ -412,6 +427,25 @@ def matmul_family() -> Iterator[Draft]:
     x = _codes(rng, "uint8", (16, k))
     yield _with_weights("MatMul", "basic", "legacy-opset-13", "uint8", "int8", x, (k, 16), "per-tensor", 1, 0, rng,
                         _sy_for(rng, "uint8", k), 128, opset=LEGACY)
+
+
+def _near_tie_scale(k: int) -> tuple[float, list[int]]:
+    """An output scale s_y and accumulators acc for which acc·2^-k / s_y, computed as the graph does
+    (one float32 division of the exact float32 value), and acc · fl32(2^-k / s_y), as a fused kernel's
+    float32 multiplier does, round to different integers: a requantisation within 2^-24 of a tie
+    (searched, seeded; such accumulators are rare, about one in 4,000)."""
+    rng = _rng("near-tie-scale", k)
+    acc = np.arange(-4096, 4096)
+    for _ in range(20000):
+        sy = np.float32(2.0**-k * rng.uniform(20, 40))
+        x = (acc * 2.0**-k).astype(np.float32)
+        graph = np.rint((x.astype(np.float64) / np.float64(sy)).astype(np.float32))
+        fused = np.rint((acc.astype(np.float32) * np.float32(np.float32(2.0**-k) / sy)).astype(np.float32))
+        exact = np.rint(acc * 2.0**-k / np.float64(sy))  # the division's other reading (quotient-exact)
+        hits = acc[(graph != fused) & (exact != fused) & (np.abs(graph) <= 100)]
+        if len(hits) >= 2:
+            return float(sy), [int(a) for a in hits]
+    raise RuntimeError("no near-tie output scale found")
 
 
 def conv_family() -> Iterator[Draft]:

@@ -312,9 +312,18 @@ def _exp_fraction(x: Fraction) -> Fraction:
 class GraphOracle(FloatOps):
     """A graph, node by node. ``fused`` is the one hook a deviation model overrides."""
 
-    def fused(self, draft: Draft, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray] | None:
-        """The pattern computed as one fused kernel would (None: node by node, the spec)."""
+    def fused(self, draft: Draft, inputs: Mapping[str, np.ndarray]) -> list[tuple[str, list[np.ndarray]]] | None:
+        """The pattern computed as one fused kernel would, per reading (None: node by node, the spec)."""
         return None
+
+    def evaluate(self, draft: Draft, primary_only: bool = False):
+        """The oracle's interface (``OpOracle.evaluate``): every reading's outputs as an Evaluation."""
+        from qconform.oracle.base import Evaluation
+
+        with np.errstate(all="ignore"):
+            readings, masks = self.run(draft, primary_only)
+        return Evaluation(readings=[(n, tuple(o)) for n, o in readings], dont_care=masks, clause="qdq-graph",
+                          primary_only=primary_only)
 
     def oracle_node(self, node: Node, opset: int, ins: list[np.ndarray | None], types: dict[str, str], where: str):
         """A node of an op the oracle has (QuantizeLinear, DequantizeLinear, and whatever else a packed
@@ -377,7 +386,7 @@ class GraphOracle(FloatOps):
         outs = list(draft.graph[-1].outputs)
         fused = self.fused(draft, inputs)
         if fused is not None:
-            return [("spec", tuple(fused))], [None] * len(fused)
+            return [(name, tuple(o)) for name, o in fused][:1 if primary_only else None], [None] * len(outs)
         states = self.run_nodes(draft.graph, {"": draft.opset}, inputs, draft.id, primary_only)
         readings = [("+".join(p) or "spec", tuple(v[o] for o in outs)) for p, v, _ in states]
         masks: list[np.ndarray | None] = []
@@ -385,6 +394,18 @@ class GraphOracle(FloatOps):
             ms = [m[o] for _, _, m in states if o in m]
             masks.append(np.logical_or.reduce(ms) if ms else None)
         return readings, masks
+
+
+def pattern_name(nodes: tuple[Node, ...]) -> str:
+    """The pattern a graph is, as ids name it: FakeQuant (Q → DQ), Requant (DQ → Q), else the op
+    between the DequantizeLinear nodes and the final QuantizeLinear."""
+    ops = [n.op for n in nodes]
+    if ops == ["QuantizeLinear", "DequantizeLinear"]:
+        return "FakeQuant"
+    if ops == ["DequantizeLinear", "QuantizeLinear"]:
+        return "Requant"
+    central = [o for o in ops if o not in QDQ_OPS]
+    return central[-1] if central else "Graph"
 
 
 ORACLE = GraphOracle()
@@ -397,4 +418,4 @@ def evaluate_graph(draft: Draft, primary_only: bool = False, oracle: GraphOracle
     return readings, masks, tuple(draft.graph[-1].outputs)
 
 
-__all__ = ["FloatOps", "GraphOracle", "NotExact", "ORACLE", "QDQ_OPS", "evaluate_graph", "exact_sum"]
+__all__ = ["FloatOps", "GraphOracle", "NotExact", "ORACLE", "QDQ_OPS", "evaluate_graph", "exact_sum", "pattern_name"]
