@@ -113,6 +113,7 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
     _extra("tinygrad", "tinygrad", "tinygrad"),
     _extra("tvm", "tvm", "tvm"),
     _extra("iree", "iree", "iree"),
+    _extra("onnxruntime_qnn", "qnn", "onnxruntime-qnn"),
     Tool("distributed", "the Dask executor and its tests", "pip install -c constraints.txt -e '.[dask]'",
          _module("distributed")),
 )}
