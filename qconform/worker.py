@@ -171,7 +171,7 @@ class Session:
         else:
             why = str(got[1])
         self.child.kill()
-        return None, {"kind": "error", "message": why}
+        return None, {"kind": Call.ERROR, "message": why}
 
     def run(self, seq: int, blobs: list[bytes], names: list) -> tuple[dict, list[bytes]]:
         """One request through the runner child."""

@@ -396,7 +396,7 @@ class GraphOracle(FloatOps):
             for parts, values, _ in bounds:  # an element a tolerated error could change: don't-care
                 same = next(v for p, v, _ in kept if p == tuple(x for x in parts if not x.startswith("~")))
                 t = dtypes.get(values[o].dtype)
-                ms.append(t.to_bits(values[o]) != t.to_bits(same[o]))
+                ms.append(t.differs(values[o], same[o], strict_nan=True))  # any other bits, NaN payloads too
             masks.append(np.logical_or.reduce(ms) if ms else None)
         return readings, masks
 
