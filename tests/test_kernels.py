@@ -496,3 +496,48 @@ def test_gpu_kernel_shares_the_header():
     from qconform.kernels import HEADER
 
     assert g.HEADER == HEADER and "extern \"C\" __global__ void qk_quantize_kernel" in HEADER.read_text()
+
+
+def test_single_block_launch_matches_the_header():
+    """The device's one-block reduction is launched with the block size the header's loop assumes."""
+    import re
+
+    from qconform.kernels import HEADER, SINGLE_BLOCK
+
+    (threads,) = re.findall(r"#define QK_DQL_THREADS (\d+)", HEADER.read_text())
+    assert SINGLE_BLOCK == {"dql_params": int(threads)}
+
+
+@pytest.mark.needs("cc")
+def test_gpu_check_says_plainly_that_no_cuda_device_is_present(tmp_path):
+    """scripts/gpu-check.sh from a freshly built wheel on a machine without a CUDA device: it installs
+    the wheel, still builds and lints the PTX where NVRTC is, says that no CUDA device is present,
+    names every GPU step as skipped, and exits 2."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    from qconform import tools
+
+    if tools.find("cuda"):
+        pytest.skip("this machine has a CUDA device: gpu-check.sh runs for real there")
+    src = tmp_path / "src"  # a copy: pip builds in the tree's build/
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv*", "build", "dist", "*.egg-info",
+                                                            "__pycache__", "gpu-carry", "qconform-report"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(src / "gpu-carry"),
+                        str(src)], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = tmp_path / "out"
+    r = subprocess.run(["bash", "scripts/gpu-check.sh"], cwd=src, capture_output=True, text=True, timeout=600,
+                       env={**env, "OUT": str(out), "PYTHON": sys.executable, "GPU_CHECK_BUDGET": "120"})
+    assert r.returncode == 2, r.stdout[-3000:] + r.stderr[-2000:]
+    summary = (out / "summary.txt").read_text()
+    assert "device: no CUDA device is present" in summary
+    assert "verdict: NO DEVICE" in summary and "the full 2^32 sweeps (no CUDA device)" in summary
+    assert "gpu-check-site" in summary.splitlines()[0]  # qconform came from the installed wheel
+    if tools.find("nvrtc"):
+        assert "lint OK" in summary and (out / "qkernels.sm_90.ptx").is_file()
+    assert (out / "gpu-check.log").read_text().count("no CUDA device is present") >= 1
