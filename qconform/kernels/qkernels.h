@@ -1,8 +1,10 @@
 /*
- * qkernels.h -- QuantizeLinear / DequantizeLinear, one element at a time, written ONCE for the host
- * (gcc: qconform/kernels/build.py) and the device (NVRTC: qconform/kernels/ptx.py and
- * qconform/runners/gpu_kernel.py). Bit-exact with qconform/oracle (the numpy oracle is the truth; the
- * exhaustive sweeps in qconform/sweep.py check this file against it).
+ * qkernels.h -- QuantizeLinear, DequantizeLinear (ai.onnx and com.microsoft: the same element
+ * functions), QLinearMatMul and DynamicQuantizeLinear, one output element at a time, written ONCE
+ * for the host (gcc: qconform/kernels/build.py) and the device (NVRTC: the one linted PTX build of
+ * qconform/kernels/ptx.py, loaded by qconform/runners/gpu_kernel.py). The entry points' parameter
+ * lists are qconform/kernels/__init__.py's ENTRY_POINTS. Bit-exact with qconform/oracle (the numpy
+ * oracle is the truth; the corpus and the exhaustive sweeps in qconform/sweep/ check this file).
  *
  * Rules this file keeps, because each one is a way a quantization kernel goes wrong:
  *   - the quotient is IEEE `x / scale` in float32, round to nearest even (never x * (1/scale));

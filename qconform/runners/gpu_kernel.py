@@ -37,7 +37,8 @@ def _cupy():
     try:
         import cupy
     except Exception as exc:  # ImportError, or a CUDA library missing at import
-        raise Unsupported(f"no CUDA device (cupy: {type(exc).__name__}: {exc}); pip install 'qconform[gpu]'") from None
+        raise Unsupported(f"no CUDA device (cupy: {type(exc).__name__}: {exc}); pip install 'qconform[gpu]' (CUDA 12) "
+                          "or 'qconform[gpu-cu13]' (CUDA 13)") from None
     return cupy
 
 
