@@ -8,6 +8,7 @@ point's parameters, one ``Launch``) and the codes the kernels read and write.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -19,6 +20,15 @@ from qconform.oracle.granularity import expand, granularity
 
 #: The one C source of the kernels, for the host (build.py) and the device (ptx.py).
 HEADER = Path(__file__).with_name("qkernels.h")
+
+
+def cache_root() -> Path:
+    """Where built kernels live: ``$QCONFORM_CACHE_DIR``, else ``$XDG_CACHE_HOME/qconform`` (default
+    ``~/.cache/qconform``); the host library under ``kernels/``, approved PTX under ``ptx/``."""
+    if os.environ.get("QCONFORM_CACHE_DIR"):
+        return Path(os.environ["QCONFORM_CACHE_DIR"]).expanduser()
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "qconform"
 
 #: Kernel kind numbers, in the order of the header's enum (tests check each row against dtypes).
 KINDS: tuple[str, ...] = (
@@ -133,5 +143,5 @@ class Launch:
     work: int
 
 
-__all__ = ["ENTRY_POINTS", "HEADER", "KIND", "KINDS", "Launch", "PRECISIONS", "SINGLE_BLOCK", "STYLE", "ParamIndex",
+__all__ = ["ENTRY_POINTS", "HEADER", "cache_root", "KIND", "KINDS", "Launch", "PRECISIONS", "SINGLE_BLOCK", "STYLE", "ParamIndex",
            "codes", "from_codes", "kind", "param_index", "storage_dtype"]

@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from qconform.kernels import ENTRY_POINTS, HEADER
+from qconform.kernels import ENTRY_POINTS, HEADER, cache_root
 from qconform.runner import Unsupported
 
 #: No fast-math, no FMA contraction: the header's arithmetic is IEEE float32 as written.
@@ -28,13 +28,6 @@ from qconform.runner import Unsupported
 CFLAGS = ("-x", "c", "-std=gnu11", "-O2", "-ftree-vectorize", "-ffp-contract=off", "-fno-fast-math",
           "-fno-trapping-math", "-fPIC", "-shared")
 LIBNAME = "libqkernels.so"
-
-
-def cache_root() -> Path:
-    if os.environ.get("QCONFORM_CACHE_DIR"):
-        return Path(os.environ["QCONFORM_CACHE_DIR"]).expanduser()
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "qconform"
 
 
 def find_compiler() -> str:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qconform.kernels import ENTRY_POINTS as ABI
-from qconform.kernels import HEADER
+from qconform.kernels import HEADER, cache_root
 from qconform.runner import Unsupported
 
 ARCHS = ("sm_80", "sm_89", "sm_90", "sm_100")
@@ -250,14 +250,12 @@ class PtxRefused(RuntimeError):
 def approved(text: str, where: Path | None = None) -> Path:
     """The file a CUDA module is loaded from: ``text`` linted here (whoever made it) and refused
     with PtxRefused naming its problems, else written as ``<digest>.ptx`` under ``where`` (default:
-    the kernel cache, ``qconform.kernels.build.cache_root() / "ptx"``), atomically."""
+    the kernel cache, ``qconform.kernels.cache_root() / "ptx"``), atomically."""
     issues = lint(text)
     if issues:
         shown = "; ".join(map(str, issues[:5])) + (f"; and {len(issues) - 5} more" if len(issues) > 5 else "")
         raise PtxRefused(f"PTX {digest(text)[:12]} refused, the GPU would not run the linted kernels: {shown}")
     if where is None:
-        from qconform.kernels.build import cache_root
-
         where = cache_root() / "ptx"
     where.mkdir(parents=True, exist_ok=True)
     path = where / f"{digest(text)}.ptx"
