@@ -72,13 +72,10 @@ def _cc() -> str | None:
 
 
 def _nvrtc() -> str | None:
+    """The NVRTC the PTX build uses (CUDA 12 or 13), found the one way ``ptx.find_nvrtc`` finds it."""
     from qconform.kernels import ptx
 
-    try:
-        ptx.nvrtc()
-    except ptx.NvrtcUnavailable:
-        return None
-    return "nvrtc"
+    return ptx.find_nvrtc()
 
 
 def _cuda() -> str | None:
@@ -106,9 +103,10 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("npm", "the onnxruntime-web runner (it installs the pinned onnxruntime-web package)",
          "apt-get install npm", _which("npm")),
     Tool("cc", "the cpu-kernel runner (it compiles qkernels.h)", "apt-get install gcc", _cc),
-    Tool("nvrtc", "the PTX build and lint of qkernels.h", "pip install nvidia-cuda-nvrtc-cu12", _nvrtc),
+    Tool("nvrtc", "the PTX build and lint of qkernels.h",
+         "pip install nvidia-cuda-nvrtc-cu12 (CUDA 12) or nvidia-cuda-nvrtc (CUDA 13)", _nvrtc),
     Tool("cuda", "the gpu-kernel runner (a CUDA device through CuPy)",
-         "pip install -e '.[gpu]' on a machine with a CUDA device", _cuda),
+         "pip install -e '.[gpu]' (CUDA 12) or '.[gpu-cu13]' (CUDA 13) on a machine with a CUDA device", _cuda),
     *(_extra(str(rt.package), rt.extra, rt.name) for rt in RUNTIMES.values() if rt.extra),
     Tool("distributed", "the Dask executor and its tests", "pip install -c constraints.txt -e '.[dask]'",
          _module("distributed")),

@@ -73,4 +73,4 @@ def test_a_wrong_byte_count_is_refused():
 
 def test_numpy_native_is_exactly_the_types_without_ml_dtypes():
     native = {t.name for t in dtypes.TYPES.values() if t.onnx in adapt.NUMPY_NATIVE}
-    assert native == {"int8", "uint8", "int16", "uint16", "int32", "float16", "float32"}
+    assert native == {"int8", "uint8", "int16", "uint16", "int32", "int64", "float16", "float32"}

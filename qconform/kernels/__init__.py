@@ -1,29 +1,34 @@
 """qconform's own reference kernels: ``qkernels.h``, one C source for the host and the device.
 
-``build`` compiles it with gcc for the ``cpu-kernel`` runner; ``ptx`` compiles it with NVRTC for
-the GPU (and lints the PTX); ``qconform/runners/gpu_kernel.py`` launches it through CuPy. This module holds
-what both sides share: the kind numbers of the kernel ABI and the host-side plan of a call (which
-kinds, which precision, how parameters are indexed).
+``build`` compiles it with gcc for the ``cpu-kernel`` runner; ``ptx`` compiles it with NVRTC to the
+one linted PTX that ``qconform/runners/gpu_kernel.py`` loads through CuPy; ``plan`` reads a node into
+kernel launches. This module holds what every side shares: the kernel ABI (kind numbers, each entry
+point's parameters, one ``Launch``) and the codes the kernels read and write.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Mapping
 
 import numpy as np
-import onnx
-from onnx import helper, numpy_helper
 
 from qconform import dtypes
-from qconform.case import ONNX_DOMAIN, Arg, Draft
-from qconform.oracle.base import InvalidModel, oracle_for, output_type
 from qconform.oracle.granularity import expand, granularity
-from qconform.runner import Unsupported
 
 #: The one C source of the kernels, for the host (build.py) and the device (ptx.py).
 HEADER = Path(__file__).with_name("qkernels.h")
+
+
+def cache_root() -> Path:
+    """Where built kernels live: ``$QCONFORM_CACHE_DIR``, else ``$XDG_CACHE_HOME/qconform`` (default
+    ``~/.cache/qconform``); the host library under ``kernels/``, approved PTX under ``ptx/``."""
+    if os.environ.get("QCONFORM_CACHE_DIR"):
+        return Path(os.environ["QCONFORM_CACHE_DIR"]).expanduser()
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "qconform"
 
 #: Kernel kind numbers, in the order of the header's enum (tests check each row against dtypes).
 KINDS: tuple[str, ...] = (
@@ -104,156 +109,39 @@ def from_codes(raw: np.ndarray, t: dtypes.ElemType, shape: tuple[int, ...]) -> n
         return raw.view(t.dtype)
     return t.from_bits(raw)
 
-
 # ----------------------------------------------------------------------------------------------
-# Plan: what the node asks for, read once from the model (shared by cpu-kernel and gpu-kernel)
+# Entry points: one parameter list per kernel, the same on the host (qk_<name>, ctypes) and the
+# device (qk_<name>_kernel, CuPy). "in": a read array, "out": a written one, "i32" / "i64": scalars.
 # ----------------------------------------------------------------------------------------------
-# What the C kernels implement (kernel facts, not type facts: a type the registry and the spec
-# allow may still be missing from the kernels, and the plan refuses it as Unsupported).
-Q_X = ("float32", "float16", "bfloat16", "int32")
-Q_SCALE = ("float32", "float16", "bfloat16", "int32", "float8e8m0")
-Q_OUT = ("int2", "uint2", "int4", "uint4", "int8", "uint8", "int16", "uint16", "float8e4m3fn", "float8e4m3fnuz",
-         "float8e5m2", "float8e5m2fnuz", "float4e2m1", "float6e2m3", "float6e3m2")
-DQ_X = Q_OUT + ("int32",)
-DQ_SCALE = ("float32", "float16", "bfloat16", "float8e8m0")
-DQ_OUT = ("float32", "float16", "bfloat16")
-KNOWN_ATTRS = {"QuantizeLinear": {"axis", "block_size", "saturate", "output_dtype", "precision"},
-               "DequantizeLinear": {"axis", "block_size", "output_dtype"}}
+_INDEX = (("inner", "i64"), ("axis_len", "i64"), ("block", "i64"), ("s_outer", "i64"), ("s_axis", "i64"),
+          ("s_inner", "i64"))
+ENTRY_POINTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "quantize": (("x", "in"), ("xk", "i32"), ("s", "in"), ("sk", "i32"), ("zp", "in"), ("ok", "i32"),
+                 ("prec", "i32"), ("saturate", "i32"), ("fnuz_inf_saturates", "i32"), ("n", "i64"), *_INDEX,
+                 ("y", "out")),
+    "dequantize": (("x", "in"), ("xk", "i32"), ("s", "in"), ("sk", "i32"), ("zp", "in"), ("ok", "i32"),
+                   ("n", "i64"), *_INDEX, ("y", "out")),
+    "qlinear_matmul": (("a", "in"), ("ak", "i32"), ("a_off", "in"), ("b", "in"), ("bk", "i32"), ("b_off", "in"),
+                       ("nb", "i64"), ("mdim", "i64"), ("kdim", "i64"), ("ndim", "i64"), ("as_", "in"),
+                       ("az", "in"), ("bs_", "in"), ("bz", "in"), ("sk", "i32"), ("ys", "in"), ("yz", "in"),
+                       ("ok", "i32"), ("rq", "i32"), ("wrap", "i32"), ("saturate", "i32"),
+                       ("fnuz_inf_saturates", "i32"), ("y", "out")),
+    "dql_params": (("x", "in"), ("n", "i64"), ("qmin", "i32"), ("qmax", "i32"), ("scale", "out"), ("zp", "out")),
+}
+#: Device entry points that run as one block of this many threads (a reduction), not a grid-stride loop.
+SINGLE_BLOCK: dict[str, int] = {"dql_params": 256}  # qkernels.h's QK_DQL_THREADS
 
 
-@dataclass
-class Plan:
-    """One QuantizeLinear / DequantizeLinear node as the kernel runs it."""
+@dataclass(frozen=True)
+class Launch:
+    """One kernel call: the entry point, every input argument by name, and each output's (dtype,
+    length). ``work`` is the number of independent elements (the device's grid size follows it)."""
 
-    op: str  # "QuantizeLinear" | "DequantizeLinear"
-    opset: int
-    inputs: tuple[str | None, ...]  # x, scale, zero point (None: absent)
-    types: tuple[str | None, ...]  # declared element types of those inputs
-    consts: dict[str, np.ndarray] = field(default_factory=dict)  # initializers
-    out_type: str = ""
-    axis: int | None = 1
-    block_size: int = 0
-    saturate: int = 1
-    prec: str = "float32"  # quotient precision (QuantizeLinear)
-    fnuz_inf_saturates: bool = True
-
-    def arrays(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray | None]:
-        out = []
-        for name, t in zip(self.inputs, self.types):
-            if name is None:
-                out.append(None)
-                continue
-            arr = self.consts[name] if name in self.consts else np.asarray(feeds[name])
-            want = dtypes.get(t)
-            if arr.dtype != want.dtype:
-                raise TypeError(f"input {name}: array dtype {arr.dtype}, the model declares {want.name}")
-            out.append(arr)
-        return out
-
-    def call(self, feeds: Mapping[str, np.ndarray]) -> tuple[dict[str, Any], tuple[int, ...]]:
-        """Everything a kernel launch needs: codes, kinds, flags, indexing; and x's shape."""
-        x, s, zp = self.arrays(feeds)
-        if zp is not None and zp.shape != s.shape:
-            raise InvalidModel(f"zero point shape {zp.shape} differs from scale shape {s.shape}")
-        idx = param_index(x.shape, s.shape, self.axis, self.block_size)
-        xt, st, zt = (dtypes.get(t) if t else None for t in self.types)
-        if self.op == "DequantizeLinear" and xt.name == "int32" and zp is not None and np.any(zp != 0):
-            raise InvalidModel("int32 input with a non-zero zero point")
-        args = dict(x=codes(x, xt), xk=KIND[xt.name], s=codes(s, st), sk=KIND[st.name],
-                    zp=None if zp is None else codes(zp, zt), ok=KIND[self.out_type], n=int(x.size), index=idx)
-        if self.op == "QuantizeLinear":
-            args.update(prec=KIND[self.prec], saturate=int(bool(self.saturate)),
-                        fnuz_inf_saturates=int(self.fnuz_inf_saturates))
-        return args, tuple(x.shape)
+    entry: str
+    args: Mapping[str, object]
+    outputs: Mapping[str, tuple[np.dtype, int]]
+    work: int
 
 
-def read_plan(model: onnx.ModelProto, who: str) -> Plan:
-    """Read the single node; ``Unsupported`` for anything the kernels do not cover.
-
-    The op's rules (which versions exist, whether it has an axis, its output type, its quotient
-    precision, its Cast table) are the oracle's version class's, asked here, never restated."""
-    if len(model.graph.node) != 1:
-        raise Unsupported(f"{who} runs single-node models only")
-    node = model.graph.node[0]
-    if node.domain not in ("", "ai.onnx") or node.op_type not in KNOWN_ATTRS:
-        dom = f"{node.domain}." if node.domain else ""
-        raise Unsupported(f"{who} implements ai.onnx QuantizeLinear and DequantizeLinear only, not {dom}{node.op_type}")
-    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
-    try:
-        oracle = oracle_for(ONNX_DOMAIN, node.op_type, opset)
-    except LookupError as exc:  # a version the schemas and the oracle do not know
-        raise Unsupported(f"{who}: {exc}") from None
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    unknown = sorted(set(attrs) - KNOWN_ATTRS[node.op_type])
-    if unknown:
-        raise Unsupported(f"{who}: attribute(s) {', '.join(unknown)} of {node.op_type} not implemented")
-    consts = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    declared = {t.name: dtypes.get(t.data_type).name for t in model.graph.initializer}
-    for vi in model.graph.input:
-        if vi.name not in declared:
-            declared[vi.name] = dtypes.get(vi.type.tensor_type.elem_type).name
-    names = list(node.input) + [""] * (3 - len(node.input))
-    inputs = tuple(n or None for n in names[:3])
-    types = tuple(declared[n] if n else None for n in inputs)
-    xt, st, zt = types
-    plan = Plan(node.op_type, opset, inputs, types, consts)
-    plan.axis = oracle.axis(attrs, _rank(model, inputs[0]))
-    plan.block_size = int(attrs.get("block_size", 0))
-    out = _output_type(node.op_type, opset, attrs, inputs, types)
-    if node.op_type == "QuantizeLinear":
-        code = attrs.get("output_dtype", 0)
-        if code and zt and dtypes.get(code).name != zt:  # QuantizeLinear.evaluate's own check
-            raise InvalidModel("output_dtype differs from the zero point's type")
-        _need(who, "x", xt, Q_X)
-        _need(who, "y_scale", st, Q_SCALE)
-        _need(who, "output", out, Q_OUT)
-        plan.saturate = int(attrs.get("saturate", 1))
-        plan.fnuz_inf_saturates = oracle.fnuz_inf_saturates
-        # The quotient precision the latest text states: the oracle's first division reading.
-        plan.prec = oracle.division_readings(xt, st, attrs)[0][1]
-        _need(who, "precision", plan.prec, PRECISIONS)
-    else:
-        _need(who, "x", xt, DQ_X)
-        _need(who, "x_scale", st, DQ_SCALE)
-        _need(who, "output", out, DQ_OUT)
-        if zt is not None and zt != xt:  # the schema's type constraint (x and x_zero_point are both T1)
-            raise InvalidModel(f"zero point type {zt} differs from x type {xt}")
-    plan.out_type = out
-    return plan
-
-
-def _rank(model: onnx.ModelProto, name: str) -> int:
-    """The declared rank of input ``name`` (the oracle's ``axis`` takes it)."""
-    for t in model.graph.initializer:
-        if t.name == name:
-            return len(t.dims)
-    for vi in model.graph.input:
-        if vi.name == name:
-            return len(vi.type.tensor_type.shape.dim)
-    return 0
-
-
-def _output_type(op: str, opset: int, attrs: Mapping[str, Any], inputs, types) -> str:
-    """The oracle's output-type rule (qconform/docs/semantics.md#q-output-type, #dq-output-type), asked
-    with the node's attributes and declared types (the rule reads no values)."""
-    args = tuple(None if t is None else Arg(n, t, np.zeros((), dtypes.get(t).dtype)) for n, t in zip(inputs, types))
-    return output_type(Draft(op, opset, "", "", "", args, attrs))
-
-
-def _need(who: str, what: str, t: str, allowed: tuple[str, ...]) -> None:
-    if t not in allowed:
-        raise Unsupported(f"{who}: {what} type {t} not implemented (kernels cover {', '.join(allowed)})")
-
-
-def run_plan(plan: Plan, feeds: Mapping[str, np.ndarray], launch: Callable[..., np.ndarray]) -> list[np.ndarray]:
-    """Run a plan with ``launch(**args) -> output codes`` (the host or the device loop)."""
-    try:
-        args, shape = plan.call(feeds)
-    except InvalidModel as exc:
-        raise ValueError(f"invalid model: {exc}") from None
-    raw = launch(plan.op, **args)
-    return [from_codes(raw, dtypes.get(plan.out_type), shape)]
-
-
-__all__ = ["DQ_OUT", "InvalidModel", "Plan", "Q_OUT", "read_plan", "run_plan", "KIND", "KINDS", "PRECISIONS", "STYLE", "ParamIndex", "codes", "from_codes",
-           "kind", "param_index", "storage_dtype"]
+__all__ = ["ENTRY_POINTS", "HEADER", "cache_root", "KIND", "KINDS", "Launch", "PRECISIONS", "SINGLE_BLOCK", "STYLE", "ParamIndex",
+           "codes", "from_codes", "kind", "param_index", "storage_dtype"]

@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from qconform.kernels import HEADER
+from qconform.kernels import ENTRY_POINTS, HEADER, cache_root
 from qconform.runner import Unsupported
 
 #: No fast-math, no FMA contraction: the header's arithmetic is IEEE float32 as written.
@@ -28,13 +28,6 @@ from qconform.runner import Unsupported
 CFLAGS = ("-x", "c", "-std=gnu11", "-O2", "-ftree-vectorize", "-ffp-contract=off", "-fno-fast-math",
           "-fno-trapping-math", "-fPIC", "-shared")
 LIBNAME = "libqkernels.so"
-
-
-def cache_root() -> Path:
-    if os.environ.get("QCONFORM_CACHE_DIR"):
-        return Path(os.environ["QCONFORM_CACHE_DIR"]).expanduser()
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "qconform"
 
 
 def find_compiler() -> str:
@@ -88,18 +81,22 @@ def build(force: bool = False, extra: tuple[str, ...] = ()) -> Path:
     return lib
 
 
+#: ctypes types of the ABI's parameter kinds (qconform.kernels.ENTRY_POINTS).
+_CTYPES = {"in": ctypes.c_void_p, "out": ctypes.c_void_p, "i32": ctypes.c_int, "i64": ctypes.c_int64}
+
+
 @functools.cache
 def load(extra: tuple[str, ...] = ()) -> ctypes.CDLL:
-    """The compiled library with argument types declared (built at first use)."""
+    """The compiled library with argument types declared (built at first use): each entry point of
+    ``ENTRY_POINTS`` as ``qk_<name>``, and the two test hooks."""
     dll = ctypes.CDLL(str(build(extra=extra)))
-    i64, i32, vp = ctypes.c_int64, ctypes.c_int, ctypes.c_void_p
-    dll.qk_quantize.argtypes = [vp, i32, vp, i32, vp, i32, i32, i32, i32, i64, *[i64] * 6, vp]
-    dll.qk_quantize.restype = i32
-    dll.qk_dequantize.argtypes = [vp, i32, vp, i32, vp, i32, i64, *[i64] * 6, vp]
-    dll.qk_dequantize.restype = i32
-    dll.qk_describe_kind.argtypes = [i32, ctypes.POINTER(ctypes.c_int)]
-    dll.qk_describe_kind.restype = i32
-    dll.qk_encode_f32_export.argtypes = [ctypes.c_uint32, i32, i32, i32]
+    for name, params in ENTRY_POINTS.items():
+        fn = getattr(dll, f"qk_{name}")
+        fn.argtypes = [_CTYPES[kind] for _, kind in params]
+        fn.restype = ctypes.c_int
+    dll.qk_describe_kind.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+    dll.qk_describe_kind.restype = ctypes.c_int
+    dll.qk_encode_f32_export.argtypes = [ctypes.c_uint32, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     dll.qk_encode_f32_export.restype = ctypes.c_uint32
     return dll
 

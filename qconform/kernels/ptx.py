@@ -1,14 +1,23 @@
-"""Compile ``qkernels.h`` to PTX with NVRTC, and lint the PTX: the GPU source, proved on a CPU.
+"""The one way the GPU kernels are made: ``build`` compiles ``qkernels.h`` to PTX with NVRTC and
+lints it; ``approved`` lints a PTX text again and writes the file a CUDA module is loaded from.
 
-NVRTC comes from the pip wheel ``nvidia-cuda-nvrtc-cu12`` (12.8 or newer for sm_100; no driver and
-no GPU needed): its ``libnvrtc.so.12`` is loaded with ctypes from the wheel's ``nvidia/cuda_nvrtc/lib``.
-``QCONFORM_NVRTC=/path/to/libnvrtc.so`` points elsewhere; a system libnvrtc is the last resort.
+The lint, the tests and the gpu-kernel runner all call ``build``; the runner loads the file
+``approved`` wrote (``cupy.RawModule(path=...)``), so the GPU runs exactly the PTX the lint read,
+and its digest is in the runner's ``describe()``. No other compile path exists: a module compiled
+by CuPy's own NVRTC call (``RawModule(code=...)``) once ran with subnormals flushed although this
+PTX had no ``.ftz``.
 
-The lint (``lint``) reads the PTX of the two entry points and requires what makes the division
-IEEE: ``div.rn.f32`` present; and forbids what fast-math or contraction would bring in:
-``div.full``, ``div.approx``, ``rcp.approx``, any ``.ftz`` (flush-to-zero) and floating-point
-``fma.rn`` / ``mad.f32`` (a contracted multiply-add). ``compile_ptx(arch, flags=("--use_fast_math",))``
-shows the lint failing (tests/test_kernels.py).
+NVRTC of CUDA 12 or 13, whichever the machine has, found by ``find_nvrtc`` (also what
+``qconform.tools`` reports), first match wins: ``$QCONFORM_NVRTC``; ``cuda.pathfinder`` (the
+loader CuPy 14 uses: pip wheels, then the system); the pip wheels' own layouts
+(``nvidia-cuda-nvrtc-cu12``: ``nvidia/cuda_nvrtc/lib/libnvrtc.so.12``; ``nvidia-cuda-nvrtc`` 13:
+``nvidia/cu13/lib/libnvrtc.so.13``); ``$CUDA_HOME``, ``$CUDA_PATH`` and ``/usr/local/cuda``; the
+dynamic loader's own search (``libnvrtc.so.13``, ``.12``). NVRTC needs no driver and no GPU.
+
+The lint requires what makes the division IEEE (``div.rn.f32``) and every entry point, and forbids
+what fast-math or contraction would bring in: any ``.approx`` instruction, ``div.full``, any
+``.ftz`` (flush to zero), ``fma.rn`` / ``mad.f32`` (a contracted multiply-add), and floating-point
+``add``/``sub``/``mul`` without a rounding modifier (which ptxas may still fuse into an FMA).
 """
 from __future__ import annotations
 
@@ -16,57 +25,97 @@ import ctypes
 import ctypes.util
 import functools
 import glob
+import hashlib
 import importlib.util
 import os
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from qconform.kernels import HEADER
+from qconform.kernels import ENTRY_POINTS as ABI
+from qconform.kernels import HEADER, cache_root
 from qconform.runner import Unsupported
 
 ARCHS = ("sm_80", "sm_89", "sm_90", "sm_100")
 #: Explicit IEEE settings (NVRTC's defaults, spelled out) and no FMA contraction.
 FLAGS = ("--fmad=false", "--prec-div=true", "--prec-sqrt=true", "--ftz=false", "-std=c++17")
-ENTRY_POINTS = ("qk_quantize_kernel", "qk_dequantize_kernel")
-PIP_HINT = "pip install nvidia-cuda-nvrtc-cu12  (or: pip install 'qconform[gpu]')"
+ENTRY_POINTS = tuple(f"qk_{name}_kernel" for name in ABI)
+PIP_HINT = ("pip install nvidia-cuda-nvrtc-cu12 (CUDA 12) or nvidia-cuda-nvrtc (CUDA 13), "
+            "or set QCONFORM_NVRTC=/path/to/libnvrtc.so")
 
 
 class NvrtcUnavailable(Unsupported):
     """No NVRTC library on this machine."""
 
 
-def _candidates() -> list[str]:
+def _pathfinder() -> list[str]:
+    """The libnvrtc CuPy 14 loads, through the same loader (absent: nothing)."""
+    if importlib.util.find_spec("cuda") is None:
+        return []
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        return [load_nvidia_dynamic_lib("nvrtc").abs_path]
+    except Exception:  # noqa: BLE001 - not installed, too old, or no NVRTC it can find
+        return []
+
+
+def _wheels() -> list[str]:
     found = []
-    if os.environ.get("QCONFORM_NVRTC"):
-        found.append(os.environ["QCONFORM_NVRTC"])
-    for pkg in ("nvidia.cuda_nvrtc", "nvidia.cu13", "nvidia"):
-        try:
-            spec = importlib.util.find_spec(pkg)
-        except (ImportError, ValueError):
-            spec = None
-        for base in (spec.submodule_search_locations or []) if spec else []:
-            found += sorted(glob.glob(os.path.join(base, "**", "libnvrtc.so*"), recursive=True))
-    sys_lib = ctypes.util.find_library("nvrtc")
-    if sys_lib:
-        found.append(sys_lib)
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        spec = None
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        for layout in ("cu13/lib", "cuda_nvrtc/lib"):
+            found += sorted(glob.glob(os.path.join(base, layout, "libnvrtc.so*")), reverse=True)
+    return found
+
+
+def _toolkits() -> list[str]:
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    found = []
+    for root in filter(None, roots):
+        for sub in ("lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"):
+            found += sorted(glob.glob(os.path.join(root, sub, "libnvrtc.so*")), reverse=True)
+    return found
+
+
+def candidates() -> list[str]:
+    """Every libnvrtc this machine offers, in the order ``find_nvrtc`` tries them."""
+    found = [os.environ["QCONFORM_NVRTC"]] if os.environ.get("QCONFORM_NVRTC") else []
+    found += _pathfinder() + _wheels() + _toolkits()
+    system = ctypes.util.find_library("nvrtc")
+    found += ([system] if system else []) + ["libnvrtc.so.13", "libnvrtc.so.12"]
     # the builtins library sits beside the main one; load the main one only
-    return [p for p in found if "builtins" not in os.path.basename(p) and ".alt." not in os.path.basename(p)]
+    keep = [p for p in found if "builtins" not in os.path.basename(p) and ".alt." not in os.path.basename(p)]
+    return list(dict.fromkeys(keep))
 
 
 @functools.cache
 def nvrtc() -> ctypes.CDLL:
+    """The first NVRTC of ``candidates()`` that loads; NvrtcUnavailable naming what was tried."""
     errors = []
-    for path in _candidates():
+    for path in candidates():
         try:
             lib = ctypes.CDLL(path)
-        except OSError as exc:
+            lib.nvrtcVersion  # noqa: B018 - a library that is not NVRTC fails here
+        except (OSError, AttributeError) as exc:
             errors.append(f"{path}: {exc}")
             continue
         lib.nvrtcGetErrorString.restype = ctypes.c_char_p
         return lib
-    detail = "; ".join(errors) if errors else "no libnvrtc found"
+    detail = "; ".join(errors[-3:]) if errors else "no libnvrtc found"
     raise NvrtcUnavailable(f"NVRTC not available ({detail}); {PIP_HINT}")
+
+
+def find_nvrtc() -> str | None:
+    """The path of the NVRTC every PTX build uses, or None (``qconform.tools``' "nvrtc")."""
+    try:
+        return library_path()
+    except NvrtcUnavailable:
+        return None
 
 
 def version() -> tuple[int, int]:
@@ -76,8 +125,17 @@ def version() -> tuple[int, int]:
 
 
 def library_path() -> str:
+    """Where the loaded NVRTC lives (the loader's answer, for a library found by its soname)."""
     lib = nvrtc()
-    return getattr(lib, "_name", "?")
+    name = getattr(lib, "_name", "?")
+    if os.path.isabs(name):
+        return name
+    try:  # a soname: the file the dynamic loader picked, from this process' own map
+        with open("/proc/self/maps") as maps:
+            hits = [ln.split()[-1] for ln in maps if os.path.basename(ln.split()[-1]).startswith(name)]
+        return hits[0] if hits else name
+    except OSError:
+        return name
 
 
 class CompileError(RuntimeError):
@@ -90,10 +148,8 @@ def _check(rc: int, what: str, log: str = "") -> None:
         raise CompileError(f"NVRTC {what}: {msg}" + (f"\n{log}" if log else ""))
 
 
-def compile_ptx(arch: str = "sm_80", flags: tuple[str, ...] | list[str] = FLAGS, source: str | None = None) -> str:
-    """PTX of the header for ``arch`` (``sm_XX``: PTX targeting it, compiled as compute_XX).
-
-    ``flags`` replaces the IEEE flags (e.g. ``("--use_fast_math",)`` for the lint's negative test)."""
+def _compile(arch: str, flags: tuple[str, ...], source: str | None) -> str:
+    """NVRTC's PTX of ``source`` (default: the header) for ``arch``; only ``build`` calls it."""
     m = re.fullmatch(r"sm_(\d+a?)", arch)
     if not m:
         raise ValueError(f"arch {arch!r}: use sm_80, sm_89, sm_90, sm_100 ...")
@@ -130,12 +186,14 @@ class LintIssue:
 
 REQUIRED = {"div.rn.f32": re.compile(r"\bdiv\.rn\.f32\b")}
 FORBIDDEN = {
+    "approximate instruction (.approx)": re.compile(r"\.approx\b"),
     "div.full (approximate division)": re.compile(r"\bdiv\.full\b"),
-    "div.approx (approximate division)": re.compile(r"\bdiv\.approx\b"),
-    "rcp.approx (approximate reciprocal)": re.compile(r"\brcp\.approx\b"),
     ".ftz (flush to zero)": re.compile(r"\.ftz\b"),
     "fma.rn (contracted multiply-add)": re.compile(r"\bfma\.rn"),
     "mad.f32/f64 (contracted multiply-add)": re.compile(r"\bmad(\.rn)?\.f(32|64)\b"),
+    # "mul/add sequences with no rounding modifiers may be optimized to use fused-multiply-add
+    # instructions on the target device" (PTX ISA): --fmad=false writes .rn on every one.
+    "add/sub/mul.f without a rounding modifier (ptxas may fuse it)": re.compile(r"\b(add|sub|mul)(\.sat)?\.f(16|32|64)\b"),
 }
 
 
@@ -157,8 +215,60 @@ def lint(ptx: str) -> list[LintIssue]:
     return issues
 
 
+def digest(text: str) -> str:
+    """SHA-256 of a PTX text: what the runner's ``describe()`` records."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Ptx:
+    """One build: the PTX text, what made it, and what the lint found in it."""
+
+    arch: str
+    flags: tuple[str, ...]
+    text: str
+    nvrtc: str  # NVRTC's version, "12.9"
+    issues: tuple[LintIssue, ...]
+
+    @property
+    def digest(self) -> str:
+        return digest(self.text)
+
+
+def build(arch: str = "sm_90", flags: tuple[str, ...] | list[str] = FLAGS, source: str | None = None) -> Ptx:
+    """PTX of the header (or ``source``) for ``arch`` (``sm_XX``: compiled as compute_XX), linted.
+
+    ``flags`` replaces the IEEE flags (``("--use_fast_math",)`` shows the lint failing)."""
+    text = _compile(arch, tuple(flags), source)
+    return Ptx(arch, tuple(flags), text, ".".join(map(str, version())), tuple(lint(text)))
+
+
+class PtxRefused(RuntimeError):
+    """A PTX text the lint rejects: it never reaches a GPU."""
+
+
+def approved(text: str, where: Path | None = None) -> Path:
+    """The file a CUDA module is loaded from: ``text`` linted here (whoever made it) and refused
+    with PtxRefused naming its problems, else written as ``<digest>.ptx`` under ``where`` (default:
+    the kernel cache, ``qconform.kernels.cache_root() / "ptx"``), atomically."""
+    issues = lint(text)
+    if issues:
+        shown = "; ".join(map(str, issues[:5])) + (f"; and {len(issues) - 5} more" if len(issues) > 5 else "")
+        raise PtxRefused(f"PTX {digest(text)[:12]} refused, the GPU would not run the linted kernels: {shown}")
+    if where is None:
+        where = cache_root() / "ptx"
+    where.mkdir(parents=True, exist_ok=True)
+    path = where / f"{digest(text)}.ptx"
+    if not path.is_file() or path.read_text() != text:
+        fd, tmp = tempfile.mkstemp(prefix=".ptx-", dir=where)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m qconform.kernels.ptx [--out DIR] [ARCH ...]``: compile, lint, optionally save."""
+    """``python -m qconform.kernels.ptx [--out DIR] [ARCH ...]``: build, lint, optionally save."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m qconform.kernels.ptx", description=__doc__.split("\n")[0])
@@ -175,15 +285,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     bad = 0
     for arch in a.archs:
-        ptx = compile_ptx(arch, tuple(a.flags.split()))
-        issues = lint(ptx)
+        built = build(arch, tuple(a.flags.split()))
         if a.out:
             a.out.mkdir(parents=True, exist_ok=True)
-            (a.out / f"qkernels.{arch}.ptx").write_text(ptx)
-        print(f"{arch}: {len(ptx.splitlines())} PTX lines, {'lint OK' if not issues else f'{len(issues)} lint issue(s)'}")
-        for issue in issues[:10]:
+            (a.out / f"qkernels.{arch}.ptx").write_text(built.text)
+        verdict = "lint OK" if not built.issues else f"{len(built.issues)} lint issue(s)"
+        print(f"{arch}: {len(built.text.splitlines())} PTX lines, sha256 {built.digest}, {verdict}")
+        for issue in built.issues[:10]:
             print(f"  {issue}")
-        bad += bool(issues)
+        bad += bool(built.issues)
     return 1 if bad else 0
 
 

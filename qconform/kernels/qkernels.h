@@ -1,8 +1,10 @@
 /*
- * qkernels.h -- QuantizeLinear / DequantizeLinear, one element at a time, written ONCE for the host
- * (gcc: qconform/kernels/build.py) and the device (NVRTC: qconform/kernels/ptx.py and
- * qconform/runners/gpu_kernel.py). Bit-exact with qconform/oracle (the numpy oracle is the truth; the
- * exhaustive sweeps in qconform/sweep.py check this file against it).
+ * qkernels.h -- QuantizeLinear, DequantizeLinear (ai.onnx and com.microsoft: the same element
+ * functions), QLinearMatMul and DynamicQuantizeLinear, one output element at a time, written ONCE
+ * for the host (gcc: qconform/kernels/build.py) and the device (NVRTC: the one linted PTX build of
+ * qconform/kernels/ptx.py, loaded by qconform/runners/gpu_kernel.py). The entry points' parameter
+ * lists are qconform/kernels/__init__.py's ENTRY_POINTS. Bit-exact with qconform/oracle (the numpy
+ * oracle is the truth; the corpus and the exhaustive sweeps in qconform/sweep/ check this file).
  *
  * Rules this file keeps, because each one is a way a quantization kernel goes wrong:
  *   - the quotient is IEEE `x / scale` in float32, round to nearest even (never x * (1/scale));
@@ -375,9 +377,11 @@ QK_FN qk_q_ctx qk_q_params(qk_u32 sb, int sk, qk_u32 zb, int ok, int prec) {
   return c;
 }
 
-QK_FN qk_u32 qk_q_apply(qk_u32 xb, int xk, qk_q_ctx c, int ok, int prec, int saturate, int fnuz_inf_saturates) {
+/* The quotient q (already in prec) to an output code: the saturating integer path, or the zero
+ * point added in prec and the Cast table of a float output. QuantizeLinear, QLinearMatMul and
+ * DynamicQuantizeLinear all end here. */
+QK_FN qk_u32 qk_q_finish(float q, qk_q_ctx c, int ok, int prec, int saturate, int fnuz_inf_saturates) {
   qk_kind_info o = qk_info(ok);
-  float q = qk_round_to(qk_value_in(xb, xk, prec) / c.s, prec); /* IEEE division, RNE */
   if (o.style == QK_STYLE_INT) {
     /* Clamp in floating point before any conversion: first to one step outside the output range
      * (rounding of everything inside stays exact, and |r| < 2^17 for the rounding below), then
@@ -393,6 +397,11 @@ QK_FN qk_u32 qk_q_apply(qk_u32 xb, int xk, qk_q_ctx c, int ok, int prec, int sat
     float v = qk_round_to(q + c.zf, prec);
     return qk_encode_f32(qk_f2u(v), o, saturate, fnuz_inf_saturates);
   }
+}
+
+QK_FN qk_u32 qk_q_apply(qk_u32 xb, int xk, qk_q_ctx c, int ok, int prec, int saturate, int fnuz_inf_saturates) {
+  float q = qk_round_to(qk_value_in(xb, xk, prec) / c.s, prec); /* IEEE division, RNE */
+  return qk_q_finish(q, c, ok, prec, saturate, fnuz_inf_saturates);
 }
 
 QK_FN qk_u32 qk_quantize1(qk_u32 xb, int xk, qk_u32 sb, int sk, qk_u32 zb, int ok, int prec,
@@ -445,6 +454,155 @@ QK_FN qk_i64 qk_param_index(qk_i64 i, qk_i64 inner, qk_i64 axis_len, qk_i64 bloc
   return (i / (axis_len * inner)) * s_outer + (((i / inner) % axis_len) / block) * s_axis + (i % inner) * s_inner;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * QLinearMatMul: exact accumulation, then the requantisation the oracle reads first.
+ *
+ * Every operand is an integer on its kind's grid: an integer kind's value itself, a float8 value
+ * times 2^g (g = mbits + bias - 1, so the smallest subnormal is 1). a - a_zero_point fits 35 bits,
+ * a product 70, a sum of K products a few more: the accumulator is 128-bit two's complement, built
+ * from two 64-bit halves (portable C, no __int128 on either side).
+ * ------------------------------------------------------------------------------------------- */
+typedef struct { qk_u64 hi, lo; } qk_i128;
+
+QK_FN int qk_grid_exp(int kind) {
+  qk_kind_info f = qk_info(kind);
+  return f.style == QK_STYLE_INT ? 0 : f.mbits + f.bias - 1;
+}
+
+/* The value of a code times 2^qk_grid_exp(kind), exact; *bad is set for NaN and +-Inf. */
+QK_FN qk_i64 qk_grid_int(qk_u32 code, int kind, int *bad) {
+  qk_kind_info f = qk_info(kind);
+  qk_u32 mag, e, mant;
+  qk_i64 v;
+  if (f.style == QK_STYLE_INT) return qk_int_value(code, f);
+  code &= (1u << f.width) - 1u;
+  mag = code & ((1u << (f.width - 1)) - 1u);
+  e = mag >> f.mbits;
+  mant = mag & ((1u << f.mbits) - 1u);
+  if ((f.style == QK_STYLE_FNUZ && code == (1u << (f.width - 1))) ||
+      (f.style == QK_STYLE_FN && mag == (1u << (f.width - 1)) - 1u) ||
+      (f.style == QK_STYLE_IEEE && e == (1u << f.ebits) - 1u)) {
+    *bad = 1;
+    return 0;
+  }
+  v = (qk_i64)(e ? (mant | (1u << f.mbits)) : mant) << (e ? e - 1u : 0u);
+  return (code >> (f.width - 1)) ? -v : v;
+}
+
+QK_FN qk_i128 qk_i128_add(qk_i128 a, qk_i128 b) {
+  qk_i128 r;
+  r.lo = a.lo + b.lo;
+  r.hi = a.hi + b.hi + (r.lo < a.lo);
+  return r;
+}
+
+QK_FN qk_i128 qk_i128_neg(qk_i128 a) {
+  qk_i128 r;
+  r.lo = ~a.lo + 1u;
+  r.hi = ~a.hi + (r.lo == 0u);
+  return r;
+}
+
+/* a * b exactly (|a|, |b| < 2^63): 32-bit halves of the magnitudes, four partial products. */
+QK_FN qk_i128 qk_i128_mul(qk_i64 a, qk_i64 b) {
+  qk_u64 x = (qk_u64)(a < 0 ? -a : a), y = (qk_u64)(b < 0 ? -b : b);
+  qk_u64 x0 = x & 0xFFFFFFFFu, x1 = x >> 32, y0 = y & 0xFFFFFFFFu, y1 = y >> 32;
+  qk_u64 p00 = x0 * y0, p01 = x0 * y1, p10 = x1 * y0, p11 = x1 * y1;
+  qk_u64 mid = (p00 >> 32) + (p01 & 0xFFFFFFFFu) + (p10 & 0xFFFFFFFFu);
+  qk_i128 r;
+  r.lo = (mid << 32) | (p00 & 0xFFFFFFFFu);
+  r.hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+  return (a < 0) != (b < 0) ? qk_i128_neg(r) : r;
+}
+
+/* The low 32 bits as a signed int32: "accumulation may overflow if and only if in 32 bits". */
+QK_FN qk_i128 qk_i128_wrap32(qk_i128 a) {
+  qk_i128 r;
+  qk_i64 v = (qk_i64)(int)(qk_u32)(a.lo & 0xFFFFFFFFu);
+  r.lo = (qk_u64)v;
+  r.hi = v < 0 ? ~(qk_u64)0 : 0u;
+  return r;
+}
+
+QK_FN double qk_pow2(int k) { /* 2^k, -1022 <= k <= 1023 */
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double((long long)((qk_u64)(k + 1023) << 52));
+#else
+  qk_u64 u = (qk_u64)(k + 1023) << 52; double d; memcpy(&d, &u, sizeof d); return d;
+#endif
+}
+
+/* a * 2^-e rounded once to double (RNE). A magnitude of 65+ bits keeps its top 64 bits with
+ * every lower bit ORed into the last one (a sticky bit far below double's rounding position), so
+ * the one u64 -> double conversion rounds as the exact value would; the power-of-two scaling is
+ * exact (|a| * 2^-e stays far inside double's normal range). */
+QK_FN double qk_i128_to_f64(qk_i128 a, int e) {
+  int neg = (a.hi >> 63) != 0u;
+  qk_i128 m = neg ? qk_i128_neg(a) : a;
+  double d;
+  if (m.hi == 0u) {
+    d = (double)m.lo;
+  } else {
+    int s = qk_clz64(m.hi);
+    qk_u64 top = s ? (m.hi << s) | (m.lo >> (64 - s)) : m.hi;
+    qk_u64 rest = s ? m.lo << s : m.lo;
+    d = (double)(top | (rest != 0u)) * qk_pow2(64 - s);
+  }
+  d = d * qk_pow2(-e);
+  return neg ? -d : d;
+}
+
+/* Requantisation readings the kernel implements (the plan asks the oracle which one applies). */
+enum { QK_RQ_MULTIPLIER_F32 };
+
+/* One output element: sum over k of (a[k] - az) * (b[k] - bz), a[k] = a[a0 + k], b[k] =
+ * b[b0 + k * bstride]; then m = fl32(fl32(as * bs) / ys), v = fl32(fl32(acc) * m), and v through
+ * qk_q_finish (integer: round, add the zero point, saturate; float8: + zp in float32, Cast table).
+ * Operands that are NaN or +-Inf add nothing (the oracle makes such elements don't-care). */
+QK_FN qk_u32 qk_qlmm1(const void *a, int ak, qk_i64 a0, const void *b, int bk, qk_i64 b0, qk_i64 bstride,
+                      qk_i64 kdim, qk_u32 azb, qk_u32 bzb, float as, float bs, float ys, qk_q_ctx yc, int ok,
+                      int wrap, int saturate, int fnuz_inf_saturates) {
+  int bad = 0;
+  qk_i64 az = qk_grid_int(azb, ak, &bad), bz = qk_grid_int(bzb, bk, &bad);
+  qk_i128 acc;
+  qk_i64 kk;
+  float m, v;
+  acc.hi = acc.lo = 0u;
+  for (kk = 0; kk < kdim; kk++) {
+    int bad_k = bad;
+    qk_i64 da = qk_grid_int(qk_load(a, a0 + kk, qk_bytes(ak)), ak, &bad_k) - az;
+    qk_i64 db = qk_grid_int(qk_load(b, b0 + kk * bstride, qk_bytes(bk)), bk, &bad_k) - bz;
+    if (!bad_k) acc = qk_i128_add(acc, qk_i128_mul(da, db));
+  }
+  if (wrap) acc = qk_i128_wrap32(acc);
+  m = (as * bs) / ys;
+  v = (float)qk_i128_to_f64(acc, qk_grid_exp(ak) + qk_grid_exp(bk)) * m;
+  return qk_q_finish(v, yc, ok, QK_F32, saturate, fnuz_inf_saturates);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * DynamicQuantizeLinear: the range, then scale and zero point in float32 in the text's order;
+ * y is then QuantizeLinear with them (qk_quantize / qk_quantize_kernel).
+ * ------------------------------------------------------------------------------------------- */
+/* lo = min(0, min x), hi = max(0, max x), one element at a time: strict comparisons, so a -0 never
+ * replaces the +0 they start from (NaN compares false: the oracle makes a NaN input don't-care). */
+QK_FN void qk_range_step(float v, float *lo, float *hi) {
+  *lo = v < *lo ? v : *lo;
+  *hi = v > *hi ? v : *hi;
+}
+
+/* scale = fl32(fl32(hi - lo) / (qmax - qmin)); zp = RNE(clamp(fl32(qmin - fl32(lo / scale)))), a
+ * NaN zero point (0/0: a zero range) written as 0 (the oracle makes it don't-care; y's elements whose
+ * quotient is +-Inf saturate whatever it is). */
+QK_FN void qk_dql_compute(float lo, float hi, int qmin, int qmax, qk_u32 *scale_bits, qk_u32 *zp) {
+  float s = (hi - lo) / (float)(qmax - qmin);
+  float izp = (float)qmin - lo / s;
+  izp = izp < (float)qmin ? (float)qmin : izp;
+  izp = izp > (float)qmax ? (float)qmax : izp;
+  *scale_bits = qk_f2u(s);
+  *zp = (izp != izp) ? 0u : (qk_u32)(int)qk_rint_small(izp);
+}
+
 #define QK_Q_ELEM(i)                                                                          \
   do {                                                                                        \
     qk_i64 j_ = qk_param_index((i), inner, axis_len, block, s_outer, s_axis, s_inner);                        \
@@ -471,6 +629,31 @@ QK_FN qk_i64 qk_param_index(qk_i64 i, qk_i64 inner, qk_i64 axis_len, qk_i64 bloc
   const void *x, int xk, const void *s, int sk, const void *zp, int ok, qk_i64 n, qk_i64 inner, \
       qk_i64 axis_len, qk_i64 block, qk_i64 s_outer, qk_i64 s_axis, qk_i64 s_inner, void *y
 
+#define QK_MM_ARGS                                                                            \
+  const void *a, int ak, const qk_i64 *a_off, const void *b, int bk, const qk_i64 *b_off,     \
+      qk_i64 nb, qk_i64 mdim, qk_i64 kdim, qk_i64 ndim, const void *as_, const void *az,       \
+      const void *bs_, const void *bz, int sk, const void *ys, const void *yz, int ok, int rq, \
+      int wrap, int saturate, int fnuz_inf_saturates, void *y
+
+/* Output element i of [nb, mdim, ndim]: batch t's a starts at a_off[t] ([mdim, kdim], row-major),
+ * b at b_off[t] ([kdim, ndim]); a's scale and zero point are per (t, row), b's per (t, column). */
+#define QK_MM_ELEM(i)                                                                         \
+  do {                                                                                        \
+    qk_i64 t_ = (i) / (mdim * ndim), r_ = ((i) / ndim) % mdim, c_ = (i) % ndim;               \
+    qk_i64 pa_ = t_ * mdim + r_, pb_ = t_ * ndim + c_;                                        \
+    qk_store(y, (i), qk_bytes(ok),                                                            \
+             qk_qlmm1(a, ak, a_off[t_] + r_ * kdim, b, bk, b_off[t_] + c_, ndim, kdim,        \
+                      qk_load(az, pa_, qk_bytes(ak)), qk_load(bz, pb_, qk_bytes(bk)),         \
+                      qk_value_in(qk_load(as_, pa_, qk_bytes(sk)), sk, QK_F32),               \
+                      qk_value_in(qk_load(bs_, pb_, qk_bytes(sk)), sk, QK_F32), ysv, yc, ok,  \
+                      wrap, saturate, fnuz_inf_saturates));                                   \
+  } while (0)
+
+#define QK_MM_SETUP                                                                           \
+  const float ysv = qk_value_in(qk_load(ys, 0, qk_bytes(sk)), sk, QK_F32);                    \
+  const qk_q_ctx yc = qk_q_params(0u, QK_F32, qk_load(yz, 0, qk_bytes(ok)), ok, QK_F32);      \
+  (void)rq
+
 #if defined(__CUDACC__)
 /* ---- device entry points (grid-stride loops) ---------------------------------------------- */
 extern "C" __global__ void qk_quantize_kernel(QK_Q_ARGS) {
@@ -481,6 +664,39 @@ extern "C" __global__ void qk_quantize_kernel(QK_Q_ARGS) {
 extern "C" __global__ void qk_dequantize_kernel(QK_DQ_ARGS) {
   for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
     QK_DQ_ELEM(i);
+}
+
+extern "C" __global__ void qk_qlinear_matmul_kernel(QK_MM_ARGS) {
+  QK_MM_SETUP;
+  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < nb * mdim * ndim;
+       i += (qk_i64)gridDim.x * blockDim.x)
+    QK_MM_ELEM(i);
+}
+
+/* One block: every thread reduces its stride of x, the block reduces the threads' ranges, and
+ * thread 0 writes y_scale (float32 bits) and y_zero_point. blockDim.x must be QK_DQL_THREADS. */
+#define QK_DQL_THREADS 256
+extern "C" __global__ void qk_dql_params_kernel(const void *x, qk_i64 n, int qmin, int qmax, void *scale_out,
+                                                void *zp_out) {
+  __shared__ float lo_s[QK_DQL_THREADS], hi_s[QK_DQL_THREADS];
+  float lo = 0.0f, hi = 0.0f;
+  for (qk_i64 i = threadIdx.x; i < n; i += blockDim.x) qk_range_step(qk_u2f(((const qk_u32 *)x)[i]), &lo, &hi);
+  lo_s[threadIdx.x] = lo;
+  hi_s[threadIdx.x] = hi;
+  __syncthreads();
+  for (int w = QK_DQL_THREADS / 2; w > 0; w /= 2) {
+    if ((int)threadIdx.x < w) {
+      qk_range_step(lo_s[threadIdx.x + w], &lo_s[threadIdx.x], &hi_s[threadIdx.x]);
+      qk_range_step(hi_s[threadIdx.x + w], &lo_s[threadIdx.x], &hi_s[threadIdx.x]);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    qk_u32 sb, zp;
+    qk_dql_compute(lo_s[0], hi_s[0], qmin, qmax, &sb, &zp);
+    *(qk_u32 *)scale_out = sb;
+    *(unsigned char *)zp_out = (unsigned char)zp;
+  }
 }
 #else
 /* ---- host entry points ---------------------------------------------------------------------
@@ -533,6 +749,22 @@ int qk_quantize(QK_Q_ARGS) {
 
 int qk_dequantize(QK_DQ_ARGS) {
   for (qk_i64 i = 0; i < n; i++) QK_DQ_ELEM(i);
+  return 0;
+}
+
+int qk_qlinear_matmul(QK_MM_ARGS) {
+  QK_MM_SETUP;
+  for (qk_i64 i = 0; i < nb * mdim * ndim; i++) QK_MM_ELEM(i);
+  return 0;
+}
+
+int qk_dql_params(const void *x, qk_i64 n, int qmin, int qmax, void *scale_out, void *zp_out) {
+  float lo = 0.0f, hi = 0.0f;
+  qk_u32 sb, zp;
+  for (qk_i64 i = 0; i < n; i++) qk_range_step(qk_u2f(((const qk_u32 *)x)[i]), &lo, &hi);
+  qk_dql_compute(lo, hi, qmin, qmax, &sb, &zp);
+  *(qk_u32 *)scale_out = sb;
+  *(unsigned char *)zp_out = (unsigned char)zp;
   return 0;
 }
 

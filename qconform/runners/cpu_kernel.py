@@ -1,27 +1,24 @@
 """cpu-kernel: qconform's own C kernels (qconform/kernels/qkernels.h) built with the host gcc.
 
 The same header the GPU runner launches, compiled at first use (qconform/kernels/build.py:
--O2, vectorized, -ffp-contract=off, no fast-math) and cached. It reads the node like cpu-ref and computes the reading the latest spec
-text states (so it passes the strict profile). Unsupported: ops other than ai.onnx
-QuantizeLinear / DequantizeLinear, types or attributes the kernels do not cover, and machines
-without a C compiler ("no C compiler: ...").
+-O2, vectorized, -ffp-contract=off, no fast-math) and cached. It reads the node through the kernels'
+plan (qconform/kernels/plan.py) and computes the reading the latest spec text states (so it passes
+the strict profile): QuantizeLinear, DequantizeLinear (ai.onnx and com.microsoft), QLinearMatMul and
+DynamicQuantizeLinear. Unsupported: other ops, types or attributes the kernels do not cover, and
+machines without a C compiler ("no C compiler: ...").
 """
 from __future__ import annotations
 
 import platform
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import onnx
 
 import qconform
-from qconform import kernels as K
-from qconform.kernels import build
+from qconform.kernels import ENTRY_POINTS, Launch, build
+from qconform.kernels.plan import read_plan
 from qconform.runner import BaseRunner, Prepared
-
-
-def _ptr(a: np.ndarray | None) -> int | None:
-    return None if a is None else a.ctypes.data
 
 
 class CpuKernelRunner(BaseRunner):
@@ -37,23 +34,25 @@ class CpuKernelRunner(BaseRunner):
                 "implementation": f"qconform/kernels/qkernels.h via {build.find_compiler()} "
                                   f"({platform.machine()})"}
 
-    def launch(self, op: str, *, x, xk, s, sk, zp, ok, n, index, **q) -> np.ndarray:
-        out_t = K.KINDS[ok]
-        y = np.empty(n, dtype=K.storage_dtype(qconform.dtypes.get(out_t)))
-        if n == 0:
-            return y
-        if op == "QuantizeLinear":
-            rc = self.lib.qk_quantize(_ptr(x), xk, _ptr(s), sk, _ptr(zp), ok, q["prec"], q["saturate"],
-                                      q["fnuz_inf_saturates"], n, *index.args, y.ctypes.data)
-        else:
-            rc = self.lib.qk_dequantize(_ptr(x), xk, _ptr(s), sk, _ptr(zp), ok, n, *index.args, y.ctypes.data)
+    def execute(self, launch: Launch) -> Mapping[str, np.ndarray]:
+        """One entry point on the host: arrays by pointer, scalars by value, outputs allocated here."""
+        outs = {name: np.empty(size, dtype=dt) for name, (dt, size) in launch.outputs.items()}
+        argv: list[Any] = []
+        arrays = []  # alive until the call returns
+        for name, kind in ENTRY_POINTS[launch.entry]:
+            if kind in ("in", "out"):
+                arrays.append(outs[name] if kind == "out" else np.ascontiguousarray(launch.args[name]))
+                argv.append(arrays[-1].ctypes.data)
+            else:
+                argv.append(int(launch.args[name]))
+        rc = getattr(self.lib, f"qk_{launch.entry}")(*argv)
         if rc != 0:
-            raise RuntimeError(f"{op} kernel returned {rc}")
-        return y
+            raise RuntimeError(f"{launch.entry} kernel returned {rc}")
+        return outs
 
     def prepare(self, model: onnx.ModelProto) -> Prepared:
-        plan = K.read_plan(model, self.name)
-        return lambda feeds: K.run_plan(plan, feeds, self.launch)
+        plan = read_plan(model, self.name)
+        return lambda feeds: plan.run(feeds, self.execute)
 
 
 __all__ = ["CpuKernelRunner"]

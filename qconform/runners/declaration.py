@@ -76,6 +76,13 @@ THIRD_PARTY_CHECK = ("*-21/*/basic/*", "*-21/*/specials/*", "*-21/*/ties/*", "QL
                      "DynamicQuantizeLinear-11/*")
 
 
+#: qconform's own kernels implement the quantization operators, not the graphs around them.
+KERNEL_SCOPE = ("QuantizeLinear-*", "DequantizeLinear-*", "DynamicQuantizeLinear-*", "QLinearMatMul-*",
+                "com.microsoft.*")
+KERNEL_SCOPE_REASON = ("qconform's own kernels implement the quantization operators themselves; the QDQ patterns "
+                       "also hold MatMul, Conv, pools and other float operators they do not implement")
+
+
 @dataclass(frozen=True)
 class Runtime:
     """One runtime qconform runs cases on, declared once."""
