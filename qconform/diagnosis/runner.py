@@ -44,7 +44,7 @@ class DeviationRunner(BaseRunner):
 
     def outputs(self, draft: Draft) -> tuple[np.ndarray, ...]:
         if self.model is None:
-            return deviating_oracle(draft, Spec).evaluate(draft).readings[0][1]
+            return deviating_oracle(draft, Spec).evaluate(draft).readings[0].outputs
         return self.model.outputs(draft)
 
     def prepare(self, model: onnx.ModelProto) -> Prepared:

@@ -116,7 +116,6 @@ class QuantizeLinear(OpOracle):
         xv = self.data(x)
         ev = Evaluation(clause="q-formula", primary_only=primary_only,
                         information=granularity.invalid_by_text(shape, s.value.shape, axis, block))
-        undefined = np.zeros(shape, bool)
 
         zp_readings = [("", False)]
         if out_t.is_float:
@@ -130,17 +129,16 @@ class QuantizeLinear(OpOracle):
             if ev.complete:
                 break
             if out_t.is_integer:
-                y, nan = self.quantize_int(xv, scale, q, zero, out_t, prec)
-                undefined |= nan
+                y, undefined = self.quantize_int(xv, scale, q, zero, out_t, prec)
                 out = self.pack(y, out_t)
             else:
                 v = q if skip_zp else self.add_zero_float(q, zero, prec)
+                undefined = None
                 # fnuz +-Inf: this version's own Cast table (#q-float8-fnuz-inf)
                 out = self.pack(self.encode(v, out_t, saturate=saturate, fnuz_inf_saturates=self.fnuz_inf_saturates),
                                 out_t)
             name = "+".join(n for n in (div_name, zp_name) if n and n != "spec") or "spec"
-            ev.add(name, (out,))
-        ev.dont_care = [undefined]
+            ev.add(name, (out,), (undefined,))
         return ev
 
 
