@@ -92,10 +92,11 @@ class QuantizeLinear(OpOracle):
         """x / s in int32 precision, "For (x / y_scale), it rounds to the nearest even": x converted to
         an integer (ties to even) unless ``once``, then the quotient rounded to the nearest integer, ties
         to even (qconform/docs/semantics.md#q-division, int32 scale). float64 decides every tie here:
-        a non-tie quotient of a float32 x and an int32 s is further from k + 1/2 than float64's error."""
+        a non-tie quotient of a float32 x and an int32 s is further from k + 1/2 than float64's error.
+        A zero quotient is +0: an int32 has no -0 (adding +0 clears the sign of a zero, nothing else)."""
         with np.errstate(all="ignore"):
             xi = np.asarray(x, np.float64) if once else round_half_even(x)
-            return self.round(xi / np.asarray(s, np.float64))
+            return self.round(xi / np.asarray(s, np.float64)) + 0.0
 
     def quantize_int(self, xv, scale, q, zero, out_t, prec: str) -> tuple[np.ndarray, np.ndarray]:
         """An integer y from the quotient q = x / scale; x and scale are here for kernels that fuse
