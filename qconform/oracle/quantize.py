@@ -52,7 +52,10 @@ class QuantizeLinear(OpOracle):
                 readings += self.precision_readings("int32")
             return readings
         if dtypes.get(s_t).is_half and not self.scale_type_sets_precision:
-            return [(f"quotient-in-{s_t}", s_t), ("quotient-in-float32", "float32")]
+            readings = [(f"quotient-in-{s_t}", s_t), ("quotient-in-float32", "float32")]
+            if s_t == "bfloat16":  # float32's range is bfloat16's: x / s can leave it, the exact one need not
+                readings.append(("quotient-exact", "float64"))  # qconform/docs/semantics.md#q-division-half
+            return readings
         if x_t == "int32" and not self.scale_type_sets_precision:  # qconform/docs/semantics.md#q-int32-input
             return [("int32-via-float32", s_t), ("int32-via-float64", "float64")]
         if self.scale_type_sets_precision:
