@@ -12,7 +12,7 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.case import Arg, Draft
-from qconform.oracle import granularity
+from qconform.oracle import floats, granularity
 from qconform.oracle.arith import round_half_even
 from qconform.oracle.base import Evaluation, OpOracle, register
 from qconform.oracle.granularity import InvalidModel
@@ -137,7 +137,7 @@ class QuantizeLinear(OpOracle):
                 out = self.pack(y, out_t)
             else:
                 v = q if skip_zp else self.add_zero_float(q, zero, prec)
-                undefined = None
+                undefined = floats.unspecified(v, out_t)
                 # fnuz +-Inf: this version's own Cast table (#q-float8-fnuz-inf)
                 out = self.pack(self.encode(v, out_t, saturate=saturate, fnuz_inf_saturates=self.fnuz_inf_saturates),
                                 out_t)
