@@ -29,6 +29,22 @@ class Arg:
 
 
 @dataclass(frozen=True)
+class Node:
+    """One node of a graph case (a QDQ pattern): op type, tensor names in and out, attributes."""
+
+    op: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    domain: str = ONNX_DOMAIN
+
+
+#: The pseudo-domain of graph cases' ids (``qdq.Add-21/...``): a pattern, named by its central op,
+#: in a model of that ai.onnx opset. No model ever carries it.
+PATTERN_DOMAIN = "qdq"
+
+
+@dataclass(frozen=True)
 class Reading:
     """One permitted result of the case: the outputs under one reading of the spec, and per output
     the elements whose value that reading leaves undefined (don't-care; None: none). The masks are
@@ -60,11 +76,18 @@ class Draft:
     clause: str = ""  # anchor in qconform/docs/semantics.md; the oracle fills it when empty
     provenance: str = ""
     note: str = ""
+    #: A graph case's nodes, in topological order (empty: the case is the single node ``op``). Its
+    #: ``inputs`` are then the graph's inputs and initializers, by name; ``domain`` is PATTERN_DOMAIN.
+    graph: tuple[Node, ...] = ()
 
     @property
     def id(self) -> str:
         prefix = f"{self.domain}." if self.domain else ""
         return f"{prefix}{self.op}-{self.opset}/{self.types}/{self.family}/{self.name}"
+
+    @property
+    def is_graph(self) -> bool:
+        return bool(self.graph)
 
 
 @dataclass(frozen=True)
@@ -99,6 +122,8 @@ class Case:
     family = property(lambda self: self.draft.family)
     inputs = property(lambda self: self.draft.inputs)
     attrs = property(lambda self: MappingProxyType(dict(self.draft.attrs)))
+    graph = property(lambda self: self.draft.graph)
+    is_graph = property(lambda self: self.draft.is_graph)
 
     @property
     def expected(self) -> tuple[np.ndarray, ...]:

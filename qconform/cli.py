@@ -88,12 +88,17 @@ def build_parser() -> argparse.ArgumentParser:
                     "models and tensors over the versioned protocol of qconform/docs/protocol.md, the runner "
                     "in a child process restarted after a crash or hang. Binds to loopback unless --host says "
                     "otherwise; any other address needs a shared secret."))
+    sec = sub.add_parser("secret", help="write a new shared secret for qconform worker and its controller",
+                         description="Write 64 random hex digits (256 bits) to FILE, readable by its owner only "
+                                     "(mode 600); give the same file to the worker (--secret-file) and the "
+                                     "controller (--runner-opt secret_file=...). FILE must not exist.")
+    sec.add_argument("path", metavar="FILE")
     init = sub.add_parser("init-runner", help="write a starter runner file to fill in for your runtime")
     init.add_argument("path", type=Path, help="file to write, e.g. my_runner.py")
     init.add_argument("--bytes", action="store_true",
                       help="the starter for a binding that speaks raw bytes (qconform.adapt)")
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
-    from qconform.report import baseline
+    from qconform.apps import baseline
 
     baseline.add_arguments(sub.add_parser("baseline", help="create or refresh a baseline of accepted deviations"))
     rep = sub.add_parser("report", help="work with report.json files")
@@ -154,13 +159,21 @@ def build_parser() -> argparse.ArgumentParser:
                     "onnx.backend.test.loader.load_model_tests(data_dir=OUT, kind='conformance'); the "
                     "implementation-defined cases go to OUT/information. Exit 2 on an empty selection or an "
                     "OUT that is neither empty nor an earlier export (--force replaces one)."))
+    sign = xsub.add_parser(
+        "sign", help="sign a device's offline results with the shared secret (results.sha256, results.mac)",
+        description="On the device, after its tool wrote actual/ folders and device.json into an export: list "
+                    "every result file with its SHA-256 (results.sha256) and write that list's HMAC-SHA256 under "
+                    "the shared secret (results.mac), so qconform import-results --secret-file FILE can show the "
+                    "device's identity as verified. A device tool without qconform does the same with sha256sum "
+                    "and an HMAC (qconform/docs/runners.md §11).")
+    sign.add_argument("results", type=Path, metavar="DIR", help="the export with the device's results")
+    sign.add_argument("--secret-file", default=None, metavar="FILE", help="the shared secret (else $QCONFORM_WORKER_SECRET)")
     _describe_subcommands(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    from qconform.apps import backend_export, certify, findings, scoreboard
-    from qconform.report import baseline
+    from qconform.apps import backend_export, baseline, certify, findings, scoreboard
     from qconform.sweep import cli as sweep
 
     parser = build_parser()
@@ -192,11 +205,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.dir}: intact (report.json content and every file in {certificate.SUMS} match)")
         return 1 if problems else 0
     if args.cmd == "report":
-        from qconform.report import diff
+        from qconform.apps import report_diff
+        from qconform.report.model import ReportError
 
         try:
-            return diff.main(args.old, args.new, as_json=args.json)
-        except diff.ReportError as exc:
+            return report_diff.main(args.old, args.new, as_json=args.json)
+        except ReportError as exc:
             print(f"qconform: {exc}", file=sys.stderr)
             return 2
     if args.cmd == "sweep":
@@ -222,12 +236,35 @@ def main(argv: list[str] | None = None) -> int:
         from qconform import worker as worker_mod
 
         return worker_mod.main(args)
+    if args.cmd == "secret":
+        from qconform import wire
+
+        try:
+            wire.new_secret(args.path)
+        except OSError as exc:
+            print(f"qconform secret: {args.path}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        print(f"wrote a new shared secret to {args.path} (mode 600); copy it to the other side as securely")
+        return 0
     if args.cmd == "init-runner":
         return init_runner(args.path, bytes_binding=args.bytes, force=args.force)
     if args.cmd == "baseline":
         return baseline.main(args)
     if args.cmd == "scoreboard":
         return scoreboard.main(args)
+    if args.cmd == "export" and args.export_cmd == "sign":
+        from qconform import offline, wire
+
+        try:
+            secret = wire.read_secret(args.secret_file)
+            if secret is None:
+                raise ValueError(f"no shared secret: give --secret-file FILE or ${wire.SECRET_ENV}")
+            offline.sign(args.results, secret)
+        except (OSError, ValueError) as exc:
+            print(f"qconform export sign: {exc}", file=sys.stderr)
+            return 2
+        print(f"signed {len(offline.result_files(args.results))} result file(s) in {args.results}")
+        return 0
     if args.cmd == "export":
         return backend_export.main(args)
     if args.cmd == "findings":

@@ -1,34 +1,38 @@
-"""Corpus runs on a Dask cluster: an executor (``qconform.execution.Executor``) whose workers are
-Dask workers, on this machine (``--cluster local:N``) or anywhere (``--scheduler tcp://HOST:8786``).
+"""Work on a Dask cluster, on this machine (``--cluster local:N``) or anywhere (``--scheduler
+tcp://HOST:8786``): any job of ``qconform.pool`` -- corpus cases (``DaskEngine``, an executor of
+``qconform.execution``) and sweep units alike (``DaskPool``).
 
 Why a cluster: a compile-heavy runtime (IREE compiles each of the corpus's models) takes most of an
 hour on two cores; a vendor certifying every release, or the scoreboard of eight runtimes, outgrows
-one machine. The front-ends do not change: ``qconform certify --cluster local:2`` writes the
-report a local run writes (the same verdicts and records; only the invocation says how it ran).
+one machine; an exhaustive sweep of 2^32 inputs per configuration wants many. The front-ends do not
+change: ``qconform certify --cluster local:2`` writes the report a local run writes (the same
+verdicts and records; only the invocation says how it ran).
 
 How it runs
 -----------
-Cases go out in **shards**, runs of one corpus group (``corpus.group_of``), like the local workers'
-runs: a Dask worker loads a group once and keeps its runner and prepared models warm. On each Dask
-worker a plugin holds one ``IsolatedEngine`` (one runner worker process beside the Dask worker): a
-case that crashes or hangs the runner is that case's ``crashed`` or ``timeout`` exactly as locally,
-and the Dask worker lives on. Dask workers are therefore started non-daemonic here (a daemonic
-process may not have children); on an existing cluster whose workers are daemonic the engine runs in
-the Dask worker's own process (``isolate`` off) and the scheduler's rescheduling is the only guard.
+Items go out in **shards**, runs of one group (``pool.runs``: a corpus group, a sweep), like the
+local workers' runs: a Dask worker loads a group once and keeps its runner and prepared models warm.
+On each Dask worker a plugin holds one ``pool.IsolatedPool`` (one runner worker process beside the
+Dask worker): an item that crashes or hangs the runner is that item's ``crashed`` or ``timeout``
+exactly as locally, and the Dask worker lives on. Dask workers are therefore started non-daemonic
+here (a daemonic process may not have children); on an existing cluster whose workers are daemonic
+the job runs in the Dask worker's own process (``isolate`` off) and the scheduler's rescheduling is
+the only guard.
 
 Faults beyond the runner: a Dask worker that dies (killed, out of memory, its machine gone) has its
 shard rescheduled on another worker by the scheduler (``ALLOWED_FAILURES``). A shard that dies twice
-is split into single cases, each again allowed one death; a case that kills every worker it lands
-on twice is that case's ``crashed``, naming the cluster. No verdict is lost and none is doubled.
+is split into single items, each again allowed one death; an item that kills every worker it lands
+on twice is that item's ``crashed``, naming the cluster. No result is lost and none is doubled.
 """
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from qconform.execution import CaseResult, IsolatedEngine, Options, fault_result, runs
+from qconform.execution import CorpusJob, Options
+from qconform.pool import RUN, Job, local_pool, runs
 from qconform.verdicts import CRASHED
 
 #: Worker deaths a shard (or a single case) may be involved in before it fails (1: the first death
@@ -37,7 +41,7 @@ ALLOWED_FAILURES = 1
 PLUGIN_NAME = "qconform-corpus-engine"
 #: Cases per shard: the local workers' run (a group's cases, at most this many), so shards are cut
 #: where local runs are and the diagnosis budget (per run) picks the same failures on either executor.
-SHARD = IsolatedEngine.RUN
+SHARD = RUN
 #: Settings for a LocalCluster qconform starts: no statistical profiler (10 ms sampling costs the
 #: runner time), and non-daemonic workers so each can keep an isolated runner worker beside it.
 LOCAL_CLUSTER_CONFIG = {"distributed.worker.profile.enabled": False, "distributed.worker.daemon": False}
@@ -116,57 +120,56 @@ except ImportError:  # pragma: no cover - without dask the executor refuses to s
     _PluginBase = object
 
 
-class _EnginePlugin(_PluginBase):
-    """One engine per Dask worker: the runner resolved once, its prepared models kept between shards."""
+class _PoolPlugin(_PluginBase):
+    """One pool of the job per Dask worker: the runner resolved once, its prepared models kept
+    between shards."""
 
     name = PLUGIN_NAME
 
-    def __init__(self, options: Options, timeout: float | None, memory_mb: int, batch: int) -> None:
-        self.args = (options, timeout, memory_mb, batch)
-        self.engine: Any = None
+    def __init__(self, job: Job, timeout: float | None, memory_mb: int, batch: int) -> None:
+        self.args = (job, timeout, memory_mb, batch)
+        self.pool: Any = None
         self.isolated = False
 
     def setup(self, worker=None) -> None:
         import multiprocessing
 
-        from qconform.corpus import index
-        from qconform.execution import local_executor
-
-        options, timeout, memory_mb, batch = self.args
+        job, timeout, memory_mb, batch = self.args
         self.isolated = not multiprocessing.current_process().daemon
-        self.engine = local_executor(options, index(options.golden), isolate=self.isolated, workers=1,
-                                     timeout=timeout, memory_mb=memory_mb, batch=batch)
+        self.pool = local_pool(job, isolate=self.isolated, workers=1, timeout=timeout, memory_mb=memory_mb,
+                               batch=batch)
 
     def teardown(self, worker=None) -> None:
-        if self.engine is not None:
-            self.engine.close()
-        self.engine = None
+        if self.pool is not None:
+            self.pool.close()
+        self.pool = None
 
 
-def _run_shard(plugin_name: str, ids: list[str]) -> list[CaseResult]:
+def _run_shard(plugin_name: str, items: list) -> list:
     """A shard's results, in order (a Dask task on a worker)."""
     from distributed import get_worker
 
     plugin = get_worker().plugins[plugin_name]
-    if plugin.engine is None:
+    if plugin.pool is None:
         plugin.setup()
-    plugin.engine.submit(ids)
-    return [plugin.engine.result(cid) for cid in ids]
+    job = plugin.args[0]
+    plugin.pool.submit(items)
+    return [plugin.pool.result(job.key(item)) for item in items]
 
 
-class DaskEngine:
-    """The ``Executor`` on a Dask cluster (see the module docstring). ``result`` waits for the shard
-    holding the case; shards finish in any order and are kept until their cases are asked for."""
+class DaskPool:
+    """A job's items on a Dask cluster (see the module docstring). ``result`` waits for the shard
+    holding the item; shards finish in any order and are kept until their items are asked for."""
 
     runs_ahead = True
 
-    def __init__(self, options: Options, index, *, scheduler: str | None = None, local_workers: int | None = None,
+    def __init__(self, job: Job, *, scheduler: str | None = None, local_workers: int | None = None,
                  client: Any = None, timeout: float | None = 120.0, memory_mb: int = 0, batch: int = 64,
                  shard: int = SHARD) -> None:
         distributed = distributed_module()
         import dask
 
-        self.index, self.shard = index, shard
+        self.job, self.shard = job, shard
         self._own_cluster = self._own_client = None
         # worker-saturation 1.0: a worker holds only the shard it runs, so a death is charged to that
         # shard alone and not to shards merely queued there (Dask counts every task "involved").
@@ -184,7 +187,7 @@ class DaskEngine:
                 self.client = self._own_client = distributed.Client(self._own_cluster)
             # one plugin per run: several certifications (the scoreboard's runtimes) share a cluster
             self.plugin_name = f"{PLUGIN_NAME}-{uuid.uuid4().hex[:12]}"
-            self.client.register_plugin(_EnginePlugin(options, timeout, memory_mb, batch), name=self.plugin_name)
+            self.client.register_plugin(_PoolPlugin(job, timeout, memory_mb, batch), name=self.plugin_name)
         except BaseException:
             self.close()
             raise
@@ -192,54 +195,65 @@ class DaskEngine:
         where = "a LocalCluster" if self._own_cluster is not None else f"scheduler {self.client.scheduler.address}"
         self.description = f"dask: {self.workers} worker(s) on {where}"
         self.submitted: set[str] = set()
-        self.future_of: dict[str, Any] = {}  # case id -> the future of the task holding it
-        self.done: dict[str, CaseResult] = {}
-        self.splits = 0  # shards that died twice and were run case by case
+        self.items: dict[str, Any] = {}  # key -> item, until its result is handed out
+        self.future_of: dict[str, Any] = {}  # key -> the future of the task holding it
+        self.done: dict[str, Any] = {}
+        self.splits = 0  # shards that died twice and were run item by item
 
     def describe(self) -> str:
         return self.description
 
-    def _send(self, ids: Sequence[str]) -> None:
-        fut = self.client.submit(_run_shard, self.plugin_name, list(ids), pure=False,
-                                 key=f"qconform-shard-{self.plugin_name}-{ids[0]}-{len(ids)}")
-        for cid in ids:
-            self.future_of[cid] = fut
+    def _send(self, items: Sequence[Any]) -> None:
+        first = self.job.key(items[0])
+        fut = self.client.submit(_run_shard, self.plugin_name, list(items), pure=False,
+                                 key=f"qconform-shard-{self.plugin_name}-{first}-{len(items)}")
+        for item in items:
+            self.future_of[self.job.key(item)] = fut
 
-    def submit(self, case_ids: Sequence[str]) -> None:
-        fresh = [c for c in case_ids if c not in self.submitted]
-        self.submitted.update(fresh)
-        for run in runs(fresh, self.shard):
+    def submit(self, items: Sequence[Any]) -> None:
+        fresh = [i for i in items if self.job.key(i) not in self.submitted]
+        for item in fresh:
+            self.submitted.add(self.job.key(item))
+            self.items[self.job.key(item)] = item
+        for run in runs(self.job, fresh, self.shard):
             self._send(run)
 
-    def result(self, case_id: str) -> CaseResult:
-        if case_id not in self.done and case_id not in self.future_of:
-            self.submitted.discard(case_id)
-            self.submit([case_id])
-        while case_id not in self.done:
-            fut = self.future_of[case_id]
-            ids = [c for c, f in self.future_of.items() if f is fut]
+    def result(self, key: str) -> Any:
+        if key not in self.done and key not in self.future_of:
+            self.submitted.discard(key)
+            self.submit([self.items.get(key, key)])
+        while key not in self.done:
+            fut = self.future_of[key]
+            keys = [k for k, f in self.future_of.items() if f is fut]
             try:
                 results = fut.result()
             except Exception as exc:  # noqa: BLE001 - KilledWorker: the shard took down a worker twice
-                for cid in ids:
-                    del self.future_of[cid]
-                if len(ids) > 1:  # find the case: each one alone, each again allowed one death
+                for k in keys:
+                    del self.future_of[k]
+                if len(keys) > 1:  # find the item: each one alone, each again allowed one death
                     self.splits += 1
-                    for cid in ids:
-                        self._send([cid])
+                    for k in keys:
+                        self._send([self.items[k]])
                 else:
                     why = (f"took down the Dask worker running it {ALLOWED_FAILURES + 1} times "
                            f"({type(exc).__name__}: {exc})")
-                    self.done[ids[0]] = fault_result(self.index.by_id[ids[0]], CRASHED, why)
+                    self.done[keys[0]] = self.job.failed(self.items[keys[0]], CRASHED, why)
                 fut.release()
                 continue
-            for cid in ids:
-                del self.future_of[cid]
-            for res in results:
-                self.done[res.id] = res
+            for k in keys:
+                del self.future_of[k]
+            for k, res in zip(keys, results):
+                self.done[k] = res
             fut.release()
-        self.submitted.discard(case_id)
-        return self.done.pop(case_id)
+        self.submitted.discard(key)
+        self.items.pop(key, None)
+        return self.done.pop(key)
+
+    def results(self, items: Sequence[Any]) -> Iterator[Any]:
+        """Every item's result, in the items' order."""
+        self.submit(items)
+        for item in items:
+            yield self.result(self.job.key(item))
 
     def close(self) -> None:
         try:
@@ -255,5 +269,13 @@ class DaskEngine:
                 self._config = None
 
 
-__all__ = ["ALLOWED_FAILURES", "DaskEngine", "DaskUnavailable", "local_cluster", "local_config", "parse_cluster",
+class DaskEngine(DaskPool):
+    """The corpus ``Executor`` on a Dask cluster: a ``DaskPool`` of corpus cases."""
+
+    def __init__(self, options: Options, index, **kw: Any) -> None:
+        super().__init__(CorpusJob(options), **kw)
+        self.index = index
+
+
+__all__ = ["ALLOWED_FAILURES", "DaskEngine", "DaskPool", "DaskUnavailable", "local_cluster", "local_config", "parse_cluster",
            "quietly_close"]

@@ -27,7 +27,7 @@ import onnx
 from onnx import numpy_helper
 
 from qconform import dtypes
-from qconform.case import Arg, Case, Draft, Reading
+from qconform.case import Arg, Case, Draft, Node, Reading
 
 #: 3: each reading carries its own don't-care masks (2: one set of masks for the whole case).
 FORMAT_VERSION = 3
@@ -75,6 +75,10 @@ def _index_line(case: Case) -> dict:
                      for r in case.readings},
         "dont_care": {r.name: _counts(r) for r in case.readings},
     }
+    if d.graph:
+        line["graph"] = [{"op": n.op, "in": list(n.inputs), "out": list(n.outputs),
+                          **({"attrs": dict(sorted(n.attrs.items()))} if n.attrs else {}),
+                          **({"domain": n.domain} if n.domain else {})} for n in d.graph]
     if d.provenance and d.provenance != f"{d.family}:{case.group}":
         line["provenance"] = d.provenance
     if d.note:
@@ -205,7 +209,9 @@ def _case_from(line: dict, tensors: dict[str, np.ndarray], where: str) -> Case:
     group = f"{m['domain']}.{m['op']}-{m['opset']}" if m["domain"] else f"{m['op']}-{m['opset']}"
     draft = Draft(op=m["op"], opset=int(m["opset"]), types=m["types"], family=m["family"], name=m["name"],
                   inputs=inputs, attrs=line["attrs"], domain=m["domain"] or "", clause=line["clause"],
-                  provenance=line.get("provenance", f"{m['family']}:{group}"), note=line.get("note", ""))
+                  provenance=line.get("provenance", f"{m['family']}:{group}"), note=line.get("note", ""),
+                  graph=tuple(Node(n["op"], tuple(n["in"]), tuple(n["out"]), n.get("attrs", {}), n.get("domain", ""))
+                              for n in line.get("graph", ())))
     case = Case(draft, names, readings, line["clause"], line.get("information", ""))
     if case.output_types != tuple(o["type"] for o in outs):
         raise CorpusError(f"{where}: case {cid}: output types differ from the index line")

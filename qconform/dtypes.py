@@ -223,6 +223,7 @@ _TYPES = [
     _t("int16", "INT16", np.int16, 16, True),
     _t("uint16", "UINT16", np.uint16, 16, False),
     _t("int32", "INT32", np.int32, 32, True),
+    _t("int64", "INT64", np.int64, 64, True),  # shapes and indices in QDQ patterns; no Q/DQ type
     _t("float8e4m3fn", "FLOAT8E4M3FN", ml_dtypes.float8_e4m3fn, 8, True, FloatFormat(4, 3, 7, "fn")),
     _t("float8e4m3fnuz", "FLOAT8E4M3FNUZ", ml_dtypes.float8_e4m3fnuz, 8, True, FloatFormat(4, 3, 8, "fnuz")),
     _t("float8e5m2", "FLOAT8E5M2", ml_dtypes.float8_e5m2, 8, True, FloatFormat(5, 2, 15, "ieee")),

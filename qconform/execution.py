@@ -9,27 +9,27 @@ id, in a worker or in process), facts observation and drift, findings, the diagn
 ``judge(runner, case)`` is the one-case form; ``Pipeline.local(runner)`` the form for a loop.
 
 Executors hand case ids to pipelines and give one result back per id (``Executor``, the seam the
-front-ends drive; a remote device, a Dask cluster or offline result files are executors too):
+front-ends drive; a remote device, a Dask cluster or offline result files are executors too). The
+local ones are ``qconform.pool``'s pools over a ``CorpusJob`` (sweeps run their units through the
+same pools):
 
 * ``InProcessEngine`` (``--isolate=off``): the pipeline in this process, computed on demand.
-* ``IsolatedEngine`` (``--isolate=on``): the pipeline in a worker process (``isolation.Child``).
-  The controller sends batches of ids (many cases per round trip); the worker loads the corpus groups
-  it needs itself and streams one result per case back, so the runner works ahead while pytest
-  reports. A crash or a hang is attributed to the case that was running -- the first submitted case
-  without a result -- and the rest of its batch continues in a fresh worker.
+* ``IsolatedEngine`` (``--isolate=on``): the pipeline in worker processes, fed ahead in batches; a
+  crash or a hang is the case that was running's verdict, the rest of its batch continues in a fresh
+  worker.
 """
 from __future__ import annotations
 
 import time
-import traceback
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
-from qconform.isolation import CallResult, Child, _raised, call, describe_exit, reason_line
+from qconform.isolation import CallResult, _raised, call, reason_line
+from qconform.pool import RUN, InProcessPool, IsolatedPool
 from qconform.record import CaseRecord
-from qconform.verdicts import ERROR, FAIL, PASS, Call, Verdict
+from qconform.verdicts import FAIL, NOT_RUN, PASS, Call, Verdict
 
 #: How many prepared models a pipeline keeps (keyed by the serialized model: identical models only).
 PREPARED_CACHE = 32
@@ -57,6 +57,7 @@ class CaseResult:
     runner_seconds: float = 0.0
     detail: str = ""  # the comparison's own text for a failure (``message`` without the diagnosis lines)
     outputs: list | None = None  # the runner's outputs, kept only where asked (``keep_outputs``)
+    stop: bool = False  # not run because the device is gone: the front-end stops the run here
 
     @property
     def id(self) -> str:
@@ -86,7 +87,7 @@ class Pipeline:
         self.prepared_hits = 0
         self._budget = None
         #: the run of cases being judged (its first id; None: judged one by one): the diagnosis budget's scope
-        self.run_scope: str | None = None
+        self.scope: str | None = None
 
     @classmethod
     def local(cls, runner: Any, *, diagnose: bool = False, strict_nan: bool = False, profile: str = "default",
@@ -107,15 +108,20 @@ class Pipeline:
         return self._cases
 
     def _prepare(self, model) -> tuple[Callable | None, CallResult | None]:
-        """The runner's prepared callable for this model (reused for identical model bytes)."""
+        """The runner's prepared callable for this model (reused for identical model bytes);
+        ``model`` is a ModelProto or its serialised bytes (parsed only when not prepared before)."""
         from qconform.runner import Unsupported, prepare
 
-        key = model.SerializeToString()  # identical models only (bytes hash once, in C)
+        key = model if isinstance(model, bytes) else model.SerializeToString()  # bytes hash once, in C
         if key in self._prepared:
             self._prepared.move_to_end(key)
             self.prepared_hits += 1
             return self._prepared[key], None
         try:
+            if isinstance(model, bytes):
+                import onnx
+
+                model = onnx.load_from_string(model)
             run = prepare(self.runner, model)
         except Unsupported as exc:
             return None, CallResult(Call.UNSUPPORTED, message=reason_line(str(exc)))
@@ -125,6 +131,10 @@ class Pipeline:
         if len(self._prepared) > PREPARED_CACHE:
             self._prepared.popitem(last=False)
         return run, None
+
+    def knows(self, model_bytes: bytes) -> bool:
+        """Whether a model (its bytes) is prepared already, so a call will not parse it."""
+        return model_bytes in self._prepared
 
     def run(self, case_id: str) -> CaseResult:
         return self.judge(self.cases.case(case_id))
@@ -141,8 +151,8 @@ class Pipeline:
         return self.call_model(model, case.feeds)
 
     def call_model(self, model, feeds) -> tuple[CallResult, float]:
-        """The runner on a model and its inputs (prepared once per identical model): what ``call``
-        does after building the case's model, and what a device worker does with a model it was sent."""
+        """The runner on a model (a ModelProto, or the bytes a device worker was sent) and its inputs,
+        prepared once per identical model: what ``call`` does after building the case's model."""
         run, refused = self._prepare(model)
         t0 = time.perf_counter()
         result = refused or call(run, feeds)
@@ -165,7 +175,10 @@ class Pipeline:
         from qconform.compare import compare
 
         o = self.options
-        if case.information and call.kind not in (Call.CRASHED, Call.TIMEOUT, Call.NOT_RUN):
+        if call.kind == Call.NOT_RUN:  # the infrastructure failed, not the runtime: no verdict on it
+            return CaseResult(CaseRecord.stub(case, NOT_RUN, call.message), f"{case.id}: not run: {call.message}",
+                              seconds, stop=call.stop)
+        if case.information and call.kind not in (Call.CRASHED, Call.TIMEOUT):
             return self._inform(case, call, seconds)
         if call.kind != Call.OK:
             rec = CaseRecord.stub(case, Call(call.kind).verdict, call.message)
@@ -220,7 +233,7 @@ class Pipeline:
 
         if self._budget is None:
             self._budget = Budget(self.options.diagnose_per_group or None)
-        if not self._budget.allow(case, self.run_scope):
+        if not self._budget.allow(case, self.scope):
             return None, [], ""
         errors: list[str] = []
         try:
@@ -256,11 +269,6 @@ def judge(runner: Any, case, *, diagnose: bool = False, strict_nan: bool = False
                           keep_outputs=keep_outputs).judge(case)
 
 
-def fault_result(case_ref, verdict: Verdict, message: str) -> CaseResult:
-    """A case whose worker crashed or hung: no outputs, the verdict from the controller."""
-    return CaseResult.without_outputs(CaseRecord.stub(case_ref, verdict, message))
-
-
 # ----------------------------------------------------------------------------------------------
 # Executors
 # ----------------------------------------------------------------------------------------------
@@ -268,9 +276,9 @@ def fault_result(case_ref, verdict: Verdict, message: str) -> CaseResult:
 class Executor(Protocol):
     """Where cases run. A front-end submits case ids (as many as it likes, ahead) and asks for each
     id's result once, in any order; the executor owns isolation, retries and attribution: a crash
-    or hang is that case's verdict, never a lost result. ``InProcessEngine`` and ``IsolatedEngine``
-    are the local ones; an executor for a device over the network, a Dask cluster or offline result
-    files implements these three calls and the front-ends need no change."""
+    or hang is that case's verdict, never a lost result. The local pools (``qconform.pool``) over a
+    ``CorpusJob`` are the local ones; a Dask cluster (``qconform.cluster``), a device over the
+    network or offline result files implement these three calls and the front-ends need no change."""
 
     runs_ahead: bool  # whether submit() starts work before result() is asked (pytest then feeds it ahead)
 
@@ -279,6 +287,55 @@ class Executor(Protocol):
     def result(self, case_id: str) -> CaseResult: ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class CorpusJob:
+    """Corpus cases as the pools' work (``qconform.pool.Job``): an item is a case id, a worker is a
+    ``Pipeline`` over the corpus at ``options.golden``, a group is a corpus group (a worker loads
+    one once)."""
+
+    options: Options
+
+    def start(self) -> Pipeline:
+        from qconform.runner import resolve
+
+        return Pipeline(self.options, resolve(self.options.runner, self.options.runner_options))
+
+    def key(self, case_id: str) -> str:
+        return case_id
+
+    def group(self, case_id: str) -> str:
+        from qconform.corpus import group_of
+
+        return group_of(case_id)
+
+    def failed(self, case_id: str, verdict: Verdict, why: str, traceback: str = "") -> CaseResult:
+        """A case with no outputs behind its verdict: only its id is known here; the front-end's stub
+        of the case supplies the rest (``CaseRecord.over``)."""
+        return CaseResult.without_outputs(CaseRecord.lost(case_id, verdict, why, traceback))
+
+
+class InProcessEngine(InProcessPool):
+    """``--isolate=off``: the pipeline in this process; a case is computed when pytest asks for it."""
+
+    def __init__(self, options: Options, runner: Any, index=None) -> None:
+        super().__init__(CorpusJob(options), Pipeline(options, runner, index))
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return self.worker
+
+
+class IsolatedEngine(IsolatedPool):
+    """``--isolate=on``: the pipeline in ``workers`` worker processes (``qconform.pool.IsolatedPool``)."""
+
+    RUN = RUN
+
+    def __init__(self, options: Options, index, timeout: float | None, memory_mb: int = 0, batch: int = 64,
+                 workers: int = 1) -> None:
+        super().__init__(CorpusJob(options), timeout, memory_mb, batch, workers=workers)
+        self.options, self.index = options, index
 
 
 def local_executor(options: Options, index, *, isolate: bool = True, workers: int = 1, timeout: float | None = 120.0,
@@ -292,233 +349,5 @@ def local_executor(options: Options, index, *, isolate: bool = True, workers: in
     return InProcessEngine(options, runner or resolve(options.runner, options.runner_options), index)
 
 
-class InProcessEngine:
-    """``--isolate=off``: the pipeline in this process; a case is computed when pytest asks for it."""
-
-    runs_ahead = False  # submit() is a no-op: nothing to hand over ahead of pytest
-
-    def __init__(self, options: Options, runner: Any, index=None) -> None:
-        self.pipeline = Pipeline(options, runner, index)
-
-    def submit(self, case_ids) -> None:
-        pass
-
-    def result(self, case_id: str) -> CaseResult:
-        return self.pipeline.run(case_id)
-
-    def close(self) -> None:
-        pass
-
-
-#: The worker's first message: started, runner resolved. The case timeout runs from here, so a slow
-#: start (a loaded machine, a heavy runtime to import) is never a case's timeout.
-READY = "ready"
-#: How long a worker may take to start (spawn, imports, the runner's constructor).
-STARTUP_TIMEOUT = 300.0
-
-
-def _incoming(conn):
-    """The controller's batches, read by a thread as soon as they arrive: the controller's send never
-    waits for the worker to finish what it is doing. Ends at the controller's None (or a closed pipe)."""
-    import queue
-    import threading
-
-    inbox: queue.Queue = queue.Queue()
-
-    def read() -> None:
-        while True:
-            try:
-                msg = conn.recv()
-            except (EOFError, OSError):
-                msg = None
-            inbox.put(msg)
-            if msg is None:
-                return
-
-    threading.Thread(target=read, daemon=True, name="qconform-batches").start()
-    while (batch := inbox.get()) is not None:
-        yield batch
-
-
-def _serve(conn, options: Options) -> None:
-    """The worker's loop: a batch of ids in, one CaseResult out per case, in order."""
-    from qconform.runner import resolve
-
-    try:
-        pipeline = Pipeline(options, resolve(options.runner, options.runner_options))
-        conn.send(READY)
-    except Exception as exc:  # the runner cannot even start here: every case says so
-        why = f"runner failed to start in its worker: {type(exc).__name__}: {exc}"
-        conn.send(READY)
-        while (msg := conn.recv()) is not None:
-            for cid in msg[1]:
-                conn.send(CaseResult.without_outputs(CaseRecord.lost(cid, ERROR, why)))
-        return
-    for scope, batch in _incoming(conn):
-        pipeline.run_scope = scope
-        for cid in batch:
-            try:
-                res = pipeline.run(cid)
-            except Exception as exc:  # a qconform bug on one case: that case's error, the run goes on
-                why = f"qconform failed on this case: {type(exc).__name__}: {exc}"
-                res = CaseResult.without_outputs(CaseRecord.lost(cid, ERROR, why, traceback.format_exc()))
-            try:
-                conn.send(res)
-            except (BrokenPipeError, ConnectionError, EOFError):
-                return  # the controller is gone (killed with its machine, its Dask worker): nobody to answer
-            except Exception as exc:  # e.g. a record that cannot be pickled
-                conn.send(CaseResult.without_outputs(CaseRecord.lost(
-                    cid, ERROR, f"result cannot be transferred: {exc}")))
-
-
-class _Lane:
-    """One runner worker and the cases handed to it, in order: its crashes and hangs are its own."""
-
-    def __init__(self, engine: "IsolatedEngine") -> None:
-        self.engine = engine
-        self.child = Child(_serve, (engine.options,), engine.memory_mb)
-        self.pending: deque[str] = deque()  # submitted to this worker, no result yet, in order
-        self.run_of: dict[str, str] = {}  # pending case -> the run it was handed over in (its first id)
-        self.ready = False
-        self.last = time.monotonic()
-
-    def send(self, ids: list[str]) -> None:
-        """Hand over one run of cases (one corpus group); batches carry the run's first id."""
-        if not self.child.alive():
-            self.restart()
-        self.pending.extend(ids)
-        self.run_of.update((cid, ids[0]) for cid in ids)
-        self._send(ids)
-
-    def _send(self, ids: list[str]) -> None:
-        start = 0
-        for i in range(1, len(ids) + 1):  # batches never straddle two runs
-            if i == len(ids) or i - start >= self.engine.batch or self.run_of[ids[i]] != self.run_of[ids[start]]:
-                self.child.send((self.run_of[ids[start]], ids[start:i]))
-                start = i
-
-    def restart(self) -> None:
-        if self.child.started:
-            self.engine.restarts += 1
-        self.child.start()
-        self.ready = False
-        self.last = time.monotonic()
-        self._send(list(self.pending))
-
-    def _wait_ready(self) -> bool:
-        """Wait for a fresh worker's READY; False (and the head case's verdict) if it never comes."""
-        limit = max(STARTUP_TIMEOUT, self.engine.timeout or 0.0)
-        got = self.child.receive(limit)
-        if got == READY:
-            self.ready = True
-            self.last = time.monotonic()
-            return True
-        why = (f"the runner's worker did not start within {limit:g}s" if got is Child.TIMEOUT
-               else f"the runner's worker died while starting: {describe_exit(self.child.wait_exit())}")
-        self.child.kill()
-        self._settle(Verdict.CRASHED if got is Child.GONE else Verdict.TIMEOUT, why)
-        return False
-
-    def next(self) -> None:
-        """Read this worker's next result, or turn its head case into a crash or a timeout."""
-        if not self.ready and not self._wait_ready():
-            return
-        head, timeout = self.pending[0], self.engine.timeout
-        # the head case started when the message before it arrived (results come strictly in order)
-        since = max(self.last, self.child.last_arrival) if self.child.inbox_empty() else self.last
-        got = self.child.receive(None if timeout is None else max(0.0, since + timeout - time.monotonic()))
-        if got is Child.TIMEOUT:
-            self.child.kill()
-            self._settle(Verdict.TIMEOUT, f"no result within --case-timeout={timeout:g}s; worker killed")
-        elif got is Child.GONE:
-            code = self.child.wait_exit()
-            self.child.kill()
-            self._settle(Verdict.CRASHED, describe_exit(code))
-        else:
-            if got.id != head:  # the protocol is strictly in order: anything else is a qconform bug
-                raise RuntimeError(f"worker answered {got.id!r} while {head!r} was due")
-            self.pending.popleft()
-            self.run_of.pop(got.id, None)
-            self.engine.done[got.id] = got
-            self.last = time.monotonic()
-
-    def _settle(self, kind: Verdict, why: str) -> None:
-        """The head case gets the controller's verdict; the rest of its batch goes to a fresh worker."""
-        head = self.pending.popleft()
-        self.run_of.pop(head, None)
-        self.engine.done[head] = fault_result(self.engine.index.by_id[head], kind, why)
-        if self.pending:
-            self.restart()
-        self.last = time.monotonic()
-
-
-def runs(case_ids: Sequence[str], size: int) -> Iterator[list[str]]:
-    """The ids cut into runs handed to one worker each: consecutive cases of one corpus group (a
-    worker loads a group once), at most ``size``. Every executor cuts them here, so a run (the
-    diagnosis budget's scope) is the same whichever executor runs it."""
-    from qconform.corpus import group_of
-
-    run: list[str] = []
-    for cid in case_ids:
-        if run and (len(run) >= size or group_of(cid) != group_of(run[0])):
-            yield run
-            run = []
-        run.append(cid)
-    if run:
-        yield run
-
-
-class IsolatedEngine:
-    """``--isolate=on``: the pipeline in ``workers`` worker processes, fed ahead in batches, results
-    read back per worker in order. Cases go to workers in runs of one corpus group (a worker loads a
-    group once), each run to the worker with the least work pending."""
-
-    runs_ahead = True
-
-    RUN = 512  # the longest run of one group handed to one worker at a time
-
-    def __init__(self, options: Options, index, timeout: float | None, memory_mb: int = 0, batch: int = 64,
-                 workers: int = 1) -> None:
-        self.options, self.index = options, index
-        self.timeout, self.memory_mb, self.batch = timeout, memory_mb, batch
-        self.lanes = [_Lane(self) for _ in range(max(1, workers))]
-        self.owner: dict[str, _Lane] = {}
-        self.submitted: set[str] = set()  # every id ever submitted (results are handed out once)
-        self.done: dict[str, CaseResult] = {}
-        self.restarts = 0
-
-    @property
-    def child(self) -> Child:  # the first worker (tests look at it)
-        return self.lanes[0].child
-
-    def submit(self, case_ids) -> None:
-        """Queue cases (those never submitted before) for the workers."""
-        fresh = [c for c in case_ids if c not in self.submitted]
-        self.submitted.update(fresh)
-        for run in runs(fresh, self.RUN):
-            lane = min(self.lanes, key=lambda ln: len(ln.pending))
-            for c in run:
-                self.owner[c] = lane
-            lane.send(run)
-
-    def result(self, case_id: str) -> CaseResult:
-        lane = self.owner.get(case_id)
-        if case_id not in self.done and (lane is None or case_id not in lane.pending):
-            self.submitted.discard(case_id)  # never submitted, or its result was handed out: compute (again)
-            self.submit([case_id])
-        while case_id not in self.done:
-            self.owner[case_id].next()
-        self.owner.pop(case_id, None)
-        return self.done.pop(case_id)
-
-    @property
-    def pending(self) -> list[str]:
-        return [c for lane in self.lanes for c in lane.pending]
-
-    def close(self) -> None:
-        for lane in self.lanes:
-            lane.child.close()
-
-
-__all__ = ["CaseResult", "Executor", "InProcessEngine", "IsolatedEngine", "Options", "Pipeline", "fault_result", "judge",
-           "local_executor", "runs"]
+__all__ = ["CaseResult", "CorpusJob", "Executor", "InProcessEngine", "IsolatedEngine", "Options", "Pipeline",
+           "judge", "local_executor"]

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from qconform.runner import CaseFault, Unsupported
+from qconform.runner import CaseFault, NotRun, Unsupported
 from qconform.verdicts import Call
 
 
@@ -35,6 +35,7 @@ class CallResult:
     outputs: list[np.ndarray] | None = None
     message: str = ""
     traceback: str = ""  # the runner's own traceback, when it raised
+    stop: bool = False  # not-run because the device is gone: the front-end stops the run
 
 
 def _as_arrays(outputs: Any) -> Any:
@@ -87,6 +88,8 @@ def call(run: Callable, feeds: Mapping[str, np.ndarray]) -> CallResult:
         return CallResult(Call.UNSUPPORTED, message=reason_line(str(exc)))
     except CaseFault as exc:  # it crashed or hung where it really ran (a device worker)
         return CallResult(Call(exc.kind), message=str(exc))
+    except NotRun as exc:  # the infrastructure, not the runtime: no verdict on the runtime
+        return CallResult(Call.NOT_RUN, message=str(exc), stop=exc.stop)
     except MemoryError as exc:
         return CallResult(Call.ERROR, message=f"runner ran out of memory: {exc}")
     except Exception as exc:  # noqa: BLE001 — any runner exception is that case's error

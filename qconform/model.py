@@ -50,28 +50,43 @@ def _value_info(vi: onnx.ValueInfoProto, name: str, type_name: str, shape: tuple
         tt.shape.dim.add().dim_value = d
 
 
+def _attributes(node: onnx.NodeProto, attrs) -> None:
+    node.attribute.extend(helper.make_attribute(k, v) for k, v in sorted(attrs.items()) if v is not None)
+
+
 def build_model(case: Case, check: bool = True) -> onnx.ModelProto:
-    """The case's single-node model. ``check``: run onnx.checker (the corpus's models all passed it
-    when the corpus was written; a run skips it per case)."""
+    """The case's model: its single node, or a graph case's nodes (named ``n<i>_<op>``, so a runtime's
+    message can name the one it refused). ``check``: run onnx.checker (the corpus's models all passed
+    it when the corpus was written; a run skips it per case)."""
     model = onnx.ModelProto()
     g = model.graph
-    node = g.node.add()
     for arg in case.inputs:
         if arg is None:
-            node.input.append("")
             continue
-        node.input.append(arg.name)
         if arg.initializer:
             _initializer(g.initializer.add(), arg.value, arg.name)
         else:
             _value_info(g.input.add(), arg.name, arg.type, arg.value.shape)
     for name, t, a in zip(case.output_names, case.output_types, case.expected):
         _value_info(g.output.add(), name, t, a.shape)
-    node.output.extend(case.output_names)
-    node.op_type = case.op
-    if case.domain:
-        node.domain = case.domain
-    node.attribute.extend(helper.make_attribute(k, v) for k, v in sorted(case.draft.attrs.items()) if v is not None)
+    if case.is_graph:
+        for i, n in enumerate(case.graph):
+            node = g.node.add()
+            node.name = f"n{i}_{n.op}"
+            node.op_type = n.op
+            if n.domain:
+                node.domain = n.domain
+            node.input.extend(n.inputs)
+            node.output.extend(n.outputs)
+            _attributes(node, n.attrs)
+    else:
+        node = g.node.add()
+        node.input.extend("" if arg is None else arg.name for arg in case.inputs)
+        node.output.extend(case.output_names)
+        node.op_type = case.op
+        if case.domain:
+            node.domain = case.domain
+        _attributes(node, case.draft.attrs)
     g.name = case.id.replace("/", "_")
     if case.domain == MS_DOMAIN:
         opsets = [("", MS_COMPANION_OPSET), (MS_DOMAIN, case.opset)]

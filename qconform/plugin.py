@@ -3,6 +3,10 @@
 ``pytest --runner=NAME`` collects one item per golden case; without ``--runner`` the plugin collects
 nothing, so the project's own tests run alone.
 
+One object, ``QconformPlugin``, registered only when ``--runner`` is given and kept under one stash
+key (``PLUGIN``), holds the session's state and hooks; the feature modules (reports, exploration)
+read it from there and add their terminal sections through the ``pytest_qconform_summary`` hook.
+
 Collection reads only the corpus index (``corpus.index``): no tensors. Execution goes through an
 engine (``qconform.execution``): when the first case of a group (op-version and types) runs, the
 whole group of this session's items is handed to the runner's worker process in batches, and the
@@ -18,7 +22,6 @@ import json
 import os
 import re
 import tempfile
-import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -27,24 +30,12 @@ import pytest
 
 from qconform import corpus as corpus_mod
 from qconform.execution import CaseResult, Options, local_executor
-from qconform.runner import Runner, RunnerError, parse_options, resolve
 from qconform.record import CaseRecord
+from qconform.runner import Runner, RunnerError, parse_options, resolve
 from qconform.verdicts import DEVIATING, ERROR, FAIL, HEADLINE, INFO, PASS, SHOWN_AS_SKIPPED, UNSUPPORTED
 
-RUNNER_KEY = pytest.StashKey[Runner]()
-CORPUS_KEY = pytest.StashKey[corpus_mod.Index]()
-ENGINE_KEY = pytest.StashKey[Any]()
-RECORDS_KEY = pytest.StashKey["Records"]()
-PLAN_KEY = pytest.StashKey[list]()  # this session's case ids, in run order
-SENT_KEY = pytest.StashKey[bool]()  # the plan was handed to the engine
-FAST_KEY = pytest.StashKey[bool]()  # case items use the fast protocol
-CHOSEN_KEY = pytest.StashKey[Any]()  # --case / --from-report: case id -> selected?
-IDENTITY_KEY = pytest.StashKey[dict]()  # the runner's describe(), called once at the start
-#: Feature modules' terminal sections (callables of terminalreporter, config), printed after the
-#: plugin's own summary: they register here, so this module never imports them.
-SUMMARY_KEY = pytest.StashKey[list]()
-#: Set where every failure must be diagnosed (a baseline that accepts deviations by behaviour).
-DIAGNOSE_ALL_KEY = pytest.StashKey[bool]()
+#: The one stash key: the session's ``QconformPlugin`` (present only with ``--runner``).
+PLUGIN = pytest.StashKey["QconformPlugin"]()
 WORKERINPUT_RECORDS = "qconform_records"
 
 # Feature modules, each with its own options and hooks (reports, exploration).
@@ -122,6 +113,19 @@ def _is_xdist_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+class Hookspecs:
+    """The hooks qconform adds to pytest's."""
+
+    @pytest.hookspec
+    def pytest_qconform_summary(self, terminalreporter, config: pytest.Config) -> None:
+        """Write a feature's section of the terminal summary, after qconform's own (on the process
+        that reports: the xdist controller, or a plain run)."""
+
+
+def pytest_addhooks(pluginmanager) -> None:
+    pluginmanager.add_hookspecs(Hookspecs)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     name = config.getoption("runner", None)
     if not name:
@@ -137,17 +141,13 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     if config.getoption("batch") < 1:
         raise pytest.UsageError(f"--batch={config.getoption('batch')}: expected a number of cases >= 1")
-    chosen = _chosen_cases(config)
-    if chosen is not None:
-        config.stash[CHOSEN_KEY] = chosen
-    config.stash[RUNNER_KEY] = runner
-    config.stash[IDENTITY_KEY] = _identity(name, runner, _options(config))
-    config.stash[CORPUS_KEY] = index
+    plugin = QconformPlugin(config, runner, index, _identity(name, runner, _options(config)), _chosen_cases(config))
+    config.stash[PLUGIN] = plugin
+    config.pluginmanager.register(plugin, "qconform-session")
     hypothesis_plugin = config.pluginmanager.get_plugin("hypothesispytest")
     if hypothesis_plugin is not None and not config.getoption("explore", False):
         # A corpus run has no hypothesis test; its plugin would import hypothesis (~1 s) to summarise none.
         config.pluginmanager.unregister(hypothesis_plugin)
-    config.stash[RECORDS_KEY] = Records(config)
     for m in sorted({m for r in index.refs for m in case_markers(r)}):
         config.addinivalue_line("markers", f"{m}: qconform case marker")
     # With no explicit paths (or only the configured testpaths), collect the corpus itself.
@@ -155,6 +155,11 @@ def pytest_configure(config: pytest.Config) -> None:
             pytest.Config.ArgsSource.INVOCATION_DIR, pytest.Config.ArgsSource.TESTPATHS) \
             or Path(config.args[0]).resolve() == config.rootpath:
         config.args[:] = [str(golden)]
+
+
+def plugin_of(config: pytest.Config) -> "QconformPlugin | None":
+    """The session's plugin object, or None without ``--runner``."""
+    return config.stash.get(PLUGIN, None)
 
 
 def _chosen_cases(config: pytest.Config):
@@ -166,7 +171,7 @@ def _chosen_cases(config: pytest.Config):
     globs = [p for p in patterns if p not in exact]
     source = config.getoption("from_report")
     if source:
-        from qconform.report.baseline import BaselineError, read_report
+        from qconform.apps.baseline import BaselineError, read_report
 
         try:
             cases = read_report(source)["cases"]
@@ -182,7 +187,7 @@ def _chosen_cases(config: pytest.Config):
 def _identity(name: str, runner: Runner, options: dict[str, str]) -> dict:
     """The runner's ``describe()``, once, before any case runs: a runner whose identity cannot be
     read would produce a report nobody can attribute, so the run stops here with one line."""
-    from qconform.report.writer import runner_identity
+    from qconform.runner import identity as runner_identity
 
     try:
         return runner_identity(runner, name, options)
@@ -191,7 +196,7 @@ def _identity(name: str, runner: Runner, options: dict[str, str]) -> dict:
 
 
 def identity(config: pytest.Config) -> dict:
-    return config.stash[IDENTITY_KEY]
+    return config.stash[PLUGIN].identity
 
 
 #: pytest options that read or write pytest's cache directory: asked for, it stays.
@@ -207,15 +212,6 @@ def _no_cache_dir(config: pytest.Config) -> None:
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin)
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    config = session.config
-    if RUNNER_KEY in config.stash:
-        _no_cache_dir(config)
-        _fast_teardown_lookup(config)  # the terminal reporter exists by now
-        choice = config.getoption("case_protocol")
-        config.stash[FAST_KEY] = choice == "fast" or (choice == "auto" and not _phase_hooks(config))
 
 
 #: Hooks of pytest's own test phases. The fast protocol calls none of them, so a plugin that
@@ -234,58 +230,13 @@ def _phase_hooks(config: pytest.Config) -> list[str]:
     return found
 
 
-def _engine(config: pytest.Config):
-    """The engine, started on first use (a collect-only run starts no worker)."""
-    if ENGINE_KEY not in config.stash:
-        opts = Options(str(config.stash[CORPUS_KEY].root), config.getoption("runner"), _options(config),
-                       bool(config.getoption("strict_nan")), config.getoption("profile"),
-                       config.getoption("diagnose") == "on",
-                       None if config.stash.get(DIAGNOSE_ALL_KEY, False) else config.getoption("diagnose_per_group") or None)
-        workers = config.getoption("runner_workers") or (1 if _is_xdist_worker(config) else min(2, os.cpu_count() or 1))
-        config.stash[ENGINE_KEY] = local_executor(opts, config.stash[CORPUS_KEY], isolate=config.getoption("isolate") == "on",
-                                                  workers=workers, timeout=config.getoption("case_timeout"),
-                                                  memory_mb=config.getoption("worker_memory_mb"),
-                                                  batch=config.getoption("batch"), runner=config.stash[RUNNER_KEY])
-    return config.stash[ENGINE_KEY]
-
-
-def pytest_report_header(config: pytest.Config) -> list[str]:
-    if RUNNER_KEY not in config.stash:
-        return []
-    from qconform import platform as machine
-
-    c = config.stash[CORPUS_KEY]
-    info = {k: v for k, v in identity(config).items() if k != "platform"}
-    return [f"qconform: runner {json.dumps(info, sort_keys=True, default=str)}",
-            f"qconform: platform {machine.label()} ({machine.cpu_model()})",
-            f"qconform: corpus {c.root} digest {c.digest[:16]} ({len(c)} cases), "
-            f"profile {config.getoption('profile')}"]
-
-
-def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    if RUNNER_KEY not in config.stash:
-        return None
-    golden = config.stash[CORPUS_KEY].root.resolve()
-    p = collection_path.resolve()
-    if p == golden or golden in p.parents or p in golden.parents:
-        return None
-    return True  # with --runner only the corpus is collected; the project's tests stay separate
-
-
-def pytest_collect_file(file_path: Path, parent: pytest.Collector):
-    config = parent.config
-    if RUNNER_KEY in config.stash and file_path.name == corpus_mod.MANIFEST \
-            and file_path.parent.resolve() == config.stash[CORPUS_KEY].root.resolve():
-        return CorpusFile.from_parent(parent, path=file_path)
-    return None
-
-
 class CorpusFile(pytest.File):
     def collect(self):
         marks: dict[str, pytest.MarkDecorator] = {}
         keep = self._keyword_filter()
-        chosen = self.config.stash.get(CHOSEN_KEY, None)
-        for ref in self.config.stash[CORPUS_KEY].refs:
+        plugin = self.config.stash[PLUGIN]
+        chosen = plugin.chosen
+        for ref in plugin.index.refs:
             if chosen is not None and not chosen(ref.id):
                 continue
             if keep is not None and not keep(ref):
@@ -321,35 +272,8 @@ class CorpusFile(pytest.File):
         return lambda ref: expr.evaluate(KeywordMatcher({*chain, ref.id, *case_markers(ref)}))
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The plan: this session's case ids, in run order (after -k/-m selection)."""
-    if RUNNER_KEY in config.stash:
-        config.stash[PLAN_KEY] = [item.case_id for item in items if isinstance(item, CaseItem)]
-
-
 class CaseFailure(Exception):
     """A case whose outputs differ from every permitted reading (or are malformed)."""
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
-    """A case item's protocol: the same reports in the same order as pytest's own (logstart, setup,
-    call, teardown, logfinish), without what a case needs none of -- fixtures, output capture around
-    each phase (the runner runs in its own process), exception and traceback machinery for a verdict
-    already known. ``--case-protocol=pytest`` keeps pytest's own protocol (setup hooks, capture); so
-    does ``auto`` when a plugin outside pytest hooks a phase."""
-    if not isinstance(item, CaseItem) or not item.config.stash.get(FAST_KEY, False):
-        return None
-    item.run_protocol()
-    return True
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call):
-    if not isinstance(item, CaseItem) or not item._fast:
-        return None
-    return item.report(call)
 
 
 class CaseItem(pytest.Item):
@@ -361,27 +285,25 @@ class CaseItem(pytest.Item):
         self._fast = False  # True while run_protocol makes this item's reports
 
     def run_protocol(self) -> None:
-        from _pytest.runner import CallInfo
-
         ihook = self.ihook
         self._fast = True
         self._kw = dict.fromkeys(self.keywords, 1)
         ihook.pytest_runtest_logstart(nodeid=self.nodeid, location=self.location)
         for when in ("setup", "call", "teardown"):
-            start, t0 = time.time(), time.perf_counter()
-            if when == "call":
-                self._compute()
-            call = CallInfo(None, None, start, time.time(), time.perf_counter() - t0, when, _ispytest=True)
+            call = pytest.CallInfo.from_call(self._compute if when == "call" else _nothing, when, reraise=BaseException)
             ihook.pytest_runtest_logreport(report=ihook.pytest_runtest_makereport(item=self, call=call))
         ihook.pytest_runtest_logfinish(nodeid=self.nodeid, location=self.location)
         self._fast = False
 
     def _compute(self) -> CaseResult:
-        config = self.config
+        plugin = self.config.stash[PLUGIN]
         self._submit()
-        res = self._result = _engine(config).result(self.case_id)
+        res = self._result = plugin.engine.result(self.case_id)
         res.record = res.record.over(CaseRecord.stub(self.ref))
-        config.stash[RECORDS_KEY].add(res.record)
+        plugin.records.add(res.record)
+        if res.stop:  # the device is gone: the rest would not run either; stop as Ctrl-C would
+            self.session.shouldstop = f"qconform: {res.record.problem}"
+            plugin.stopped = str(res.record.problem or "the device is gone")
         return res
 
     def report(self, call) -> pytest.TestReport:
@@ -400,20 +322,20 @@ class CaseItem(pytest.Item):
     @property
     def case(self):
         """The whole case (inputs and readings), loaded on demand."""
-        return self.config.stash[CORPUS_KEY].case(self.case_id)
+        return self.config.stash[PLUGIN].index.case(self.case_id)
 
     def _submit(self) -> None:
         """Hand cases to the engine ahead of pytest, once: in one process the whole plan at the first
         case (the runner's worker works through it while pytest reports); under xdist, whenever a case
         was not handed over yet, every case xdist has queued on this pytest worker by then."""
-        config = self.config
-        engine = _engine(config)
+        config, plugin = self.config, self.config.stash[PLUGIN]
+        engine = plugin.engine
         if not getattr(engine, "runs_ahead", True):
             return
-        if not config.stash.get(SENT_KEY, False):
-            config.stash[SENT_KEY] = True
+        if not plugin.sent:
+            plugin.sent = True
             if not _is_xdist_worker(config):
-                engine.submit(config.stash.get(PLAN_KEY, [self.case_id]))
+                engine.submit(plugin.plan or [self.case_id])
         if _is_xdist_worker(config) and self.case_id not in engine.submitted:
             engine.submit([self.case_id, *_xdist_queued_cases(config)])
 
@@ -434,6 +356,10 @@ class CaseItem(pytest.Item):
 
     def reportinfo(self):
         return self.path, None, self.case_id
+
+
+def _nothing() -> None:
+    """A case item's setup and teardown: there is nothing to set up or tear down."""
 
 
 def _failure_text(config: pytest.Config, res: CaseResult) -> str:
@@ -492,39 +418,6 @@ class Records:
                 self.by_id[rec.id] = rec
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node) -> None:
-    """xdist controller: each worker writes its records under one directory of this run."""
-    config = node.config
-    if RECORDS_KEY not in config.stash:
-        return
-    rec = config.stash[RECORDS_KEY]
-    if rec.dir is None:
-        rec.dir = Path(tempfile.mkdtemp(prefix="qconform-records-"))
-    node.workerinput[WORKERINPUT_RECORDS] = str(rec.dir)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    config = session.config
-    if RECORDS_KEY not in config.stash:
-        return
-    records = config.stash[RECORDS_KEY]
-    records.close()
-    if not _is_xdist_worker(config):
-        records.merge_workers()
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    if ENGINE_KEY in config.stash:
-        config.stash[ENGINE_KEY].close()
-    rec = config.stash.get(RECORDS_KEY, None)
-    if rec is not None and rec.dir is not None:
-        import shutil
-
-        shutil.rmtree(rec.dir, ignore_errors=True)
-
-
 # ----------------------------------------------------------------------------------------------
 # xdist: what is queued on this worker goes to its runner in one go
 # ----------------------------------------------------------------------------------------------
@@ -570,20 +463,131 @@ def _fast_teardown_lookup(config: pytest.Config) -> None:
     tr._get_teardown_reports = teardown_reports
 
 
+class QconformPlugin:
+    """The session's state and hooks, registered by ``pytest_configure`` when ``--runner`` is given."""
+
+    def __init__(self, config: pytest.Config, runner: Runner, index: corpus_mod.Index, identity: dict,
+                 chosen) -> None:
+        self.config, self.runner, self.index, self.identity = config, runner, index, identity
+        self.chosen = chosen  # --case / --from-report: case id -> selected? (None: no selection)
+        self.records = Records(config)
+        self.plan: list[str] | None = None  # this session's case ids, in run order
+        self.sent = False  # the plan was handed to the engine
+        self.fast = False  # case items use the fast protocol
+        self.stopped: str | None = None  # why the run stopped early (the device gone), if it did
+        #: every failure must be diagnosed (a baseline that accepts deviations by behaviour)
+        self.diagnose_all = False
+        self._engine: Any = None
+
+    @property
+    def engine(self):
+        """The engine, started on first use (a collect-only run starts no worker)."""
+        if self._engine is None:
+            config = self.config
+            opts = Options(str(self.index.root), config.getoption("runner"), _options(config),
+                           bool(config.getoption("strict_nan")), config.getoption("profile"),
+                           config.getoption("diagnose") == "on",
+                           None if self.diagnose_all else config.getoption("diagnose_per_group") or None)
+            workers = config.getoption("runner_workers") or (1 if _is_xdist_worker(config) else min(2, os.cpu_count() or 1))
+            self._engine = local_executor(opts, self.index, isolate=config.getoption("isolate") == "on",
+                                          workers=workers, timeout=config.getoption("case_timeout"),
+                                          memory_mb=config.getoption("worker_memory_mb"),
+                                          batch=config.getoption("batch"), runner=self.runner)
+        return self._engine
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        config = session.config
+        _no_cache_dir(config)
+        _fast_teardown_lookup(config)  # the terminal reporter exists by now
+        choice = config.getoption("case_protocol")
+        self.fast = choice == "fast" or (choice == "auto" and not _phase_hooks(config))
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        from qconform import platform as machine
+
+        c = self.index
+        info = {k: v for k, v in self.identity.items() if k != "platform"}
+        return [f"qconform: runner {json.dumps(info, sort_keys=True, default=str)}",
+                f"qconform: platform {machine.label()} ({machine.cpu_model()})",
+                f"qconform: corpus {c.root} digest {c.digest[:16]} ({len(c)} cases), "
+                f"profile {config.getoption('profile')}"]
+
+    def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
+        golden = self.index.root.resolve()
+        p = collection_path.resolve()
+        if p == golden or golden in p.parents or p in golden.parents:
+            return None
+        return True  # with --runner only the corpus is collected; the project's tests stay separate
+
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector):
+        if file_path.name == corpus_mod.MANIFEST and file_path.parent.resolve() == self.index.root.resolve():
+            return CorpusFile.from_parent(parent, path=file_path)
+        return None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        """The plan: this session's case ids, in run order (after -k/-m selection)."""
+        self.plan = [item.case_id for item in items if isinstance(item, CaseItem)]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
+        """A case item's protocol: the same reports in the same order as pytest's own (logstart, setup,
+        call, teardown, logfinish), without what a case needs none of -- fixtures, output capture around
+        each phase (the runner runs in its own process), exception and traceback machinery for a verdict
+        already known. ``--case-protocol=pytest`` keeps pytest's own protocol (setup hooks, capture); so
+        does ``auto`` when a plugin outside pytest hooks a phase."""
+        if not isinstance(item, CaseItem) or not self.fast:
+            return None
+        item.run_protocol()
+        return True
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call):
+        if not isinstance(item, CaseItem) or not item._fast:
+            return None
+        return item.report(call)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:
+        """xdist controller: each worker writes its records under one directory of this run."""
+        if self.records.dir is None:
+            self.records.dir = Path(tempfile.mkdtemp(prefix="qconform-records-"))
+        node.workerinput[WORKERINPUT_RECORDS] = str(self.records.dir)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.records.close()
+        if not _is_xdist_worker(self.config):
+            self.records.merge_workers()
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self._engine is not None:
+            self._engine.close()
+        if self.records.dir is not None:
+            import shutil
+
+            shutil.rmtree(self.records.dir, ignore_errors=True)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config: pytest.Config):
+        result = yield
+        if self.records.by_id and not _is_xdist_worker(config):
+            _summary(terminalreporter, self.records.by_id.values())
+            _rerun_hint(terminalreporter, config, self.records.by_id.values())
+            config.hook.pytest_qconform_summary(terminalreporter=terminalreporter, config=config)  # features, last
+        return result
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config):
+    """Without ``--runner``: say why no corpus case was collected."""
     result = yield
-    if RUNNER_KEY not in config.stash and not terminalreporter._session.testscollected \
-            and not _is_xdist_worker(config):
+    if PLUGIN not in config.stash and not terminalreporter._session.testscollected and not _is_xdist_worker(config):
         from qconform.runner import BUNDLED
 
         terminalreporter.write_line(f"qconform: no --runner given, so no corpus case was collected; e.g. pytest "
                                     f"--runner=onnxruntime (bundled: {', '.join(sorted(BUNDLED))})")
-    if RECORDS_KEY in config.stash and config.stash[RECORDS_KEY].by_id and not _is_xdist_worker(config):
-        _summary(terminalreporter, config.stash[RECORDS_KEY].by_id.values())
-        _rerun_hint(terminalreporter, config, config.stash[RECORDS_KEY].by_id.values())
-        for lines in config.stash.get(SUMMARY_KEY, []):  # feature modules' sections, last
-            lines(terminalreporter, config)
     return result
 
 
@@ -607,7 +611,7 @@ def _skip_reason(res) -> str:
     rec = res.record
     if res.verdict == INFO:  # the runner's part first, at a glance
         return _short(f"information: the runner {rec.runner_did}. ({rec.information})", 160)
-    return f"{UNSUPPORTED}: {_short(rec.problem)}"
+    return f"{res.verdict}: {_short(rec.problem)}"
 
 
 def _summary(tr, records) -> None:

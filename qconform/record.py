@@ -113,4 +113,17 @@ class CaseRecord:
         return dataclasses.replace(self, **{k: getattr(stub, k) for k in STATIC if getattr(self, k) is None})
 
 
-__all__ = ["CaseRecord", "OPTIONAL", "STATIC"]
+#: A deviation's behaviour where the diagnosis names no model (``behaviour``; a baseline entry's
+#: ``"diagnosis": "none"``).
+UNNAMED = "none"
+
+
+def behaviour(record: Mapping[str, Any]) -> str | None:
+    """A deviation's behaviour as baselines and certificates name it: its first diagnosis model,
+    ``UNNAMED`` where the diagnosis names none, None where it was not diagnosed."""
+    if record.get("diagnosis") is None:
+        return None
+    return record["diagnosis"][0] if record["diagnosis"] else UNNAMED
+
+
+__all__ = ["CaseRecord", "OPTIONAL", "STATIC", "UNNAMED", "behaviour"]

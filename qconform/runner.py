@@ -48,11 +48,18 @@ def runtime_name(identity: Mapping[str, Any]) -> str:
     onnxruntime on an execution provider the variant declared for it (``VARIANTS``), else
     ``onnxruntime[PROVIDER,...]``: another provider's run is never taken for the CPU EP's."""
     name, providers = str(identity["name"]), list(identity.get("providers") or [])
+    level = (identity.get("options") or {}).get("optimize")
+    for variant, (runner, options, _) in VARIANTS.items():
+        if runner != name:
+            continue
+        settings = RUNTIMES[runner].settings
+        default = settings.get("providers", "")
+        levels = settings.get("levels", {})
+        same_level = "optimize" not in options or levels.get(options["optimize"]) == level
+        if options.get("providers", default) == ",".join(providers or [default]) and same_level:
+            return variant
     if not providers or providers == ["CPUExecutionProvider"]:
         return name
-    for variant, (runner, options, _) in VARIANTS.items():
-        if runner == name and options.get("providers") == ",".join(providers):
-            return variant
     return f"{name}[{','.join(providers)}]"
 
 
@@ -69,6 +76,17 @@ class CaseFault(Exception):
             raise ValueError(f"CaseFault kind {kind!r}: crashed or timeout")
         super().__init__(message)
         self.kind = kind
+
+
+class NotRun(Exception):
+    """Raised by a runner that could not run a case for a reason outside the runtime: the device
+    cannot be reached, its connection dropped or stalled, the transport refused the request. The
+    case is *not run* (never a deviation, never stored as done) and the run is incomplete; with
+    ``stop`` the device is gone for good and the front-end stops the run, as Ctrl-C does."""
+
+    def __init__(self, message: str, stop: bool = False) -> None:
+        super().__init__(message)
+        self.stop = stop
 
 
 class RunnerError(Exception):
@@ -114,6 +132,34 @@ def describe(runner: Runner) -> dict[str, Any]:
     info = dict(runner.describe()) if hasattr(runner, "describe") else {}
     info.setdefault("name", getattr(runner, "name", type(runner).__name__))
     return info
+
+
+def identity(runner: Runner, name: str, options: Mapping[str, str] | None = None) -> dict:
+    """The runner's ``describe()`` (JSON-safe), the file its class is defined in with its SHA-256 --
+    where a vendor's runner keeps its settings (an execution provider's options), the certificate
+    says which code produced it -- and ``load``: the ``--runner`` spec (a file made absolute) and
+    ``--runner-opt`` words that load it again (``qconform findings --from-report`` does). A
+    describe() that raises is a RunnerError in one line: a report nobody can attribute is not
+    written, and no case runs."""
+    import hashlib
+    import inspect
+    import json
+
+    try:
+        ident = json.loads(json.dumps(describe(runner), default=str))
+    except RunnerError:  # already one line for the user (a device that cannot be reached or used)
+        raise
+    except Exception as exc:  # noqa: BLE001 - the runner's own mistake, reported as such
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise RunnerError(f"runner {name!r}: describe() raised {type(exc).__name__}: {first} (no case was run)") \
+            from None
+    try:
+        path = Path(inspect.getsourcefile(type(runner)) or "")
+        ident.setdefault("source", {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
+    except (OSError, TypeError):
+        pass
+    ident["load"] = {"runner": portable_spec(name), "options": dict(options or {})}
+    return ident
 
 
 def parse_options(items: list[str]) -> dict[str, str]:
@@ -201,10 +247,10 @@ def resolve(name: str, options: Mapping[str, str] | None = None) -> Runner:
     except RunnerError:
         raise
     except ModuleNotFoundError as exc:
-        if name in VARIANTS and exc.name == "onnxruntime":
-            dist = VARIANTS[name][2]
+        if name in VARIANTS and exc.name == RUNTIMES[name].package:
+            dist, plain = VARIANTS[name][2], RUNTIMES[name].variant_of
             raise RunnerError(f"runner {name!r} needs {dist}: pip install {dist} (in a venv of its own: it "
-                              "replaces plain onnxruntime)") from None
+                              f"replaces plain {plain})") from None
         if name in EXTRAS and exc.name == EXTRAS[name]:
             raise RunnerError(f"runner {name!r} needs the {exc.name} package: pip install "
                               f"'qconform[{RUNTIMES[name].extra}]'") from None

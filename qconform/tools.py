@@ -15,6 +15,8 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from qconform.runtimes import RUNTIMES
+
 
 @dataclass(frozen=True)
 class Tool:
@@ -107,12 +109,7 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("nvrtc", "the PTX build and lint of qkernels.h", "pip install nvidia-cuda-nvrtc-cu12", _nvrtc),
     Tool("cuda", "the gpu-kernel runner (a CUDA device through CuPy)",
          "pip install -e '.[gpu]' on a machine with a CUDA device", _cuda),
-    _extra("onnxruntime", "onnxruntime", "onnxruntime"),
-    _extra("openvino", "openvino", "openvino"),
-    _extra("tract", "tract", "tract"),
-    _extra("tinygrad", "tinygrad", "tinygrad"),
-    _extra("tvm", "tvm", "tvm"),
-    _extra("iree", "iree", "iree"),
+    *(_extra(str(rt.package), rt.extra, rt.name) for rt in RUNTIMES.values() if rt.extra),
     Tool("distributed", "the Dask executor and its tests", "pip install -c constraints.txt -e '.[dask]'",
          _module("distributed")),
 )}

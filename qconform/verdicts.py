@@ -72,6 +72,14 @@ class SweepStatus(StrEnum):
         return self in (SweepStatus.MISMATCH, SweepStatus.ERROR)
 
 
+class Stale(StrEnum):
+    """Why a baseline entry accepted nothing in a run (report.json's ``gate.stale[].state``)."""
+
+    UNMATCHED = "unmatched"  # no case of the run matches it
+    FIXED = "fixed"  # its cases ran, and some pass now: the deviation it accepted is gone there
+    NOT_DEVIATING = "not-deviating"  # its cases ran, none deviates, none passes (unsupported, information)
+
+
 class Status(StrEnum):
     """A group of cases at a glance: a heat-map cell of the report, a cell of the scoreboard."""
 
@@ -106,10 +114,10 @@ DEVIATING = frozenset({FAIL, ERROR, CRASHED, TIMEOUT})
 #: What the controller says of a case whose runner died or hung: no outputs to judge.
 FAULTS = (CRASHED, TIMEOUT)
 #: Neither a pass nor a deviation of the runner: pytest shows these as skipped.
-SHOWN_AS_SKIPPED = frozenset({UNSUPPORTED, INFO})
+SHOWN_AS_SKIPPED = frozenset({UNSUPPORTED, INFO, NOT_RUN})
 #: The columns a one-line summary shows (a terminal, the scoreboard); crashes and timeouts are
 #: counted with the errors there.
 HEADLINE = (PASS, FAIL, ERROR, UNSUPPORTED, INFO)
 
 __all__ = ["CRASHED", "Call", "Conformance", "DEVIATING", "ERROR", "FAIL", "FAULTS", "HEADLINE", "INFO", "NOT_RUN",
-           "PASS", "Probe", "SHOWN_AS_SKIPPED", "Status", "SweepStatus", "TIMEOUT", "UNSUPPORTED", "VERDICTS", "Verdict"]
+           "PASS", "Probe", "SHOWN_AS_SKIPPED", "Stale", "Status", "SweepStatus", "TIMEOUT", "UNSUPPORTED", "VERDICTS", "Verdict"]

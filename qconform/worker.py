@@ -2,7 +2,7 @@
 
 The reference worker of ``qconform/docs/protocol.md`` (``qconform.wire``). It knows nothing of the
 corpus: each request is a model and its inputs, each answer the outputs or why there are none. The
-runner lives in a child process per connection, restarted after a crash or a hang: such a case is
+runner lives in a child process per session, restarted after a crash or a hang: such a case is
 answered ``crashed`` or ``timeout`` and the next request gets a fresh child. The controller (the
 ``remote:HOST:PORT`` runner) judges, isolates and reports as for a local runner.
 
@@ -10,28 +10,69 @@ Security: the worker binds to loopback unless told otherwise; any other address 
 secret (``--secret-file`` or ``$QCONFORM_WORKER_SECRET``), and then every connection proves it holds
 the secret for fresh nonces before anything runs (HMAC-SHA256 challenge-response), every message
 carries a MAC under the session key and a sequence number (a replayed or reordered message is
-refused), and frames are bounded. An unauthenticated peer never gets a runner started.
+refused), and a message is bounded. An unauthenticated peer never gets a runner started.
+
+Staying up: connections still in their handshake are capped (``--max-pending``) and must finish it
+within ``--handshake-timeout`` seconds; sessions are capped (``--max-sessions``); a full descriptor
+table (EMFILE) or another transient ``accept()`` failure is logged and waited out, never an exit; a
+listener that really fails ends the worker with status 1 and a line. Every connection, refusal and
+authentication failure is one line on stderr (never the secret). The runner child is killed with
+its session and dies with the worker (``PR_SET_PDEATHSIG``).
 """
 from __future__ import annotations
 
 import argparse
+import errno
+import signal
 import socket
 import sys
 import threading
+import time
 
 from qconform import wire
 from qconform.verdicts import Call
 
+#: How long a runner child may take to start (spawn, imports, the runner's constructor); heartbeats
+#: go out meanwhile, and the case timeout runs only from its READY.
+STARTUP_TIMEOUT = 300.0
+#: ``accept()`` failures that pass: out of descriptors or memory for a moment, a peer gone first.
+TRANSIENT_ACCEPT = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED,
+                              errno.EINTR, errno.EAGAIN, errno.EPROTO, errno.EPERM})
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this process when the thread that started it ends (its session, or
+    the whole worker killed with SIGKILL); a hung runtime never outlives its worker."""
+    import ctypes
+    import os
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent was already gone before prctl
+        os._exit(0)
+
 
 def _serve_runner(conn, runner_name: str, options: dict[str, str]) -> None:
-    """The child: (model bytes, {name: array}) in, a CallResult out, one at a time, through the
-    engine's own runner call (``Pipeline.call_model``: identical models prepared once)."""
+    """The child: a request's raw blobs in, ``(kind, message, output TensorProto bytes)`` out, one at a
+    time, through the engine's own runner call (``Pipeline.call_model``: identical models prepared
+    once). Decoding and encoding happen here, beside the runtime, so the worker's own process only
+    moves bytes and its sessions never wait on each other."""
+    _die_with_parent()
     import onnx
 
+    from qconform.adapt import from_tensor_proto, to_tensor_proto
     from qconform.execution import Pipeline
     from qconform.runner import resolve
 
-    pipeline = Pipeline.local(resolve(runner_name, options))
+    try:
+        pipeline = Pipeline.local(resolve(runner_name, options))
+    except Exception as exc:  # noqa: BLE001 - said to the controller for every request, as locally
+        conn.send(("failed", f"the runner failed to start on the device: {type(exc).__name__}: {exc}"))
+        return
+    conn.send(("ready", ""))  # the case timeout runs from here: a slow start is never a case's timeout
     while True:
         try:
             msg = conn.recv()
@@ -39,136 +80,275 @@ def _serve_runner(conn, runner_name: str, options: dict[str, str]) -> None:
             return
         if msg is None:
             return
-        model_bytes, feeds = msg
-        result, _ = pipeline.call_model(onnx.load_from_string(model_bytes), feeds)
+        names, blobs = msg
         try:
-            conn.send(result)
+            feeds = {n: from_tensor_proto(b) for n, b in zip(names, blobs[1:])}
+            if not pipeline.knows(blobs[0]):  # a model seen before is not parsed again
+                onnx.ModelProto.FromString(blobs[0])
+        except Exception as exc:  # noqa: BLE001 - a request the controller got wrong: refused, not run
+            answer = ("refused", f"the request does not decode: {type(exc).__name__}: {exc}", [])
+        else:
+            result, _ = pipeline.call_model(blobs[0], feeds)
+            answer = (result.kind, result.message,
+                      [to_tensor_proto(a) for a in result.outputs] if result.kind == "ok" else [])
+        try:
+            conn.send(answer)
         except (BrokenPipeError, ConnectionError, EOFError):
             return
+
+
+class Refusal(Exception):
+    """Something this worker will not do for a peer: said in an error frame (MAC'd in an
+    authenticated session) and a log line, and the connection closes."""
 
 
 class Session:
     """One controller's connection: handshake, then requests answered in order by its runner child."""
 
-    def __init__(self, sock: socket.socket, server: "Worker") -> None:
-        self.sock, self.server = sock, server
+    def __init__(self, sock: socket.socket, server: "Worker", peer: str) -> None:
+        self.sock, self.server, self.peer = sock, server, peer
         self.key: bytes | None = None
         self.child = None
         self.seq = 0
+        self.beats = 0
+        self.admitted = False
 
-    def handshake(self) -> bool:
+    def handshake(self) -> None:
+        """Raises Refusal (or a transport error); on return the peer is a controller of this
+        protocol that proved it holds the secret (if the worker has one)."""
         w = self.server
         snonce = wire.nonce()
-        wire.send(self.sock, {"qconform": "worker", "versions": [wire.VERSION], "nonce": snonce,
-                              "auth": w.secret is not None})
+        wire.send(self.sock, wire.hello(snonce, w.secret is not None))
         hello, _ = wire.recv(self.sock, limit=0)
         if hello.get("version") != wire.VERSION:
-            wire.send(self.sock, {"error": f"protocol version {hello.get('version')!r} is not supported "
-                                           f"(this worker speaks {wire.VERSION})"})
-            return False
+            raise Refusal(f"protocol version {hello.get('version')!r} is not supported (this worker speaks "
+                          f"{wire.VERSION}; use a controller of the same qconform release line)")
         cnonce = str(hello.get("nonce", ""))
         if len(cnonce) < 32:
-            wire.send(self.sock, {"error": "a client nonce of 16 random bytes (32 hex digits) is required"})
-            return False
+            raise Refusal("a client nonce of 16 random bytes (32 hex digits) is required")
         if w.secret is not None:
             import hmac
 
             if not hmac.compare_digest(str(hello.get("proof", "")), wire.proof(w.secret, b"client", snonce, cnonce)):
-                wire.send(self.sock, {"error": "authentication failed"})
-                return False
+                raise Refusal("authentication failed")
             self.key = wire.session_key(w.secret, snonce, cnonce)
+        if not w.admit(self):
+            raise Refusal(f"busy: this worker serves at most {w.max_sessions} sessions at once (its "
+                          f"--max-sessions); run the controller with fewer jobs (-j)")
+        self.admitted = True
         wire.send(self.sock, {"ok": True, "describe": w.identity,
                               **({"proof": wire.proof(w.secret, b"worker", snonce, cnonce)} if w.secret else {})})
-        return True
 
-    def _child(self):
+    def _await(self, child, seconds: float, seq: int):
+        """The child's next message (or TIMEOUT, GONE), a heartbeat going out every
+        ``wire.HEARTBEAT`` seconds meanwhile: the controller tells a busy device from a silent one."""
         from qconform.isolation import Child
 
-        if self.child is None or not self.child.alive():
-            self.child = Child(_serve_runner, (self.server.runner, self.server.options), self.server.memory_mb)
-            self.child.start()
-        return self.child
+        deadline = time.monotonic() + seconds
+        while True:
+            got = child.receive(max(0.0, min(wire.HEARTBEAT, deadline - time.monotonic())))
+            if got is not Child.TIMEOUT or time.monotonic() >= deadline:
+                return got
+            self.beats += 1
+            wire.send(self.sock, {"heartbeat": self.beats, "seq": seq}, (), self.key)
 
-    def run(self, blobs: list[bytes], names: list[str]) -> tuple[dict, list[bytes]]:
-        from qconform.adapt import from_tensor_proto, to_tensor_proto
+    def _child(self, seq: int):
+        """The session's runner child, started (and READY) if it is not running: ``(child, None)``, or
+        ``(None, answer)`` when it could not start."""
         from qconform.isolation import Child, describe_exit
 
-        if len(blobs) != len(names) + 1:
-            raise wire.ProtocolError("a run request carries the model and one tensor per input name")
-        feeds = {n: from_tensor_proto(b) for n, b in zip(names, blobs[1:])}
-        child = self._child()
-        child.send((blobs[0], feeds))
-        got = child.receive(self.server.timeout)
+        if self.child is not None and self.child.alive():
+            return self.child, None
+        self.child = Child(_serve_runner, (self.server.runner, self.server.options), self.server.memory_mb)
+        self.child.start()
+        got = self._await(self.child, STARTUP_TIMEOUT, seq)
+        if isinstance(got, tuple) and got[0] == "ready":
+            return self.child, None
+        if got is Child.TIMEOUT:
+            why = f"the device's runner did not start within {STARTUP_TIMEOUT:g}s"
+        elif got is Child.GONE:
+            why = f"the device's runner died while starting: {describe_exit(self.child.wait_exit())}"
+        else:
+            why = str(got[1])
+        self.child.kill()
+        return None, {"kind": "error", "message": why}
+
+    def run(self, seq: int, blobs: list[bytes], names: list) -> tuple[dict, list[bytes]]:
+        """One request through the runner child."""
+        from qconform.isolation import Child, describe_exit
+
+        if not all(isinstance(n, str) for n in names) or len(blobs) != len(names) + 1:
+            raise Refusal("a run request carries the model and one tensor per input name")
+        timeout = self.server.timeout
+        child, failed = self._child(seq)
+        if failed is not None:
+            return failed, []
+        child.send((names, blobs))
+        got = self._await(child, timeout, seq)
         if got is Child.TIMEOUT:
             child.kill()
-            return {"kind": Call.TIMEOUT, "message": f"no result within {self.server.timeout:g}s on the device; "
+            return {"kind": Call.TIMEOUT, "message": f"no result within {timeout:g}s on the device; "
                                                   "its runner was killed"}, []
         if got is Child.GONE:
             code = child.wait_exit()
             child.kill()
             return {"kind": Call.CRASHED, "message": f"the device's runner {describe_exit(code)}"}, []
-        if got.kind != Call.OK:
-            return {"kind": got.kind, "message": got.message}, []
-        return {"kind": Call.OK, "message": ""}, [to_tensor_proto(a) for a in got.outputs]
+        kind, message, out = got
+        if kind == "refused":
+            raise Refusal(message)
+        return {"kind": kind, "message": message}, out
 
     def serve(self) -> None:
+        w, served, why = self.server, 0, "closed by the controller"
+        timer = threading.Timer(w.handshake_timeout, self._expire)
+        timer.daemon = True
+        timer.start()
         try:
-            self.sock.settimeout(self.server.idle)
-            if not self.handshake():
-                return
+            try:
+                self.handshake()
+            finally:
+                timer.cancel()
+                w.handshaken(self)
+            w.log(f"{self.peer}: session open ({'authenticated' if self.key else 'no secret, loopback'})")
+            self.sock.settimeout(w.idle)
             while True:
-                header, blobs = wire.recv(self.sock, self.key, self.server.max_frame)
+                header, blobs = wire.recv(self.sock, self.key, w.max_frame)
                 seq = header.get("seq")
                 if seq != self.seq + 1:
-                    raise wire.ProtocolError(f"sequence number {seq!r} where {self.seq + 1} was due (a replay?)")
+                    raise Refusal(f"sequence number {seq!r} where {self.seq + 1} was due (a replay?)")
                 self.seq = seq
                 if header.get("op") == "run":
-                    answer, out = self.run(blobs, list(header.get("inputs", [])))
+                    answer, out = self.run(seq, blobs, list(header.get("inputs") or []))
+                    served += 1
                 elif header.get("op") == "describe":
-                    answer, out = {"describe": self.server.identity}, []
+                    answer, out = {"describe": w.identity}, []
                 else:
-                    raise wire.ProtocolError(f"unknown op {header.get('op')!r}")
+                    raise Refusal(f"unknown op {header.get('op')!r}")
                 wire.send(self.sock, {**answer, "seq": seq}, out, self.key)
-        except (wire.ProtocolError, ValueError) as exc:
-            try:
-                wire.send(self.sock, {"error": str(exc)})
-            except OSError:
-                pass
-        except (ConnectionError, OSError):
-            pass
+        except (Refusal, wire.ProtocolError) as exc:
+            why = f"refused: {exc}"
+            self._say(str(exc))
+        except socket.timeout:
+            why = "timed out" if self.admitted else f"no handshake within {w.handshake_timeout:g}s"
+        except (ConnectionError, OSError) as exc:
+            why = "closed by the controller" if isinstance(exc, ConnectionError) else f"connection failed: {exc}"
+        except Exception as exc:  # noqa: BLE001 - a worker bug on one request: said, and the worker stays up
+            why = f"refused: {type(exc).__name__}: {exc}"
+            self._say(f"the worker failed on request {self.seq}: {type(exc).__name__}: {exc}")
         finally:
             if self.child is not None:
                 self.child.close()
             self.sock.close()
+            w.ended(self)
+            w.log(f"{self.peer}: {why} ({served} request(s) run)")
+
+    def _say(self, error: str) -> None:
+        """The worker's last word: an error frame, with its MAC in an authenticated session so the
+        controller can show the real reason."""
+        try:
+            wire.send(self.sock, {"error": error, **({"seq": self.seq} if self.key else {})}, (), self.key)
+        except OSError:
+            pass
+
+    def _expire(self) -> None:
+        """The handshake deadline: a peer that has not proved itself by now is cut off."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 class Worker:
-    """The listening socket and the runner every session gets."""
+    """The listening socket, its admission limits and the runner every session gets."""
 
     def __init__(self, runner: str, options: dict[str, str], host: str = "127.0.0.1", port: int = 0,
                  secret: bytes | None = None, timeout: float = 120.0, memory_mb: int = 0,
-                 max_frame: int = wire.MAX_FRAME, idle: float = 3600.0) -> None:
+                 max_frame: int = wire.MAX_FRAME, idle: float = 3600.0, max_sessions: int = 8,
+                 max_pending: int = 8, handshake_timeout: float = 10.0, log=None) -> None:
         from qconform.report.writer import platform_meta
         from qconform.runner import describe, resolve
 
         if secret is None and not wire.is_loopback(host):
             raise ValueError(f"--host {host}: a worker reachable from other machines needs a shared secret "
-                             f"(--secret-file FILE or ${wire.SECRET_ENV})")
+                             f"(--secret-file FILE or ${wire.SECRET_ENV}; make one: qconform secret FILE)")
+        if max_sessions < 1 or max_pending < 1 or handshake_timeout <= 0:
+            raise ValueError("--max-sessions and --max-pending must be >= 1, --handshake-timeout > 0")
         self.runner, self.options, self.secret = runner, dict(options), secret
         self.timeout, self.memory_mb, self.max_frame, self.idle = timeout, memory_mb, max_frame, idle
+        self.max_sessions, self.max_pending, self.handshake_timeout = max_sessions, max_pending, handshake_timeout
         self.identity = {**describe(resolve(runner, options)), "device_platform": platform_meta()}
+        self._log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+        self._lock = threading.Lock()
+        self.pending = 0  # connections in their handshake
+        self.sessions = 0  # admitted sessions
+        self.closing = False
         self.sock = socket.create_server((host, port))
         self.address = self.sock.getsockname()[:2]
 
+    def log(self, line: str) -> None:
+        self._log(f"qconform worker {time.strftime('%Y-%m-%dT%H:%M:%S')} {line}")
+
+    # -- admission -----------------------------------------------------------------------------
+    def admit(self, session: Session) -> bool:
+        with self._lock:
+            if self.sessions >= self.max_sessions:
+                return False
+            self.sessions += 1
+            return True
+
+    def handshaken(self, session: Session) -> None:
+        with self._lock:
+            self.pending -= 1
+
+    def ended(self, session: Session) -> None:
+        if session.admitted:
+            with self._lock:
+                self.sessions -= 1
+
     def serve_forever(self) -> None:
+        """Accept until closed. Transient ``accept()`` failures are waited out; any other raises
+        OSError (the caller exits non-zero with a line)."""
+        quiet_until, backoff = 0.0, 0.05
         while True:
             try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=Session(conn, self).serve, daemon=True).start()
+                conn, addr = self.sock.accept()
+            except OSError as exc:
+                if self.closing:
+                    return
+                if exc.errno not in TRANSIENT_ACCEPT:
+                    raise
+                now = time.monotonic()
+                if now >= quiet_until:  # one line per burst, not one per failed accept
+                    self.log(f"accept() failed: {exc.strerror or exc} ({errno.errorcode.get(exc.errno, exc.errno)}); "
+                             "waiting and serving on")
+                    quiet_until = now + 10.0
+                time.sleep(backoff)
+                backoff = min(1.0, backoff * 2)
+                continue
+            backoff = 0.05
+            peer = f"{addr[0]}:{addr[1]}"
+            with self._lock:
+                full = self.pending >= self.max_pending
+                if not full:
+                    self.pending += 1
+            if full:
+                self.log(f"{peer}: refused: {self.max_pending} connections are already in their handshake")
+                conn.close()
+                continue
+            self.log(f"{peer}: connected")
+            conn.settimeout(self.handshake_timeout)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                threading.Thread(target=Session(conn, self, peer).serve, daemon=True,
+                                 name=f"qconform-session-{peer}").start()
+            except RuntimeError as exc:  # no thread to be had: this connection only
+                with self._lock:
+                    self.pending -= 1
+                conn.close()
+                self.log(f"{peer}: refused: {exc}")
 
     def close(self) -> None:
+        self.closing = True
         self.sock.close()
 
 
@@ -178,12 +358,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback; others need a secret)")
     p.add_argument("--port", type=int, default=7767, help="TCP port (default 7767; 0: any free one, printed)")
     p.add_argument("--secret-file", default=None, metavar="FILE",
-                   help=f"the shared secret (else ${wire.SECRET_ENV}); required off loopback")
+                   help=f"the shared secret (else ${wire.SECRET_ENV}); required off loopback; "
+                        "make one with: qconform secret FILE")
     p.add_argument("--case-timeout", type=float, default=120.0, metavar="S",
                    help="a request with no result after S seconds is a timeout; the runner is restarted")
     p.add_argument("--worker-memory-mb", type=int, default=0, metavar="MB", help="address-space limit of the runner")
-    p.add_argument("--max-frame-mb", type=int, default=wire.MAX_FRAME // 2**20, metavar="MB",
-                   help="frames above this are refused unread")
+    p.add_argument("--max-frame-mb", type=float, default=wire.MAX_FRAME // 2**20, metavar="MB",
+                   help="a message larger than this is refused unread (default 64)")
+    p.add_argument("--max-sessions", type=int, default=8, metavar="N",
+                   help="sessions served at once, each with its own runner (default 8; the controller's -j)")
+    p.add_argument("--max-pending", type=int, default=8, metavar="N",
+                   help="connections allowed in their handshake at once; more are closed at once (default 8)")
+    p.add_argument("--handshake-timeout", type=float, default=10.0, metavar="S",
+                   help="a connection that has not authenticated after S seconds is closed (default 10)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -192,17 +379,27 @@ def main(args: argparse.Namespace) -> int:
     try:
         secret = wire.read_secret(args.secret_file)
         worker = Worker(args.runner, parse_options(args.runner_opt), args.host, args.port, secret,
-                        args.case_timeout, args.worker_memory_mb, args.max_frame_mb * 2**20)
+                        args.case_timeout, args.worker_memory_mb, int(args.max_frame_mb * 2**20),
+                        max_sessions=args.max_sessions, max_pending=args.max_pending,
+                        handshake_timeout=args.handshake_timeout)
     except (ValueError, OSError, RunnerError) as exc:
         print(f"qconform worker: {exc}", file=sys.stderr)
         return 2
     host, port = worker.address
     print(f"qconform worker: serving {worker.identity.get('name')} on {host}:{port} "
           f"({'authenticated' if secret else 'loopback only, no secret'}); Ctrl-C stops", flush=True)
+
+    def stop(signum, frame):  # SIGTERM (a service manager's stop): as Ctrl-C
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         worker.serve_forever()
     except KeyboardInterrupt:
-        pass
+        worker.log("stopped")
+    except OSError as exc:
+        print(f"qconform worker: the listening socket failed: {exc}; the worker stops", file=sys.stderr, flush=True)
+        return 1
     finally:
         worker.close()
     return 0

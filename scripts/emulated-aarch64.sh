@@ -65,16 +65,27 @@ chroot "$ROOTFS" /bin/sh -c 'test -x /venv/bin/python || python3 -m venv /venv'
 chroot "$ROOTFS" /bin/sh -c 'W=$(ls /wheels/qconform-*.whl) && /venv/bin/pip install -q --no-index --find-links /wheels \
   "$W[onnxruntime]" && /venv/bin/pip install -q --no-index --no-deps --force-reinstall "$W"'
 
-say "starting the worker inside (aarch64, emulated) on 127.0.0.1:$PORT"
-chroot "$ROOTFS" /venv/bin/python -m qconform.cli worker --runner onnxruntime --port "$PORT" \
+# As a board on a network (qconform/docs/device.md): QCONFORM_ARM64_HOST=ADDRESS (one of this machine's
+# own: the rootfs shares its network) and QCONFORM_ARM64_SECRET=FILE (qconform secret FILE).
+HOST=${QCONFORM_ARM64_HOST:-127.0.0.1}
+WORKER_ARGS=(--host "$HOST")
+CONTROLLER_ARGS=()
+if [ -n "${QCONFORM_ARM64_SECRET:-}" ]; then
+  install -m 600 "$QCONFORM_ARM64_SECRET" "$ROOTFS/lab.secret"
+  WORKER_ARGS+=(--secret-file /lab.secret)
+  CONTROLLER_ARGS+=(--runner-opt "secret_file=$QCONFORM_ARM64_SECRET")
+fi
+say "starting the worker inside (aarch64, emulated) on $HOST:$PORT"
+chroot "$ROOTFS" /venv/bin/python -m qconform.cli worker --runner onnxruntime --port "$PORT" "${WORKER_ARGS[@]}" \
   >"$WORK/worker.log" 2>&1 &
 WORKER=$!
 for _ in $(seq 1 300); do grep -q "serving" "$WORK/worker.log" 2>/dev/null && break; sleep 1; done
 grep -q "serving" "$WORK/worker.log" || { say "the worker did not start:"; tail -5 "$WORK/worker.log" >&2; exit 1; }
 
-say "certifying from x86-64 over loopback into $REPORT"
+say "certifying from x86-64 over $HOST:$PORT into $REPORT"
 set +e
-"$PY" -m qconform.cli certify --runner "remote:127.0.0.1:$PORT" --report "$REPORT" -j 2 --case-timeout 600 "$@"
+"$PY" -m qconform.cli certify --runner "remote:$HOST:$PORT" "${CONTROLLER_ARGS[@]}" --report "$REPORT" -j 2 \
+  --case-timeout 600 "$@"
 status=$?
 set -e
 exit $status

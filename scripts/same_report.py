@@ -1,6 +1,8 @@
 """Whether two report.json files say the same thing: equal once the fields that say how and when a
 run was driven (invocation, timing, integrity, each case's duration_s) are set aside, and the
-checkout's own path (where the corpus and the runner's file were read from) is written <checkout>.
+checkout's own path (where the corpus and the runner's file were read from) is written <checkout>,
+as are the line numbers of qconform's own frames in a runner's traceback (the runner raised inside
+qconform's call: where that call sits in qconform's source is not what the run found).
 
     python scripts/same_report.py OLD/report.json NEW/report.json
 
@@ -9,6 +11,7 @@ refactoring of the engine left every verdict, reading, mismatch and diagnosis as
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -27,9 +30,11 @@ def normalised(report: dict) -> dict:
 
 
 def _relative(value: object, root: str) -> object:
-    """``value`` with every path under ``root`` written from <checkout>."""
+    """``value`` with every path under ``root`` written from <checkout> (and, in a traceback, the
+    line numbers of qconform's own frames set aside)."""
     if isinstance(value, str):
-        return "<checkout>" + value[len(root):] if value.startswith(root + "/") else value
+        value = value.replace(root + "/", "<checkout>/")
+        return re.sub(r'(File "<checkout>/qconform/[^"]+", line )\d+', r"\1N", value)
     if isinstance(value, dict):
         return {k: _relative(v, root) for k, v in value.items()}
     if isinstance(value, list):

@@ -140,7 +140,7 @@ def test_packing_helpers_match_the_onnx_layout() -> None:
     from qconform import adapt, dtypes
 
     ns: dict = {"np": np, "BITS": {"a": 4, "b": 2}, "expected": {}}
-    exec(findings._PACKED_HELPERS, ns)  # noqa: S102 - our own template text
+    exec(findings.templates._PACKED_HELPERS, ns)  # noqa: S102 - our own template text
     for name, t in (("a", "int4"), ("b", "uint2")):
         et = dtypes.get(t)
         codes = np.arange(1 << et.bits, dtype=np.uint8).repeat(3)[:-1]  # an odd count: a partial byte

@@ -14,7 +14,7 @@ import pytest
 
 from qconform import cli
 from qconform import corpus as corpus_mod
-from qconform.report import baseline as baseline_mod
+from qconform.apps import baseline as baseline_mod
 from support import SUPPORT, FlipInt8Runner, copy_group  # noqa: F401
 
 pytest_plugins = ["pytester"]

@@ -288,7 +288,7 @@ def test_sweep_state_file_resumes(tmp_path, cpu_kernel):
     first = S.check(chosen, ("all",), CPU, state=state)
     assert all(r.status == "ok" for r in first.results)
     lines = state.read_text().splitlines()
-    assert json.loads(lines[0])["runner"] == CPU and len(lines) == 1 + len(chosen)
+    assert json.loads(lines[0])["key"]["runner"] == CPU and len(lines) == 1 + len(chosen)
     again = S.check(chosen, ("all",), CPU, state=state)  # nothing left to run: read back
     assert [r.digest for r in again.results] == [r.digest for r in first.results]
     assert len(state.read_text().splitlines()) == len(lines)

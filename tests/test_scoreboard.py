@@ -20,7 +20,7 @@ import pytest
 
 from qconform import cli
 from qconform.apps import scoreboard
-from qconform.report.diff import load
+from qconform.report.model import load
 from qconform.verdicts import DEVIATING
 
 SLICE = "opset_13 and (family_basic or family_specials)"
@@ -270,7 +270,7 @@ def test_arguments_and_defaults(tmp_path):
     assert _main("--from-reports", str(tmp_path), "--out", str(tmp_path))[0] == 2  # no report there
     assert {"onnxruntime", "onnx-reference", "openvino", "tract", "tinygrad"} <= set(scoreboard.runtimes())
     assert not set(scoreboard.OWN) & set(scoreboard.runtimes())
-    assert scoreboard.default_out() == Path(scoreboard.__file__).resolve().parent.parent / "docs" / "scoreboard"
+    assert scoreboard.default_out() == Path(scoreboard.__file__).resolve().parents[2] / "docs" / "scoreboard"
 
 
 def test_the_committed_scoreboard_is_current():

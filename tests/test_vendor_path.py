@@ -12,7 +12,7 @@ import pytest
 
 from conftest import REPO, run_pytest
 from qconform import corpus
-from qconform.report import baseline
+from qconform.apps import baseline
 
 EXAMPLES = REPO / "qconform" / "examples"
 QCONFORM = [sys.executable, "-m", "qconform.cli"]

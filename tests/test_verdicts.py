@@ -20,6 +20,7 @@ NOT_VERDICTS = {
     ("worker.py", "ok"): "a field of the device protocol's welcome (docs/protocol.md)",
     ("worker.py", "error"): "a field of the device protocol's refusal (docs/protocol.md)",
     ("runners/remote.py", "error"): "a field of the device protocol's refusal (docs/protocol.md)",
+    ("runners/remote.py", "timeout"): "the name of a --runner-opt (the seconds it waits for an answer)",
     ("runners/ortweb_runner.py", "ok"): "a field of the Node process's answers (ortweb_server.mjs)",
     ("runners/ortweb_runner.py", "error"): "a field of the Node process's answers (ortweb_server.mjs)",
     ("diagnosis/diagnose.py", "error"): "a field of report.json's diagnosis errors: a model's error text",

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as _dt
-import json
 import os
 import shlex
 import sys
@@ -21,8 +20,12 @@ import time
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from qconform.progress import Progress, StateError, StateFile
 from qconform.record import CaseRecord
-from qconform.verdicts import DEVIATING, VERDICTS, Verdict
+from qconform.verdicts import DEVIATING, NOT_RUN, VERDICTS
+
+#: ``--state FILE``'s header: what it holds.
+STATE_FORMAT = "qconform-certify-state/1"
 
 #: certify's own options, each also a pytest plugin option of the same name (so a run that must go
 #: through pytest passes them on unchanged); ``-j`` is pytest's ``--runner-workers``.
@@ -65,6 +68,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     where.add_argument("--scheduler", metavar="ADDRESS", default=None,
                        help="run on an existing Dask cluster, e.g. tcp://HOST:8786 (its workers need qconform, "
                             "the runner's runtime and the same corpus installed)")
+    p.add_argument("--secret-file", default=None, metavar="FILE",
+                   help="with --offline: the shared secret that checks the results' MAC (results.mac; else "
+                        "$QCONFORM_WORKER_SECRET); without one the device's identity is reported as declared, "
+                        "not verified")
     p.add_argument("--diagnose", choices=("on", "off"), default="on",
                    help="name the known deviation that reproduces each failure (default: on)")
     p.add_argument("--diagnose-per-group", type=int, default=16, metavar="N",
@@ -107,9 +114,10 @@ def _through_pytest(args: argparse.Namespace, argv: list[str]) -> int:
 def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     from qconform import corpus as corpus_mod
     from qconform.execution import Executor, Options
-    from qconform.report import baseline as baseline_mod
+    from qconform.apps import baseline as baseline_mod
     from qconform.report import writer
-    from qconform.runner import RunnerError, parse_options, resolve
+    from qconform.apps.certification import assemble
+    from qconform.runner import RunnerError, identity, parse_options, resolve
 
     started, started_iso = time.perf_counter(), writer.now()
     if args.batch < 1:
@@ -120,16 +128,19 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         raise _Usage("give --runner NAME (run the cases) or --offline DIR (judge a device's stored outputs)")
     try:
         opts = parse_options(args.runner_opt)
+        results = None
         if args.offline:
+            from qconform import wire
             from qconform.offline import OfflineError, OfflineResults
 
             try:
-                ident = writer.runner_identity(OfflineResults(args.offline), f"offline:{args.offline}")
-            except OfflineError as exc:
+                results = OfflineResults(args.offline, wire.read_secret(args.secret_file))
+                ident = identity(results, f"offline:{args.offline}")
+            except (OfflineError, OSError, ValueError) as exc:
                 raise _Usage(str(exc)) from None
             args.runner = ident["name"]
         else:
-            ident = writer.runner_identity(resolve(args.runner, opts), args.runner, opts)
+            ident = identity(resolve(args.runner, opts), args.runner, opts)
     except RunnerError as exc:
         raise _Usage(str(exc)) from None
     golden = Path(args.golden or corpus_mod.DEFAULT_ROOT)
@@ -145,9 +156,14 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
             raise _Usage(str(exc)) from None
 
     patterns = [corpus_mod.case_pattern(c) for c in args.case if c.strip()]
-    refs = [r for r in index.refs if not patterns or any(fnmatchcase(r.id, p) for p in patterns)]
+    scope = None if patterns else _scope(ident)
+    wanted = patterns or (scope["cases"] if scope else [])
+    refs = [r for r in index.refs if not wanted or any(fnmatchcase(r.id, p) for p in wanted)]
     if not refs:
         raise _Usage(f"--case {' '.join(patterns)}: no case of the corpus at {golden} matches")
+    if scope:
+        scope["left_out"] = len(index) - len(refs)
+        print(f"qconform certify: {scope['why']} ({len(refs):,} cases; {scope['left_out']:,} left out)", file=sys.stderr)
     jobs = args.jobs or min(8, os.cpu_count() or 1)
     try:
         by_behaviour = base is not None and base.diagnose_every_failure(args.diagnose == "on")
@@ -155,32 +171,41 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         raise _Usage(str(exc)) from None
     options = Options(str(golden), args.runner, opts, bool(args.strict_nan), args.profile, args.diagnose == "on",
                       None if by_behaviour else args.diagnose_per_group or None)
-    state = _State(Path(args.state), {"corpus": index.digest, "runner": ident, "options": dataclasses.asdict(options)}) \
+    state = StateFile(Path(args.state), STATE_FORMAT,
+                      {"corpus": index.digest, "runner": ident, "options": dataclasses.asdict(options)}) \
         if args.state else None
-    done = state.load() if state else {}
+    try:
+        done = {cid: CaseRecord.from_dict(rec) for cid, rec in state.load(lambda rec: rec["id"]).items()} \
+            if state else {}
+    except StateError as exc:
+        raise _Usage(str(exc)) from None
     todo = [r.id for r in refs if r.id not in done]
     if done:
         print(f"qconform certify: {len(refs) - len(todo)} of {len(refs)} cases read back from {args.state}",
               file=sys.stderr)
-    engine: Executor | None = _executor(args, options, index, jobs) if todo else None
+    engine: Executor | None = _executor(args, options, index, jobs, results) if todo else None
     stubs = {r.id: CaseRecord.stub(r) for r in refs}
     records: list[CaseRecord] = []
-    interrupted = False
-    progress = _Progress(len(refs))
+    interrupted, stopped = False, ""
+    progress = Progress(len(refs), "certify")
     try:
         if engine is not None:
             engine.submit(todo)
         for r in refs:
+            res = None
             if r.id in done:
                 rec = done[r.id]
             else:
                 res = engine.result(r.id)
                 rec = res.record.over(stubs[r.id])
                 rec.duration_s = res.runner_seconds
-                if state:
-                    state.append(rec)
+                if state and res.verdict != NOT_RUN:  # a case not run is not done: a rerun runs it
+                    state.append(rec.to_dict())
             records.append(rec)
-            progress.step(rec.verdict)
+            progress.step(rec.verdict in DEVIATING)
+            if res is not None and res.stop:
+                stopped = rec.problem or "the device is gone"
+                break
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -189,84 +214,55 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         if state:
             state.close()
     progress.done()
+    if stopped:  # the cases never handed out are not run for the same reason, said once per case
+        got = {rec.id for rec in records}
+        records += [CaseRecord.stub(r, NOT_RUN, stopped) for r in refs if r.id not in got]
 
-    filters = ["--case"] if patterns else []
+    filters = ["--case"] if patterns else (["scope"] if scope else [])
     run_meta = writer.meta(
         runner=ident, index=index, started_iso=started_iso, seconds=time.perf_counter() - started,
-        interrupted=interrupted, exit_status=None,
+        interrupted=interrupted, stopped=stopped, exit_status=None,
         invocation={"args": list(argv), "profile": args.profile, "strict_nan": bool(args.strict_nan),
                     "filters": filters, "workers": 0, "runner_workers": getattr(engine, "workers", jobs),
                     "executor": engine.describe() if hasattr(engine, "describe") else "local",
                     "resumed": len(refs) - len(todo),
                     "front_end": "qconform certify",
                     "command_line": shlex.join(["qconform", getattr(args, "cmd", None) or "certify", *argv]),
-                    "baseline": writer.baseline_identity(args.baseline) if args.baseline else None})
-    report, texts = writer.assemble([r.to_dict() for r in records], [s.to_dict() for s in stubs.values()], run_meta, cases_of=index.cases_of, baseline=base,
+                    "baseline": writer.baseline_identity(args.baseline) if args.baseline else None,
+                    **({"scope": scope} if scope else {})})
+    report, texts = assemble([r.to_dict() for r in records], [s.to_dict() for s in stubs.values()], run_meta,
+                                    cases_of=index.cases_of, baseline=base,
                                     today=_dt.date.today(), min_cases=args.min_cases, filters=filters,
                                     corpus_size=len(index), strict_nan=bool(args.strict_nan), profile=args.profile)
-    status = 2 if interrupted else (0 if report["gate"]["passed"] else 1)
+    # an incomplete run (stopped, interrupted, cases not run) certifies nothing: 2, as Ctrl-C
+    status = 2 if not report["complete"] else (0 if report["gate"]["passed"] else 1)
     report["exit_status"] = status
     written = writer.write(Path(args.report), report, texts)
     _summary(report, written)
     return status
 
 
-class _State:
-    """``--state FILE``: every finished case's record, one JSON line each, written as it arrives. A run
-    stopped part way (Ctrl-C, a lost client, a machine gone) restarts with the same command and reads
-    back what was done; a file written by another run (another corpus, runner, runner options or
-    judging options) is refused, never mixed in."""
+def _scope(ident: dict) -> dict | None:
+    """The cases a runtime is certified on by default, where its declaration narrows them, and why."""
+    from qconform.runner import runtime_name
+    from qconform.runtimes import RUNTIMES
 
-    FORMAT = "qconform-certify-state/1"
-
-    def __init__(self, path: Path, key: dict) -> None:
-        self.path, self.key = path, json.loads(json.dumps(key, sort_keys=True, default=str))
-        self._fh = None
-
-    def load(self) -> dict[str, CaseRecord]:
-        if not self.path.exists():
-            return {}
-        done = {}
-        with self.path.open(encoding="utf-8") as fh:
-            try:
-                head = json.loads(fh.readline() or "{}")
-            except ValueError:
-                head = {}
-            if head.get("format") != self.FORMAT or head.get("key") != self.key:
-                raise _Usage(f"--state {self.path}: written by another run (another corpus, runner or options); "
-                             "remove it or give another file")
-            for line in fh:
-                try:
-                    rec = json.loads(line)
-                except ValueError:  # the last line of a run killed mid-write
-                    continue
-                done[rec["id"]] = CaseRecord.from_dict(rec)
-        return done
-
-    def append(self, record: CaseRecord) -> None:
-        if self._fh is None:
-            fresh = not self.path.exists() or self.path.stat().st_size == 0
-            self._fh = self.path.open("a", encoding="utf-8")
-            if fresh:
-                self._fh.write(json.dumps({"format": self.FORMAT, "key": self.key}, sort_keys=True) + "\n")
-        self._fh.write(json.dumps(record.to_dict(), default=str) + "\n")
-        self._fh.flush()
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+    rt = RUNTIMES.get(runtime_name(ident))
+    if rt is None or not rt.scope:
+        return None
+    return {"cases": list(rt.scope), "why": rt.scope_reason}
 
 
-def _executor(args: argparse.Namespace, options, index, jobs: int):
-    """Where the cases run: this machine's worker processes, or a Dask cluster (``qconform.cluster``)."""
+def _executor(args: argparse.Namespace, options, index, jobs: int, results=None):
+    """Where the cases run: this machine's worker processes, a Dask cluster (``qconform.cluster``), or
+    a device's stored ``results`` (``qconform.offline``)."""
     from qconform.execution import local_executor
 
     if args.offline:
         from qconform.offline import OfflineEngine, OfflineError
 
         try:
-            return OfflineEngine(options, index, Path(args.offline))
+            return OfflineEngine(options, index, Path(args.offline), results)
         except OfflineError as exc:
             raise _Usage(str(exc)) from None
     if not (args.cluster or args.scheduler):
@@ -284,34 +280,6 @@ def _executor(args: argparse.Namespace, options, index, jobs: int):
         raise _Usage(f"--scheduler {args.scheduler}: {type(exc).__name__}: {exc}") from None
     print(f"qconform certify: {engine.describe()}", file=sys.stderr)
     return engine
-
-
-class _Progress:
-    """One line on stderr, rewritten at most twice a second (a terminal) or every 10 % (a log)."""
-
-    def __init__(self, total: int) -> None:
-        self.total, self.n, self.bad = total, 0, 0
-        self.t0 = self.last = time.perf_counter()
-        self.tty = sys.stderr.isatty()
-        self.next_mark = 0.1
-
-    def step(self, verdict: Verdict) -> None:
-        self.n += 1
-        self.bad += verdict in DEVIATING
-        now = time.perf_counter()
-        if (self.tty and now - self.last >= 0.5) or (not self.tty and self.n >= self.next_mark * self.total):
-            self.last = now
-            self.next_mark += 0.1
-            self._write(now)
-
-    def _write(self, now: float) -> None:
-        line = (f"certify: {self.n:,} of {self.total:,} cases ({100 * self.n // self.total}%), "
-                f"{self.bad:,} deviating, {now - self.t0:.0f} s")
-        print(("\r" + line) if self.tty else line, end="" if self.tty else "\n", file=sys.stderr, flush=True)
-
-    def done(self) -> None:
-        if self.tty:
-            print(file=sys.stderr)
 
 
 def _summary(report: dict, written: list[Path]) -> None:

@@ -36,17 +36,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _on(config: pytest.Config) -> bool:
-    from qconform.plugin import RUNNER_KEY
+    from qconform.plugin import plugin_of
 
-    return bool(config.getoption("explore", False)) and RUNNER_KEY in config.stash
+    return bool(config.getoption("explore", False)) and plugin_of(config) is not None
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):
-    from qconform.plugin import CORPUS_KEY
+    from qconform.plugin import PLUGIN
 
     config = parent.config
     if _on(config) and file_path.name == "MANIFEST" and \
-            file_path.parent.resolve() == config.stash[CORPUS_KEY].root.resolve():
+            file_path.parent.resolve() == config.stash[PLUGIN].index.root.resolve():
         return ExploreFile.from_parent(parent, path=file_path, name="explore")
     return None
 
@@ -99,7 +99,7 @@ class ExploreItem(pytest.Item):
             reject()
         if res.verdict in (ERROR, CRASHED, TIMEOUT):
             path = self._save(draft)
-            raise ExploreFailure(f"runner raised: {res.record.get('problem')}\n  saved {path}") from None
+            raise ExploreFailure(f"runner raised: {res.record.problem}\n  saved {path}") from None
         if res.verdict != PASS:
             path = self._save(draft)
             raise ExploreFailure(f"{res.detail}\n  saved {path}; add it to the corpus with "
@@ -107,10 +107,10 @@ class ExploreItem(pytest.Item):
 
     def _pipeline(self):
         from qconform.execution import Pipeline
-        from qconform.plugin import RUNNER_KEY
+        from qconform.plugin import PLUGIN
 
         if getattr(self, "_engine", None) is None:
-            self._engine = Pipeline.local(self.config.stash[RUNNER_KEY], strict_nan=self.config.getoption("strict_nan"),
+            self._engine = Pipeline.local(self.config.stash[PLUGIN].runner, strict_nan=self.config.getoption("strict_nan"),
                                           profile=self.config.getoption("profile"))
         return self._engine
 

@@ -3,8 +3,8 @@
 Options: ``--report=DIR`` (report.json, report.html, summary.md), ``--baseline=FILE``,
 ``--min-cases=N``, ``--export-failures=DIR``. All active only with ``--runner``.
 
-Per-case records come from ``qconform.plugin.Records`` (on the xdist controller merged from the
-workers' record files at session finish); the collected case list comes from
+Per-case records come from the session's plugin object (``qconform.plugin.QconformPlugin.records``; on
+the xdist controller merged from the workers' record files at session finish); the collected case list comes from
 ``pytest_collection_finish`` or, under xdist, ``pytest_xdist_node_collection_finished``. Files are
 written only where ``workerinput`` is absent (the controller, or a plain run), in
 ``pytest_sessionfinish``, which pytest also calls after Ctrl-C: the report is then written with
@@ -29,8 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from qconform.plugin import CORPUS_KEY, DIAGNOSE_ALL_KEY, RECORDS_KEY, RUNNER_KEY, SUMMARY_KEY, identity
-from qconform.report import baseline as baseline_mod
+from qconform.apps import baseline as baseline_mod
+from qconform.apps.certification import assemble
+from qconform.plugin import PLUGIN, plugin_of
 from qconform.record import CaseRecord
 from qconform.report import writer
 from qconform.verdicts import ERROR, NOT_RUN
@@ -53,8 +54,6 @@ class _State:
     extra_cases: dict = field(default_factory=dict)  # collected cases outside the corpus, by id
 
 
-STATE = pytest.StashKey[_State]()
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("qconform-report", "qconform reports and gating")
@@ -74,7 +73,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(trylast=True)  # after qconform.plugin has resolved the runner and loaded the corpus
 def pytest_configure(config: pytest.Config) -> None:
     wanted = [o for o in ("report", "baseline", "export_failures") if config.getoption(o)]
-    if RUNNER_KEY not in config.stash:
+    plugin = plugin_of(config)
+    if plugin is None:
         if wanted:
             raise pytest.UsageError(f"--{wanted[0].replace('_', '-')} needs --runner (the suite under test)")
         return
@@ -99,11 +99,9 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(exc)) from None
     try:
         if state.baseline is not None and state.baseline.diagnose_every_failure(config.getoption("diagnose") == "on"):
-            config.stash[DIAGNOSE_ALL_KEY] = True
+            plugin.diagnose_all = True
     except baseline_mod.BaselineError as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.stash[STATE] = state
-    config.stash.setdefault(SUMMARY_KEY, []).append(terminal_lines)
     config.pluginmanager.register(_Session(config, state), "qconform-report-session")
 
 
@@ -125,7 +123,7 @@ class _Session:
     def stubs(self) -> dict[str, CaseRecord]:
         """Static fields of every corpus case, for cases that never produced a record."""
         if self._stubs is None:
-            self._stubs = {r.id: CaseRecord.stub(r) for r in self.config.stash[CORPUS_KEY].refs}
+            self._stubs = {r.id: CaseRecord.stub(r) for r in self.config.stash[PLUGIN].index.refs}
         return self._stubs
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -198,13 +196,10 @@ class _Session:
         else:
             self.config.workeroutput["qconform_deselected"] = self.state.deselected
 
-
-
-def terminal_lines(terminalreporter, config: pytest.Config) -> None:
-    """The report's section of the terminal summary (qconform.plugin prints it last)."""
-    state = config.stash.get(STATE, None)
-    if state is not None and state.report is not None:
-        _summary(terminalreporter, config, state)
+    def pytest_qconform_summary(self, terminalreporter, config: pytest.Config) -> None:
+        """The report's section of the terminal summary (qconform.plugin prints it last)."""
+        if self.state.report is not None:
+            _summary(terminalreporter, config, self.state)
 
 
 def _filters(config: pytest.Config, deselected: int = 0) -> list[str]:
@@ -235,9 +230,10 @@ def _workers(config: pytest.Config) -> int:
 def _meta(session: pytest.Session, state: _State, exitstatus: int) -> dict:
     config = session.config
     return writer.meta(
-        runner=identity(config), index=config.stash[CORPUS_KEY], started_iso=state.started_iso,
+        runner=config.stash[PLUGIN].identity, index=config.stash[PLUGIN].index, started_iso=state.started_iso,
         seconds=time.perf_counter() - state.started,
         interrupted=state.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED, exit_status=int(exitstatus),
+        stopped=config.stash[PLUGIN].stopped,
         invocation={"args": [str(a) for a in config.invocation_params.args],
                     "profile": config.getoption("profile"), "strict_nan": bool(config.getoption("strict_nan")),
                     "filters": _filters(config, state.deselected), "workers": _workers(config),
@@ -260,7 +256,7 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, CaseRecord]
     """Build the report, decide the gate, write the files; controller only."""
     config = session.config
     collected = [stubs.get(cid, CaseRecord(cid)).to_dict() for cid in (state.collected or [])]
-    got = dict(config.stash[RECORDS_KEY].by_id)
+    got = dict(config.stash[PLUGIN].records.by_id)
     for cid, why in state.failed_without_record.items():
         if cid not in got:
             got[cid] = dataclasses.replace(stubs[cid], verdict=ERROR, problem=why)
@@ -269,13 +265,16 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, CaseRecord]
         rec = rec.over(stubs[rec.id]) if rec.id in stubs else rec
         rec.duration_s = state.durations.get(rec.id, 0.0)
         records.append(rec.to_dict())
-    index = config.stash[CORPUS_KEY]
-    report, texts = writer.assemble(records, collected, _meta(session, state, session.exitstatus),
+    index = config.stash[PLUGIN].index
+    report, texts = assemble(records, collected, _meta(session, state, session.exitstatus),
                                     cases_of=index.cases_of, baseline=state.baseline, today=state.today,
                                     min_cases=config.getoption("min_cases"), filters=_filters(config, state.deselected),
                                     corpus_size=len(index), strict_nan=bool(config.getoption("strict_nan")),
                                     profile=config.getoption("profile"))
-    if not report["gate"]["passed"] and session.exitstatus == pytest.ExitCode.OK:
+    lost = any(r.get("verdict") == NOT_RUN for r in records)  # the device or its results, not the runtime
+    if lost and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        session.exitstatus = pytest.ExitCode.INTERRUPTED  # an incomplete run certifies nothing: 2, as Ctrl-C
+    elif not report["gate"]["passed"] and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     report["exit_status"] = int(session.exitstatus)
     state.report = report
@@ -288,7 +287,7 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, CaseRecord]
         from qconform.report import export
 
         ids = [f["id"] for f in report["failures"]]
-        by_id = config.stash[CORPUS_KEY].cases_of(ids) | state.extra_cases
+        by_id = config.stash[PLUGIN].index.cases_of(ids) | state.extra_cases
         failing = [(by_id[f["id"]], f) for f in report["failures"] if f["id"] in by_id]
         state.exported = len(export.export(failing, Path(export_dir), runner=report["runner"]))
 

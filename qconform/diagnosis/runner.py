@@ -2,8 +2,8 @@
 
     pytest --runner=qconform.diagnosis.runner:DeviationRunner --runner-opt model=round-half-away
 
-Like cpu-ref it reads the single node from the model and computes from the inputs only (never the
-goldens); unlike cpu-ref it computes through ``qconform.diagnosis.models.get(model)``, so each
+Like cpu-ref it reads the single node (or a QDQ pattern's graph) from the model and computes from the
+inputs only (never the goldens); unlike cpu-ref it computes through ``qconform.diagnosis.models.get(model)``, so each
 deviation model can be run against the corpus as a vendor runtime would be, and the report's
 diagnosis can be checked to name it. ``--runner-opt model=spec`` runs the oracle's bodies with no
 deviation (they must pass everything, like cpu-ref)."""
@@ -19,7 +19,7 @@ from qconform.case import Draft
 from qconform.diagnosis.models import MODELS, Deviation, Spec, deviating_oracle
 from qconform.oracle import InvalidModel
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared
-from qconform.runners.cpu_ref import draft_from_model, require_oracle_node
+from qconform.runners.cpu_ref import draft_from_model, pattern_draft_from_model, require_oracle_node
 
 
 class DeviationRunner(BaseRunner):
@@ -48,10 +48,14 @@ class DeviationRunner(BaseRunner):
         return self.model.outputs(draft)
 
     def prepare(self, model: onnx.ModelProto) -> Prepared:
-        require_oracle_node(model, "the deviation runner")
+        graph = len(model.graph.node) > 1  # a QDQ pattern: the graph oracle and its fused-kernel models
+        if not graph:
+            require_oracle_node(model, "the deviation runner")
 
         def run(feeds: Inputs) -> Outputs:
-            draft = draft_from_model(model, feeds)
+            draft = pattern_draft_from_model(model, feeds) if graph else draft_from_model(model, feeds)
+            if graph and self.model is not None and not self.model.applies(draft):
+                return [np.array(o, copy=True) for o in deviating_oracle(draft, Spec).evaluate(draft).readings[0].outputs]
             try:
                 outs = self.outputs(draft)
             except InvalidModel as exc:

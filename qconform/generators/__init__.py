@@ -10,7 +10,7 @@ from qconform.generators import basic, examples
 from qconform.generators import (codec_edges, constant_operand, defaults, explored, floatkinds, fp8_zero_point,
                                     granularity, granularity_edges, ignored_attributes, negative_axis, packing, precision,
                                     random, saturation, shapes, signed_zero, special_scales, specials, tie_positions, ties)
-from qconform.generators import dynamic_quantize, ms_quant, qlinear_matmul
+from qconform.generators import dynamic_quantize, ms_quant, patterns, qlinear_matmul
 
 FAMILIES: dict[str, Callable[[], Iterable[Draft]]] = {
     examples.FAMILY: examples.generate,
@@ -38,6 +38,7 @@ FAMILIES: dict[str, Callable[[], Iterable[Draft]]] = {
     **dynamic_quantize.entries(),
     **qlinear_matmul.entries(),
     **ms_quant.entries(),
+    **patterns.entries(),
 }
 
 

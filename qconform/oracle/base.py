@@ -129,9 +129,16 @@ def output_type(draft: Draft) -> str:
 def evaluate(draft: Draft, primary_only: bool = False) -> Case:
     """Compute a draft's expected outputs under every permitted reading (or, with
     ``primary_only``, the first reading alone, under its own name). Raises InvalidModel."""
-    oracle = oracle_for(draft.domain, draft.op, draft.opset)
-    with np.errstate(all="ignore"):  # IEEE specials (x/0, Inf-Inf) are the point, not accidents
-        ev = oracle.evaluate(draft, primary_only)
+    if draft.graph:  # a QDQ pattern: node by node (qconform/oracle/graph.py)
+        from qconform.oracle.graph import evaluate_graph
+
+        readings, names = evaluate_graph(draft, primary_only)
+        ev = Evaluation(readings=readings, clause="qdq-graph", primary_only=primary_only)
+    else:
+        oracle = oracle_for(draft.domain, draft.op, draft.opset)
+        names = oracle.output_names
+        with np.errstate(all="ignore"):  # IEEE specials (x/0, Inf-Inf) are the point, not accidents
+            ev = oracle.evaluate(draft, primary_only)
     unique: list[Reading] = []
     for r in ev.readings:
         r = Reading(r.name, r.outputs, ev.masks(r))
@@ -141,7 +148,7 @@ def evaluate(draft: Draft, primary_only: bool = False) -> Case:
         unique = unique[:1]
     elif len(unique) == 1:
         unique = [replace(unique[0], name=ev.sole)]
-    return Case(draft, oracle.output_names, tuple(unique), draft.clause or ev.clause, ev.information)
+    return Case(draft, tuple(names), tuple(unique), draft.clause or ev.clause, ev.information)
 
 
 __all__ = ["Evaluation", "InvalidModel", "OpOracle", "ORACLES", "evaluate", "oracle_for", "output_type", "register",

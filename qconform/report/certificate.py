@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from qconform.verdicts import DEVIATING, FAIL, INFO, PASS, UNSUPPORTED, Conformance
+from qconform.verdicts import DEVIATING, FAIL, INFO, NOT_RUN, PASS, UNSUPPORTED, Conformance
 
 CONFORMANT, ACCEPTED, DEVIATES = Conformance.CONFORMANT, Conformance.ACCEPTED, Conformance.DEVIATES
 
@@ -76,7 +76,7 @@ def behaviours(report: dict) -> list[dict]:
     """The deviations grouped by behaviour across op versions: a failure by the model its diagnosis
     names first ("named by no model", "not diagnosed"), an error, crash or timeout by its verdict;
     largest first, each with its op versions, how many a baseline accepts and one example."""
-    from qconform.report.baseline import UNNAMED, behaviour
+    from qconform.record import UNNAMED, behaviour
 
     rows: dict[str, dict] = {}
     for f in report["failures"]:
@@ -91,11 +91,33 @@ def behaviours(report: dict) -> list[dict]:
     return sorted(rows.values(), key=lambda r: (-r["cases"], r["behaviour"]))
 
 
+def certified(ident: dict) -> str:
+    """What was certified, named as a customer knows it: the runtime (an onnxruntime variant by its
+    own name: an execution provider's package and version, its SDK and backend, then the onnxruntime
+    it runs in), never only the runner's name."""
+    from qconform.runner import runtime_name
+
+    name, version = str(ident.get("name", "?")), ident.get("version")
+    runtime = runtime_name(ident) if "name" in ident else name
+    ep = ident.get("execution_provider")
+    if ep:
+        sdk = f", SDK {ep['sdk']}" if ep.get("sdk") else ""
+        backend = f", {ident['device']} backend" if ident.get("device") else ""
+        return f"{runtime} {ep.get('version', '')} ({ep.get('name')}{sdk}{backend}) on {name} {version}"
+    if runtime != name:
+        level = (ident.get("options") or {}).get("optimize")
+        how = f" at graph optimisation level {level}" if level and level != "ORT_DISABLE_ALL" else ""
+        providers = ident.get("providers") or []
+        on = f" on {', '.join(providers)}" if providers and providers != ["CPUExecutionProvider"] else ""
+        return f"{runtime} ({name} {version}{on}{how})"
+    return " ".join(str(x) for x in (name, version) if x)
+
+
 def overall(report: dict, scoped: list[dict] | None = None) -> str:
     """One sentence for the top of the certificate."""
     scoped = scoped if scoped is not None else scopes(report)
     n = Counter(s["verdict"] for s in scoped)
-    runner = " ".join(str(x) for x in (report["runner"].get("name"), report["runner"].get("version")) if x)
+    runner = certified(report["runner"])
     parts = [f"{n[CONFORMANT]} of {len(scoped)} op versions conformant"]
     accepted = sum(s["accepted"] for s in scoped)
     if n[DEVIATES]:
@@ -111,15 +133,37 @@ def overall(report: dict, scoped: list[dict] | None = None) -> str:
                      + (f", {unnamed} of them named by no diagnosis model" if unnamed else ""))
     if n[Conformance.UNSUPPORTED]:
         parts.append(f"{n[Conformance.UNSUPPORTED]} not supported")
-    if not n[DEVIATES] and not n[ACCEPTED]:
+    if not report.get("complete", True):  # an incomplete run certifies nothing, whatever ran passed
+        c = report.get("counts") or {}
+        why = report.get("stopped") or ("interrupted" if report.get("interrupted") else "")
+        head = (f"{runner}: incomplete run, {c.get(NOT_RUN, 0):,} of {c.get('collected', 0):,} cases not run"
+                + (f" ({why})" if why else "") + "; no conformance is stated"
+                + ("; the cases that ran deviate from the ONNX specification" if n[DEVIATES] or n[ACCEPTED] else ""))
+    elif not n[DEVIATES] and not n[ACCEPTED]:
         head = f"{runner} conforms bit-exactly wherever it runs these operators"
     elif not n[DEVIATES]:
         head = f"{runner} deviates from the ONNX specification; a baseline accepts every deviation"
     else:
         head = f"{runner} deviates from the ONNX specification"
-    if not report.get("complete", True):
-        head += " (incomplete run: not every case ran)"
+    unverified = unauthenticated(report)
+    if unverified:
+        head += f" ({unverified})"
+    scope = (report.get("invocation") or {}).get("scope")
+    if scope:
+        parts.append(f"in its declared scope: {scope['why']} ({scope.get('left_out', 0):,} cases outside it, not run)")
     return f"{head}: {', '.join(parts)}."
+
+
+def unauthenticated(report: dict) -> str:
+    """What a reader must know when the runtime's identity was not proved: a device worker reached
+    without a shared secret, or an offline results folder without a valid MAC ('' when proved or
+    when the runtime ran here)."""
+    ident = report.get("runner") or {}
+    if ident.get("authenticated") is not False:
+        return ""
+    where = ident.get("remote") or ident.get("results") or "the device"
+    return (f"as declared by {where}, not authenticated: no shared secret proved who answered, so anyone "
+            "able to answer there could have produced these results")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -18,10 +18,12 @@ COLOURS = {PASS: "#2e7d32", Status.PARTIAL: "#9ccc65", FAIL: "#c62828", ERROR: "
 #: Verdicts and statuses drawn light, with dark text.
 LIGHT = frozenset({Status.PARTIAL, NOT_RUN, Conformance.NOT_RUN})
 
-CSS = """
-body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:20px;color:#212121}
+#: What every page qconform renders shares (a certificate, the scoreboard): the page and its headings.
+BASE_CSS = """
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:20px;color:#212121;max-width:1240px}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:24px 0 8px} h3{font-size:15px;margin:14px 0 6px}
-.meta{color:#555;font-size:13px} .meta code{font-size:12px}
+"""
+CSS = BASE_CSS + """.meta{color:#555;font-size:13px} .meta code{font-size:12px}
 .banner{padding:8px 12px;border-radius:4px;margin:10px 0;font-weight:600}
 .ok{background:#e8f5e9;color:#1b5e20} .bad{background:#ffebee;color:#b71c1c} .warn{background:#fff8e1;color:#8d6e00}
 .totals{display:flex;gap:10px;flex-wrap:wrap;margin:10px 0}
@@ -34,7 +36,7 @@ details.f{border:1px solid #e0e0e0;border-radius:4px;margin:4px 0;padding:4px 8p
 details.f summary{cursor:pointer} .v{display:inline-block;padding:0 6px;border-radius:3px;color:#fff;font-size:12px}
 .mm td,.mm th,.cases td,.cases th{border:1px solid #e0e0e0;font-size:12px;text-align:left}
 .mm code,.cases code{font-size:12px} .hidden{display:none}
-body{max-width:1240px} pre{white-space:pre-wrap;overflow-wrap:anywhere} td,th{overflow-wrap:anywhere}
+pre{white-space:pre-wrap;overflow-wrap:anywhere} td,th{overflow-wrap:anywhere}
 .rollup{width:100%} .rollup td{vertical-align:top} .rollup td:first-child{width:20%}
 .rollup td:nth-child(3){width:25%} .rollup th,.diag th,.rollup td:nth-child(2),.diag td:nth-child(2){overflow-wrap:normal}
 .ident{font-size:13px;border-collapse:collapse;width:100%} .ident th{text-align:left;white-space:nowrap;
@@ -218,7 +220,8 @@ def _fixed(report: dict) -> str:
     if not report["complete"]:
         c = report["counts"]
         out.append(f'<div class="banner bad">Incomplete run{" (interrupted)" if report["interrupted"] else ""}: '
-                   f'{c[NOT_RUN]} of {c["collected"]} collected case(s) did not run.</div>')
+                   f'{c[NOT_RUN]} of {c["collected"]} collected case(s) did not run'
+                   + (f': {_e(report["stopped"])}' if report.get("stopped") else "") + '. No conformance is stated.</div>')
     for e in g.get("expired") or []:
         out.append(f'<div class="banner bad">The acceptance of <code>{_e(e["id"])}</code> expired on '
                    f'{_e(e["expires"])}: its deviations count as new.</div>')
@@ -247,9 +250,11 @@ def _rollup(report: dict) -> str:
     rows = behaviours(report)
     if not rows:
         return ""
-    from qconform.diagnosis.models import MODELS
     from qconform.isolation import reason_line
 
+    # a model's explanation as the report's diagnosis carries it (the report alone is rendered)
+    explained = {c["model"]: c.get("explanation") or "" for g in (report.get("diagnosis") or {}).get("groups") or ()
+                 for c in g.get("candidates") or ()}
     out = []
     for r in rows:
         ex = r["example"]
@@ -257,7 +262,7 @@ def _rollup(report: dict) -> str:
         shown = (f"<code>{_e(first['output'])}[{','.join(map(str, first['index']))}]</code>: expected "
                  f"<code>{_e(first['expected_hex'])}</code>, got <code>{_e(first['actual_hex'])}</code>"
                  if first else _e(reason_line(ex.get("problem") or "")[:120]))
-        what = _e(MODELS[r["behaviour"]].explanation) if r["model"] and r["behaviour"] in MODELS else ""
+        what = _e(explained.get(r["behaviour"], "")) if r["model"] else ""
         by_op: dict[str, list[int]] = {}
         for ov in r["op_versions"]:
             op, _, v = ov.rpartition("-")
@@ -306,7 +311,9 @@ def _reasons(report: dict) -> str:
 
 def render(report: dict) -> str:
     r, c = report["runner"], report["counts"]
-    runner = " ".join(str(x) for x in (r.get("name"), r.get("version"), r.get("device")) if x)
+    from qconform.report.certificate import certified
+
+    runner = certified(r) + (f" {r['device']}" if r.get("device") and not r.get("execution_provider") else "")
     totals = "".join(f'<div class="total{" light" if v in LIGHT else ""}" style="background:{COLOURS[v]}">'
                      f"<b>{c[v]}</b>{v}</div>" for v in VERDICTS if c.get(v) or v in (PASS, FAIL))
     present = [v for v in VERDICTS if c.get(v)]

@@ -8,25 +8,37 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from qconform.report.baseline import Stale
-from qconform.verdicts import DEVIATING, FAIL, NOT_RUN, PASS, UNSUPPORTED, VERDICTS
+from qconform.verdicts import DEVIATING, FAIL, NOT_RUN, PASS, UNSUPPORTED, VERDICTS, Stale
 
 MAX_ROWS = 10
 
 
 def render(report: dict) -> str:
     r, c, g = report["runner"], report["counts"], report.get("gate") or {}
-    runner = " ".join(str(x) for x in (r.get("name"), r.get("version"), r.get("device")) if x)
+    from qconform.report.certificate import certified
+
+    runner = certified(r) + (f" {r['device']}" if r.get("device") and not r.get("execution_provider") else "")
     ok = g.get("passed", not any(c.get(v) for v in DEVIATING)) and report["complete"]
     deviating = sum(c.get(v, 0) for v in DEVIATING)
-    if ok and deviating:  # the gate passed on accepted deviations: still deviations, never a green tick
+    if not report["complete"]:  # an incomplete run passes nothing, whatever its cases did
+        why = report.get("stopped") or ("interrupted" if report.get("interrupted") else "")
+        head = f"⛔ incomplete: {c[NOT_RUN]} of {c['collected']} cases not run" + (f" ({why})" if why else "")
+    elif ok and deviating:  # the gate passed on accepted deviations: still deviations, never a green tick
         head = f"⚠️ deviates: {deviating} deviation(s), every one accepted by the baseline (no new ones)"
     else:
         head = "✅ passed" if ok else "❌ failed"
+    from qconform.report.certificate import unauthenticated
+
+    unverified = unauthenticated(report)
+    if unverified and head.startswith("✅"):  # a pass nobody can attribute is not a green tick
+        head = "⚠️ passed on a device that was not authenticated"
     lines = [f"## qconform: {runner} — {head}", ""]
+    if unverified:
+        lines += [f"**Device not authenticated**: results {unverified}.", ""]
     if not report["complete"]:
         lines += [f"**Incomplete run**{' (interrupted)' if report['interrupted'] else ''}: "
-                  f"{c[NOT_RUN]} of {c['collected']} collected cases did not run.", ""]
+                  f"{c[NOT_RUN]} of {c['collected']} collected cases did not run"
+                  + (f": {report['stopped']}" if report.get("stopped") else "") + ". No conformance is stated.", ""]
     shown = [v for v in VERDICTS if c.get(v) or v in (PASS, FAIL)]
     lines += ["| " + " | ".join(shown) + " | collected |", "|" + "---:|" * (len(shown) + 1),
               "| " + " | ".join(str(c.get(v, 0)) for v in shown) + f" | {c['collected']} |", ""]

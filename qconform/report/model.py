@@ -12,6 +12,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from qconform import dtypes
@@ -145,7 +146,7 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
     cases = []
     for rec in full:
         row = _case_row(rec)
-        if row["verdict"] == UNSUPPORTED:
+        if row["verdict"] == UNSUPPORTED or (row["verdict"] == NOT_RUN and rec.get("problem")):
             text = reason_bucket(rec.get("problem") or "")
             row["reason"] = reasons.setdefault(text, len(reasons))  # one entry per cause
             reason_counts[text] += 1
@@ -155,7 +156,8 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
     counts = {"collected": len(stubs), "reported": len(cases),
               "ran": len(cases) - totals[NOT_RUN], **{v: totals[v] for v in VERDICTS}}
     interrupted = bool(meta.get("interrupted"))
-    complete = not interrupted and counts[NOT_RUN] == 0 and counts["collected"] == counts["reported"]
+    complete = (not interrupted and not meta.get("stopped") and counts[NOT_RUN] == 0
+                and counts["collected"] == counts["reported"])
 
     cells: dict[tuple, Counter] = defaultdict(Counter)
     followed: dict[str, Counter] = defaultdict(Counter)
@@ -189,6 +191,7 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
         "qconform_version": meta.get("qconform_version", ""),
         "complete": complete,
         "interrupted": interrupted,
+        "stopped": meta.get("stopped"),
         "exit_status": meta.get("exit_status"),
         "runner": dict(meta.get("runner") or {}),
         "corpus": dict(meta.get("corpus") or {}),
@@ -203,6 +206,28 @@ def build(records: Iterable[Mapping[str, Any]], collected: Iterable[Mapping[str,
         "reasons": [{"text": _bounded(text, REASON_CHARS, texts), "cases": reason_counts[text]} for text in reasons],
         "cases": cases,
     }
+
+
+class ReportError(Exception):
+    """A file that is not a readable qconform report.json of a known schema version."""
+
+
+def load(path: str | Path) -> dict:
+    """A report.json, or the report directory holding it."""
+    p = Path(path)
+    p = p / "report.json" if p.is_dir() else p
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ReportError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"{p}: not JSON: line {exc.lineno}: {exc.msg}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
+        raise ReportError(f"{p}: not a qconform report.json (no \"cases\" list)")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise ReportError(f"{p}: report schema_version {data.get('schema_version')!r}; this qconform reads "
+                          f"{SCHEMA_VERSION}")
+    return data
 
 
 def schema() -> dict:

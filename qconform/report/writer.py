@@ -1,8 +1,8 @@
 """Writing a report directory, and the report's fields that do not depend on how the run was driven.
 
 Both front-ends -- the pytest plugin (``qconform.apps.pytest_report``) and ``qconform certify``'s own loop
-(``qconform.apps.certify``) -- build report.json with ``model.build`` and write it here, so the same run
-gives the same files whichever drove it.
+(``qconform.apps.certify``) -- assemble report.json the same way (``qconform.apps.certification``) and
+write it here, so the same run gives the same files whichever drove it.
 """
 from __future__ import annotations
 
@@ -14,12 +14,9 @@ from pathlib import Path
 from qconform import platform as machine
 from qconform.report import model
 
-#: Packages whose versions every report names, and every runtime distribution that is installed:
-#: onnxruntime's variants share one import package, so which of them is there is part of identity.
-PACKAGES = ("numpy", "onnx", "ml_dtypes", "pytest", "pytest-xdist", "hypothesis",
-            "onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml", "onnxruntime-qnn",
-            "onnxruntime-training", "openvino", "tract", "tinygrad", "apache-tvm", "iree-base-runtime",
-            "iree-base-compiler", "cupy-cuda12x")
+#: Packages whose versions every report names (then every runtime distribution that is installed,
+#: as the runtimes' declarations name them: ``Runtime.distributions``).
+PACKAGES = ("numpy", "onnx", "ml_dtypes", "pytest", "pytest-xdist", "hypothesis")
 
 
 def now() -> str:
@@ -27,8 +24,10 @@ def now() -> str:
 
 
 def package_versions() -> dict[str, str]:
+    from qconform.runtimes import RUNTIMES
+
     out = {}
-    for name in PACKAGES:
+    for name in dict.fromkeys((*PACKAGES, *(d for rt in RUNTIMES.values() for d in rt.distributions))):
         try:
             out[name] = version(name)
         except PackageNotFoundError:
@@ -45,60 +44,16 @@ def platform_meta() -> dict:
             **{k: v for k, v in machine.info().items() if k in ("label", "arch", "cpu", "features")}}
 
 
-def runner_identity(runner, name: str, options: dict[str, str] | None = None) -> dict:
-    """The runner's ``describe()`` (JSON-safe), the file its class is defined in with its SHA-256 --
-    where a vendor's runner keeps its settings (an execution provider's options), the certificate
-    says which code produced it -- and ``load``: the ``--runner`` spec (a file made absolute) and
-    ``--runner-opt`` words that load it again (``qconform findings --from-report`` does). A
-    describe() that raises is a RunnerError in one line: a report nobody can attribute is not
-    written, and no case runs."""
-    import hashlib
-    import inspect
-    import json
-
-    from qconform.runner import RunnerError, describe, portable_spec
-
-    try:
-        ident = json.loads(json.dumps(describe(runner), default=str))
-    except Exception as exc:  # noqa: BLE001 - the runner's own mistake, reported as such
-        first = (str(exc).strip().splitlines() or [""])[0]
-        raise RunnerError(f"runner {name!r}: describe() raised {type(exc).__name__}: {first} (no case was run)") \
-            from None
-    try:
-        path = Path(inspect.getsourcefile(type(runner)) or "")
-        ident.setdefault("source", {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
-    except (OSError, TypeError):
-        pass
-    ident["load"] = {"runner": portable_spec(name), "options": dict(options or {})}
-    return ident
-
-
 def meta(*, runner: dict, index, invocation: dict, started_iso: str, seconds: float, interrupted: bool,
-         exit_status: int | None) -> dict:
+         exit_status: int | None, stopped: str | None = None) -> dict:
     """What ``model.build`` needs besides the records: who ran, on what corpus and machine, how, when."""
     import qconform
 
-    return {"qconform_version": qconform.__version__, "interrupted": interrupted, "exit_status": exit_status,
+    return {"qconform_version": qconform.__version__, "interrupted": interrupted, "stopped": stopped or None,
+            "exit_status": exit_status,
             "runner": runner, "corpus": {"digest": index.digest, "cases": len(index), "root": str(index.root)},
             "platform": platform_meta(), "invocation": invocation,
             "timing": {"started": started_iso, "finished": now(), "duration_s": round(seconds, 3)}}
-
-
-def assemble(records: list[dict], collected: list[dict], run_meta: dict, *, cases_of, baseline, today,
-             min_cases: int | None, filters: list[str], corpus_size: int, strict_nan: bool,
-             profile: str) -> tuple[dict, dict[str, str]]:
-    """The report of a run, as both front-ends build it: the records, the diagnosis ranking and the
-    gate (the floor: ``min_cases``, else the whole corpus unless a selection was made). Returns the
-    report and the whole runner texts too long for it (for ``write``)."""
-    from qconform.diagnosis.diagnose import report_section
-    from qconform.report import baseline as baseline_mod
-
-    texts: dict[str, str] = {}
-    report = model.build(records, collected, run_meta, texts)
-    report["diagnosis"] = report_section(records, cases_of, strict_nan=strict_nan, profile=profile)
-    floor = min_cases if min_cases is not None else (0 if filters else corpus_size)
-    report["gate"] = baseline_mod.gate(report, baseline, today, min_cases=floor, filtered=bool(filters))
-    return report, texts
 
 
 def baseline_identity(path: str | Path) -> dict:

@@ -39,6 +39,51 @@ def draft_from_model(model: onnx.ModelProto, feeds: Inputs) -> Draft:
     return Draft(node.op_type, opset, "", "", "", tuple(args), attrs, domain=node.domain)
 
 
+def _attr(a: onnx.AttributeProto):
+    v = helper.get_attribute_value(a)
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _graph(model: onnx.ModelProto, feeds: Inputs):
+    """A model of several nodes: its nodes, every input value by name (initializers and feeds), and
+    the initializers' names."""
+    from qconform.case import Node
+
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    graph_types = {i.name: dtypes.get(i.type.tensor_type.elem_type) for i in model.graph.input}
+    values = {**inits, **{n: np.asarray(v, graph_types[n].dtype) for n, v in feeds.items()}}
+    values = {k: np.asarray(v, dtypes.get(v.dtype).dtype) for k, v in values.items()}
+    nodes = tuple(Node(n.op_type, tuple(n.input), tuple(n.output), {a.name: _attr(a) for a in n.attribute}, n.domain)
+                  for n in model.graph.node)
+    return nodes, values, set(inits)
+
+
+def pattern_draft_from_model(model: onnx.ModelProto, feeds: Inputs) -> Draft:
+    """A QDQ pattern's model with its inputs, as a graph Draft (what the deviation models read)."""
+    from qconform.case import PATTERN_DOMAIN
+    from qconform.oracle.graph import pattern_name
+
+    nodes, values, inits = _graph(model, feeds)
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    args = tuple(Arg(k, dtypes.get(v.dtype).name, v, initializer=k in inits) for k, v in values.items())
+    return Draft(pattern_name(nodes), opset, "", "", "", args, {}, domain=PATTERN_DOMAIN, graph=nodes)
+
+
+def _graph_outputs(model: onnx.ModelProto, feeds: Inputs) -> Outputs:
+    """A model of several nodes (a QDQ pattern, a packed model), node by node through the graph
+    oracle's first reading (qconform/oracle/graph.py)."""
+    from qconform.oracle.graph import ORACLE
+
+    nodes, values, _ = _graph(model, feeds)
+    opsets = {o.domain: o.version for o in model.opset_import}
+    try:
+        with np.errstate(all="ignore"):
+            states = ORACLE.run_nodes(nodes, opsets, values, model.graph.name, primary_only=True)
+    except InvalidModel as exc:
+        raise ValueError(f"invalid model: {exc}") from None
+    return [np.array(states[0][1][o.name], copy=True) for o in model.graph.output]
+
+
 def require_oracle_node(model: onnx.ModelProto, who: str) -> None:
     """Unsupported unless ``model`` is one node of an op version the oracle has (cpu-ref and the
     deviation runner both run the oracle on the node)."""
@@ -60,6 +105,8 @@ class CpuRefRunner(BaseRunner):
                 "options": {}, "implementation": "qconform.oracle (numpy, exact arithmetic)"}
 
     def prepare(self, model: onnx.ModelProto) -> Prepared:
+        if len(model.graph.node) > 1:
+            return lambda feeds: _graph_outputs(model, feeds)
         require_oracle_node(model, "cpu-ref")
 
         def run(feeds: Inputs) -> Outputs:

@@ -95,7 +95,21 @@ class Runtime:
     variant_of: str | None = None  # a variant: this other runtime's runner ...
     options: Mapping[str, str] = field(default_factory=dict)  # ... with these options (``--runner-opt``)
     check: tuple[str, ...] = ()  # case-id globs the facts tests observe; () = the whole corpus
+    #: case-id globs the runtime is certified on by default, and why the rest is left out (a runtime
+    #: that by its own rule runs no single QuantizeLinear/DequantizeLinear node): () = the whole corpus
+    scope: tuple[str, ...] = ()
+    scope_reason: str = ""
     template: Template | None = None  # the reproducer ``qconform findings`` writes; None: none
+    #: other pip distributions whose installed version is part of a run's identity: wheels sharing
+    #: the runtime's import package (onnxruntime's variants), the runtime's other half (a compiler)
+    also: tuple[str, ...] = ()
+    #: the version the runner installs itself, where it installs its runtime (an npm package)
+    pin: str | None = None
+
+    @property
+    def distributions(self) -> tuple[str, ...]:
+        """Every distribution a report names the installed version of for this runtime."""
+        return ((self.dist,) if self.dist else ()) + self.also
 
     @property
     def own(self) -> bool:

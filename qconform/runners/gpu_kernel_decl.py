@@ -3,6 +3,6 @@ from __future__ import annotations
 
 from qconform.runners.declaration import Runtime
 
-GPU_KERNEL = Runtime("gpu-kernel", "qconform.runners.gpu_kernel:GpuKernelRunner")
+GPU_KERNEL = Runtime("gpu-kernel", "qconform.runners.gpu_kernel:GpuKernelRunner", also=("cupy-cuda12x",))
 
 __all__ = ["GPU_KERNEL"]

@@ -40,7 +40,7 @@ def signless(r, e):  # IREE returns integers signless (uint8 as int8): their bit
 
 IREE = with_template(
     Runtime("iree", "qconform.runners.iree_runner:IreeRunner", dist="iree-base-runtime", extra="iree",
-            module="iree.runtime", settings=IREE_SETTINGS,
+            module="iree.runtime", settings=IREE_SETTINGS, also=("iree-base-compiler",),
             # IREE compiles every model with iree-compile (about a quarter second each): a smaller slice
             check=("*-21/*/basic/per-tensor", "*-21/*/basic/per-axis", "*-21/*/specials/*")),
     "import subprocess\nimport sys\nfrom importlib.metadata import version\n"

@@ -60,12 +60,31 @@ actual = {k: from_ort(k, o) if o.element_type() == CODES.get(k) else o.numpy() f
 
 
 ONNXRUNTIME = _ort(Runtime("onnxruntime", ORT_RUNNER, dist="onnxruntime", extra="onnxruntime",
-                           module="onnxruntime", version=ATTRIBUTE, settings=ORT_SETTINGS))
+                           module="onnxruntime", version=ATTRIBUTE, settings=ORT_SETTINGS,
+                           # the wheels that share its import package: which one is installed is identity
+                           also=("onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml",
+                                 "onnxruntime-qnn", "onnxruntime-training")))
 #: onnxruntime's variants: a wheel that brings its execution provider under the ``onnxruntime``
 #: import package; ``--runner onnxruntime-openvino`` is the onnxruntime runner on that provider alone.
 ORT_VARIANTS = tuple(_ort(Runtime(name, ORT_RUNNER, dist=name, module="onnxruntime", settings=ORT_SETTINGS,
                                   variant_of="onnxruntime", options=MappingProxyType({"providers": providers}),
                                   check=THIRD_PARTY_CHECK))
-                     for name, providers in (("onnxruntime-openvino", "OpenVINOExecutionProvider"),))
+                     for name, providers in (("onnxruntime-openvino", "OpenVINOExecutionProvider"),)) + (
+    #: Qualcomm's QNN EP, a plugin EP beside the pinned onnxruntime: the HTP (Hexagon NPU) backend,
+    #: which runs on x86-64 Linux as Qualcomm's simulator.
+    Runtime("onnxruntime-qnn", ORT_RUNNER, dist="onnxruntime-qnn", extra="qnn", module="onnxruntime_qnn",
+            version=ATTRIBUTE, settings=ORT_SETTINGS, variant_of="onnxruntime",
+            options=MappingProxyType({"providers": "QNNExecutionProvider", "plugin": "onnxruntime_qnn",
+                                      "ep.backend_type": "htp"}),
+            check=("qdq.*",), scope=("qdq.*", "QLinearMatMul-*"),
+            scope_reason="the QNN EP runs no single QuantizeLinear or DequantizeLinear node (\"QNN EP does not "
+                         "support a single Quantize/Dequantize node in a partition\", its partitioning rule): it "
+                         "is certified on the QDQ patterns and QLinearMatMul"),
+    #: onnxruntime as users run it: the CPU EP at its default graph optimisation level, which fuses
+    #: QDQ patterns into integer kernels.
+    Runtime("onnxruntime-optimized", ORT_RUNNER, dist="onnxruntime", module="onnxruntime", version=ATTRIBUTE,
+            settings=ORT_SETTINGS, variant_of="onnxruntime", options=MappingProxyType({"optimize": "1"}),
+            check=("qdq.*",)),
+)
 
 __all__ = ["ONNXRUNTIME", "ORT_RUNNER", "ORT_SETTINGS", "ORT_VARIANTS"]

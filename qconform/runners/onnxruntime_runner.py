@@ -66,6 +66,16 @@ Options (``--runner-opt key=value``)
                ``0`` lets ORT choose (all physical cores).
 ``log``        ORT's log severity, ``0`` (verbose) .. ``4`` (fatal only, the default: ORT logs every
                refused model as an error to stderr, and the refusal already is the case's verdict).
+``plugin``     the Python package of a plugin execution provider (``onnxruntime_qnn``): its library is
+               registered with ``ort.register_execution_provider_library`` and the session gets the
+               provider's devices (``add_provider_for_devices``); ``providers`` names the EP.
+``ep.KEY``     an option passed to the execution provider as given (``ep.backend_type=htp``); recorded.
+
+A plugin EP never gets CPU fallback, and every session reads ORT's own record of which EP each node
+was assigned to (``session.record_ep_graph_assignment_info``): a node assigned elsewhere, or one that
+is assigned nowhere because onnxruntime computed it before the EP saw the graph (constant folding
+at ``optimize=1``), makes the case unsupported on that EP, never a pass credited to it. Its refusal
+reasons, which ORT only logs, are read from ORT's log (``ort.set_default_logger_callback``).
 
 ``describe()`` records the platform (``qconform.platform.info()``): which SIMD kernels MLAS picks
 depends on the CPU (u8×s8 QLinearMatMul saturates with AVX2 ``vpmaddubsw``, see the facts).
@@ -96,7 +106,64 @@ _ADAPTED: dict[int, dtypes.ElemType] = {
 #: The options and their defaults, the session's settings: the runtime's declaration, which the
 #: reproducer's session copies.
 _DEFAULTS = ONNXRUNTIME.settings
-_OPTIONS = ("providers", "optimize", "threads", "log")
+_OPTIONS = ("providers", "optimize", "threads", "log", "plugin")
+#: Options passed through to the execution provider: ``ep.<key>``.
+EP_PREFIX = "ep."
+
+
+# ----------------------------------------------------------------------------------------------
+# Plugin execution providers: registered once per process, their log read for refusal reasons
+# ----------------------------------------------------------------------------------------------
+_PLUGINS: dict[str, Any] = {}  # EP name -> the package that brought its library
+_LOG: list[tuple[int, str]] = []  # (severity, message) since the last session was started
+#: Lines every plugin session logs that say nothing about the model.
+_BOILERPLATE = ("File mapped weights", "EPContext encryption", "fallback to CPU EP has been explicitly disabled",
+                "Number of partitions")
+
+
+def _log(severity, category, logid, where, message) -> None:
+    _LOG.append((int(severity), str(message).strip()))
+    del _LOG[:-200]
+
+
+def _register_plugin(package: str, ep: str) -> Any:
+    """Import the EP's package and register its library with onnxruntime (once per process)."""
+    import importlib
+
+    if ep in _PLUGINS:
+        return _PLUGINS[ep]
+    module = importlib.import_module(package)
+    ort.register_execution_provider_library(ep, module.get_library_path())
+    ort.set_default_logger_callback(_log, 2)
+    _PLUGINS[ep] = module
+    return module
+
+
+def _ep_reason(fallback_line: str) -> str:
+    """The EP's own reason for a refusal ORT reports as "fallback to CPU EP has been explicitly
+    disabled": the last logged line that names a cause, else ORT's line."""
+    for sev, msg in reversed(_LOG):
+        if sev >= 2 and msg and not any(b in msg for b in _BOILERPLATE) and msg.rstrip() != "Unsupported nodes in QNN EP:":
+            return " ".join(msg.split())
+    return fallback_line
+
+
+def _not_assigned(session, model: onnx.ModelProto, ep: str, optimized: bool) -> str:
+    """'' when ORT assigned every node of ``model`` to ``ep``; else why the case is not the EP's. A node
+    the EP's layout transformation rewrote keeps its name as a prefix (``n3_Conv_token_1``) or loses it;
+    so a node missing from the record counts only where graph optimisations ran (``optimized``: constant
+    folding can compute nodes before the EP sees them; ORT_DISABLE_ALL computes none)."""
+    assigned = [(n.name, sub.ep_name) for sub in session.get_provider_graph_assignment_info() for n in sub.get_nodes()]
+    elsewhere = sorted(f"{name} ({where})" for name, where in assigned if where != ep)
+    if elsewhere:
+        return f"node(s) {', '.join(elsewhere)} ran on another provider, not on {ep}: not credited to {ep}"
+    names = [name for name, _ in assigned]
+    nowhere = sorted(n.name or n.op_type for n in model.graph.node
+                     if optimized and not any(a == n.name or a.startswith(f"{n.name}_token_") for a in names))
+    if nowhere:
+        return (f"node(s) {', '.join(nowhere)} were computed by onnxruntime before {ep} saw the graph (constant "
+                f"folding or another graph optimisation): not run on {ep}")
+    return ""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -190,8 +257,8 @@ def _unsupported_reason(exc: BaseException, model: onnx.ModelProto) -> str | Non
         if m:
             return f"onnxruntime {ort.__version__} supports domain {m[2]} up to opset {m[3]}, model uses opset {m[1]}"
         return line
-    if "fallback to CPU EP has been explicitly disabled" in text:
-        return _one_line(exc)
+    if "fallback to CPU EP has been explicitly disabled" in text or "but was not selected by that EP" in text:
+        return _one_line(exc)  # the EP did not take a node (or one ORT inserted for it, e.g. an NHWC copy)
     if "Exception during initialization" in text and _KERNEL_LIMIT.search(text):
         return _one_line(exc)
     return None
@@ -234,17 +301,33 @@ class OnnxRuntimeRunner(BaseRunner):
     name = "onnxruntime"
 
     def __init__(self, **options: str) -> None:
-        unknown = sorted(set(options) - set(_OPTIONS))
+        unknown = sorted(k for k in set(options) - set(_OPTIONS) if not k.startswith(EP_PREFIX))
         if unknown:
-            raise TypeError(f"unknown option(s) {', '.join(unknown)}; onnxruntime takes {', '.join(_OPTIONS)}")
+            raise TypeError(f"unknown option(s) {', '.join(unknown)}; onnxruntime takes {', '.join(_OPTIONS)} and "
+                            f"{EP_PREFIX}KEY=VALUE (passed to the execution provider)")
         providers = [p.strip() for p in str(options.get("providers", _DEFAULTS["providers"])).split(",") if p.strip()]
         if not providers:
             raise TypeError("providers= is empty; e.g. providers=CPUExecutionProvider")
-        known = set(ort.get_all_providers())
+        self.ep_options = {k[len(EP_PREFIX):]: str(v) for k, v in sorted(options.items()) if k.startswith(EP_PREFIX)}
+        self.plugin = str(options.get("plugin", ""))
+        self.plugin_module = None
+        self.devices: list = []
+        if self.plugin:
+            if len(providers) != 1:
+                raise TypeError(f"plugin={self.plugin}: name its one execution provider in providers=")
+            try:
+                self.plugin_module = _register_plugin(self.plugin, providers[0])
+            except ModuleNotFoundError:
+                raise Unsupported(f"the plugin execution provider package {self.plugin!r} is not installed "
+                                  f"(pip install {self.plugin.replace('_', '-')}, beside onnxruntime)") from None
+            self.devices = [d for d in ort.get_ep_devices() if d.ep_name == providers[0]]
+            if not self.devices:
+                raise Unsupported(f"{providers[0]} has no device here (ort.get_ep_devices() lists none)")
+        known = set(ort.get_all_providers()) | set(_PLUGINS)
         bad = [p for p in providers if p not in known]
         if bad:
             raise TypeError(f"unknown execution provider(s) {', '.join(bad)}; known: {', '.join(sorted(known))}")
-        missing = [p for p in providers if p not in ort.get_available_providers()]
+        missing = [p for p in providers if p not in ort.get_available_providers() and p not in _PLUGINS]
         if missing:
             raise Unsupported(
                 f"execution provider(s) {', '.join(missing)} not available in this onnxruntime build "
@@ -269,7 +352,7 @@ class OnnxRuntimeRunner(BaseRunner):
         self.device = "cpu" if providers[0] == "CPUExecutionProvider" else providers[0].removesuffix("ExecutionProvider").lower()
 
     def describe(self) -> dict[str, Any]:
-        return {
+        info = {
             "name": self.name,
             "version": ort.__version__,
             "device": self.device,
@@ -279,9 +362,26 @@ class OnnxRuntimeRunner(BaseRunner):
                 "intra_op_threads": self.threads or "default",
                 "cpu_fallback": "CPUExecutionProvider" in self.providers,
                 **({"fallback_credited": False} if self._profiled else {}),
+                **({"ep": dict(self.ep_options)} if self.ep_options else {}),
             },
             "platform": platform.info(),
         }
+        if self.plugin_module is not None:
+            from importlib import metadata
+
+            mod = self.plugin_module
+            dist = self.plugin.replace("_", "-")
+            build = getattr(mod, "build_and_package_info", None)
+            info["execution_provider"] = {
+                "name": self.providers[0], "package": dist,
+                "version": getattr(mod, "__version__", None) or metadata.version(dist),
+                **({"sdk": build.qnn_version} if build is not None and hasattr(build, "qnn_version") else {}),
+                "devices": sorted({f"{d.ep_vendor} {d.device.type}".strip() for d in self.devices}),
+                "node_assignment": f"read from onnxruntime for every session: every node of every case ran on "
+                                   f"{self.providers[0]}, or the case is unsupported",
+            }
+            info["device"] = str(self.ep_options.get("backend_type") or self.device)
+        return info
 
     def _session_options(self) -> ort.SessionOptions:
         so = ort.SessionOptions()
@@ -290,7 +390,12 @@ class OnnxRuntimeRunner(BaseRunner):
         so.inter_op_num_threads = self.threads
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.log_severity_level = self.log  # refusals and warnings would flood a run; they are verdicts
-        if "CPUExecutionProvider" not in self.providers:
+        if self.plugin:  # the EP's devices; no fallback; ORT records where each node went
+            so.log_severity_level = min(self.log, 2)  # its refusal reasons are only in the log
+            so.add_provider_for_devices(self.devices, dict(self.ep_options))
+            so.add_session_config_entry(*_DEFAULTS["no_fallback"])
+            so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+        elif "CPUExecutionProvider" not in self.providers:
             # Without this ORT silently runs nodes the requested EP lacks on the CPU EP.
             so.add_session_config_entry(*_DEFAULTS["no_fallback"])
         elif self._profiled:  # fallback on: the first run says where each node ran
@@ -311,12 +416,23 @@ class OnnxRuntimeRunner(BaseRunner):
                 name = dtypes.BY_ONNX[code].name if code in dtypes.BY_ONNX else f"type {code}"
                 raise Unsupported(f"onnxruntime {ort.__version__} has no tensor type {name}")
         try:
-            session = ort.InferenceSession(model.SerializeToString(), self._session_options(), providers=self.providers)
+            if self.plugin:
+                _LOG.clear()
+                session = ort.InferenceSession(model.SerializeToString(), self._session_options())
+            else:
+                session = ort.InferenceSession(model.SerializeToString(), self._session_options(),
+                                               providers=self.providers)
         except Exception as exc:
             reason = _unsupported_reason(exc, model)
             if reason is not None:
-                raise Unsupported(reason) from None
+                raise Unsupported(_ep_reason(reason) if self.plugin else reason) from None
+            if self.plugin and "Failed to finalize" in str(exc):  # the EP's own compile refused the graph
+                raise Unsupported(_one_line(exc)) from None
             raise
+        if self.plugin:
+            why = _not_assigned(session, model, self.providers[0], self.optimize)
+            if why:
+                raise Unsupported(why)
         input_names = [i.name for i in session.get_inputs()]
         output_names = [o.name for o in session.get_outputs()]
         placement: dict[str, str] = {}  # the fallback check's verdict, once per session

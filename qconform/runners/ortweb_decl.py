@@ -41,7 +41,7 @@ ONNXRUNTIME_WEB = with_template(
     # the whole corpus takes onnxruntime-web about 20 s (most models are refused at once); its facts
     # are keyed by the version the runner pins (and installs on first use where node and npm are)
     Runtime("onnxruntime-web", f"{_ORTWEB}:OrtWebRunner", dist="onnxruntime-web", module=_ORTWEB,
-            version=f"{_ORTWEB}:pinned_version"),
+            version=f"{_ORTWEB}:pinned_version", pin="1.30.0"),
     "import base64\nimport json\nimport subprocess",
     "subprocess.run([\"node\", \"-p\", \"require('onnxruntime-web').env.versions.web\"], capture_output=True, "
     "text=True).stdout.strip()",

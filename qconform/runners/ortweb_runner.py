@@ -1,4 +1,4 @@
-"""onnxruntime-web (the npm package, pinned 1.30.0), WASM backend, run by Node.js.
+"""onnxruntime-web (the npm package, at the version its declaration pins), WASM backend, run by Node.js.
 
 Why a Node child process: onnxruntime-web is JavaScript around a WebAssembly build of ONNX
 Runtime; nothing in Python can load it. One long-lived ``node`` process per runner instance
@@ -7,8 +7,8 @@ one JSON line each way on stdin/stdout: create a session from the model's bytes,
 tensor bytes, release it. Starting Node and instantiating the WASM per case would cost far more
 than the case.
 
-Installation, on first use: ``npm install onnxruntime-web@1.30.0`` into
-``$QCONFORM_CACHE_DIR/onnxruntime-web-1.30.0`` (default ``$XDG_CACHE_HOME/qconform/...``, else
+Installation, on first use: ``npm install onnxruntime-web@VERSION`` into
+``$QCONFORM_CACHE_DIR/onnxruntime-web-VERSION`` (default ``$XDG_CACHE_HOME/qconform/...``, else
 ``~/.cache/qconform/...``), under a file lock, into a temporary folder renamed into place, so
 concurrent workers install once and never see half an install. ``node`` and ``npm`` come from
 PATH; without them, or when the install fails, the constructor raises ``Unsupported`` (qconform
@@ -64,10 +64,11 @@ import onnx
 from qconform import adapt, platform, tools
 from qconform.kernels.build import cache_root
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
+from qconform.runners.ortweb_decl import ONNXRUNTIME_WEB
 
 TP = onnx.TensorProto
-PACKAGE = "onnxruntime-web"
-VERSION = "1.30.0"
+PACKAGE = str(ONNXRUNTIME_WEB.dist)
+VERSION = str(ONNXRUNTIME_WEB.pin)
 SERVER = Path(__file__).with_name("ortweb_server.mjs")
 TAG = "@qconform-ortweb "
 

@@ -3,27 +3,45 @@
 
 Everything but the runtime stays here: the corpus, the model building, the comparison, the
 diagnosis and the report. Each call sends the model (ModelProto bytes) and its inputs (TensorProto)
-and reads the outputs back. What the device says maps onto the verdicts a local runner gets:
-``unsupported`` (``Unsupported``), ``error`` (an exception), ``crashed`` and ``timeout`` (the device's
-runner died or hung: ``CaseFault``). A connection that drops, stalls past ``timeout`` or answers
-garbage costs the case in flight (crashed, timeout, error) and is opened afresh for the next one:
-the batch resumes. The report's identity is the device's own ``describe()`` and platform.
+and reads the outputs back. What the device's runtime did maps onto the verdicts a local runner
+gets: ``unsupported`` (``Unsupported``), ``error`` (an exception), ``crashed`` and ``timeout`` (the
+device's runner died or hung: ``CaseFault``).
 
-Options (``--runner-opt``): ``timeout`` (seconds a request may take, default 150: the worker's own
-case timeout plus a margin), ``secret_file`` (the shared secret; else ``$QCONFORM_WORKER_SECRET``).
+What the infrastructure did is never a verdict on the runtime. A connection that cannot be made,
+drops, stalls (no heartbeat for ``stall`` seconds while a request runs) or answers outside the
+protocol is reopened with backoff and the request sent again (it is idempotent: a model and its
+inputs); a case refused by the worker (an oversized message, ...) is *not run* (``NotRun``). A device
+that cannot be reached again within ``reconnect`` seconds, or that loses one request ``retries`` + 1
+times, is gone: this case and every later one are *not run* and the front-end stops the run as
+incomplete. The report's identity is the device's own ``describe()`` and platform.
+
+Authentication cannot be downgraded: a controller holding the secret refuses a worker that does not
+prove it holds it too, and a controller without one talks only to a worker on a loopback address
+(``insecure=1`` accepts another, and the report says the device was not authenticated).
+
+Options (``--runner-opt``): ``secret_file`` (else ``$QCONFORM_WORKER_SECRET``); ``timeout`` (seconds
+one request may take in all, default 150: the worker's own case timeout plus a margin); ``stall``
+(seconds of silence that mean the device is gone, default 10); ``reconnect`` (seconds to keep trying
+to reach a device that dropped, default 60); ``retries`` (resends of one case after a dropped
+connection, default 2); ``insecure`` (1: talk to an unauthenticated worker off loopback).
 """
 from __future__ import annotations
 
+import hmac
 import json
 import os
 import socket
+import time
 from typing import Any
 
 import onnx
 
 from qconform import adapt, wire
-from qconform.runner import BaseRunner, CaseFault, RunnerError, Unsupported
-from qconform.verdicts import CRASHED, ERROR, FAULTS, TIMEOUT, UNSUPPORTED, Call
+from qconform.runner import BaseRunner, CaseFault, NotRun, RunnerError, Unsupported
+from qconform.verdicts import ERROR, FAULTS, UNSUPPORTED, Call
+
+#: The answer kinds a worker may give for a run request (protocol.md, "Requests").
+OK = Call.OK
 
 
 def _addresses(spec: str) -> list[tuple[str, int]]:
@@ -36,6 +54,20 @@ def _addresses(spec: str) -> list[tuple[str, int]]:
     return out
 
 
+def _seconds(name: str, value: str, low: float = 0.0) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        x = float("nan")
+    if not x > low:
+        raise RunnerError(f"--runner-opt {name}={value!r}: expected a number of seconds > {low:g}")
+    return x
+
+
+class _Refused(Exception):
+    """The worker said no to this request (an authenticated error frame): resending will not help."""
+
+
 class RemoteRunner(BaseRunner):
     """One device worker, or several serving the same runtime (``remote:H1:P1,H2:P2``): each runner
     worker of the controller (``-j N``) takes one by its process id and fails over to the next when
@@ -43,11 +75,19 @@ class RemoteRunner(BaseRunner):
 
     name = "remote"
 
-    def __init__(self, address: str, timeout: str = "150", secret_file: str = "") -> None:
+    def __init__(self, address: str, timeout: str = "150", secret_file: str = "", stall: str = "10",
+                 reconnect: str = "60", retries: str = "2", insecure: str = "0") -> None:
         self.addresses = _addresses(address)
         first = os.getpid() % len(self.addresses)
         self.addresses = self.addresses[first:] + self.addresses[:first]
-        (self.host, self.port), self.timeout = self.addresses[0], float(timeout)
+        (self.host, self.port) = self.addresses[0]
+        self.timeout, self.stall = _seconds("timeout", timeout), _seconds("stall", stall)
+        self.reconnect = _seconds("reconnect", reconnect, -1.0)
+        if not retries.isdigit():
+            raise RunnerError(f"--runner-opt retries={retries!r}: expected a whole number >= 0")
+        if insecure not in ("0", "1"):
+            raise RunnerError(f"--runner-opt insecure={insecure!r}: expected 0 or 1")
+        self.retries, self.insecure = int(retries), insecure == "1"
         try:
             self._secret = wire.read_secret(secret_file or None)
         except (OSError, ValueError) as exc:
@@ -55,72 +95,145 @@ class RemoteRunner(BaseRunner):
         self._sock: socket.socket | None = None
         self._key: bytes | None = None
         self._seq = 0
+        self._gone = ""  # why the device is gone for good: every later case is not run at once
         self.device: dict[str, Any] = {}
 
     # -- the connection ------------------------------------------------------------------------
     def _connect(self) -> socket.socket:
+        """The open session, or a new one: the first worker that answers (this lane's own first).
+        RunnerError: a worker that answers but must not be used (authentication); ConnectionError:
+        none could be reached."""
         if self._sock is not None:
             return self._sock
         errors = []
         for host, port in self.addresses:  # this worker's own first, then the others (failover)
             try:
-                sock = socket.create_connection((host, port), timeout=self.timeout)
+                sock = socket.create_connection((host, port), timeout=self.stall)
             except OSError as exc:
-                errors.append(f"{host}:{port}: {exc}")
+                errors.append(f"{host}:{port}: {exc.strerror or exc}")
                 continue
             self.host, self.port = host, port
             break
         else:
-            raise ConnectionError(f"cannot reach the worker at {'; '.join(errors)}")
+            raise ConnectionError(f"cannot reach the device worker at {'; '.join(errors)}")
         try:
-            hello, _ = wire.recv(sock, limit=0)
-            if hello.get("qconform") != "worker" or wire.VERSION not in hello.get("versions", []):
-                raise wire.ProtocolError(f"not a qconform worker speaking version {wire.VERSION}: {hello}")
-            if hello.get("auth") and self._secret is None:
-                raise RunnerError(f"the worker at {self.host}:{self.port} requires the shared secret "
-                                  f"(--runner-opt secret_file=FILE or ${wire.SECRET_ENV})")
-            cnonce = wire.nonce()
-            snonce = str(hello.get("nonce", ""))
-            wire.send(sock, {"version": wire.VERSION, "nonce": cnonce,
-                             **({"proof": wire.proof(self._secret, b"client", snonce, cnonce)} if hello.get("auth") else {})})
-            welcome, _ = wire.recv(sock, limit=0)
-            if "error" in welcome:
-                raise RunnerError(f"the worker at {self.host}:{self.port} refused: {welcome['error']}")
-            if hello.get("auth"):
-                import hmac
-
-                if not hmac.compare_digest(str(welcome.get("proof", "")),
-                                           wire.proof(self._secret, b"worker", snonce, cnonce)):
-                    raise wire.ProtocolError("the worker could not prove it holds the shared secret")
-                self._key = wire.session_key(self._secret, snonce, cnonce)
-            self.device = dict(welcome.get("describe") or {})
+            sock.settimeout(self.stall)
+            self._handshake(sock)
         except BaseException:
             sock.close()
             raise
+        sock.settimeout(None)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # one small message each way per case
         self._sock, self._seq = sock, 0
         return sock
+
+    def _handshake(self, sock: socket.socket) -> None:
+        where = f"the worker at {self.host}:{self.port}"
+        hello, _ = wire.recv(sock, limit=0)
+        if hello.get("qconform") != "worker":
+            raise wire.ProtocolError(f"{where} is not a qconform worker (its first message: {str(hello)[:120]})")
+        if wire.VERSION not in (hello.get("versions") or []):
+            raise RunnerError(f"{where} speaks protocol version(s) {hello.get('versions')}, this controller "
+                              f"{wire.VERSION}: install the same qconform release on both sides")
+        auth = hello.get("auth") is True
+        if self._secret is not None and not auth:
+            raise RunnerError(f"{where} does not ask for the shared secret, and this controller holds one: "
+                              "refused (an impostor on that address, or a worker started without --secret-file)")
+        if self._secret is None and auth:
+            raise RunnerError(f"{where} requires the shared secret (--runner-opt secret_file=FILE or "
+                              f"${wire.SECRET_ENV})")
+        peer = sock.getpeername()[0]
+        if not auth and not wire.is_loopback(peer) and not self.insecure:
+            raise RunnerError(f"{where} ({peer}) is not on this machine and no shared secret is given: anyone "
+                              "could answer there (give --runner-opt secret_file=FILE, or --runner-opt insecure=1 "
+                              "to accept an unauthenticated device; the report will say so)")
+        snonce, cnonce = str(hello.get("nonce", "")), wire.nonce()
+        wire.send(sock, {"version": wire.VERSION, "nonce": cnonce,
+                         **({"proof": wire.proof(self._secret, b"client", snonce, cnonce)} if auth else {})})
+        welcome, _ = wire.recv(sock, limit=0)
+        if "error" in welcome:
+            raise RunnerError(f"{where} refused: {welcome['error']}")
+        if auth:
+            if not hmac.compare_digest(str(welcome.get("proof", "")),
+                                       wire.proof(self._secret, b"worker", snonce, cnonce)):
+                raise RunnerError(f"{where} could not prove it holds the shared secret: refused")
+            self._key = wire.session_key(self._secret, snonce, cnonce)
+        else:
+            self._key = None
+        self.device = dict(welcome.get("describe") or {})
 
     def _drop(self) -> None:
         if self._sock is not None:
             self._sock.close()
         self._sock, self._key = None, None
 
-    def _request(self, header: dict, blobs: list[bytes]) -> tuple[dict, list[bytes]]:
+    def _exchange(self, header: dict, blobs: list[bytes]) -> tuple[dict, list[bytes]]:
+        """One request on the open session: heartbeats while it runs, then its answer."""
         sock = self._connect()
         self._seq += 1
-        try:
-            wire.send(sock, {**header, "seq": self._seq}, blobs, self._key)
-            answer, out = wire.recv(sock, self._key)
-        except BaseException:
-            self._drop()  # whatever happened, the next case starts on a fresh connection
-            raise
-        if "error" in answer:
-            self._drop()
-            raise wire.ProtocolError(f"the worker closed the session: {answer['error']}")
-        if answer.get("seq") != self._seq:
-            self._drop()
-            raise wire.ProtocolError(f"answer to request {answer.get('seq')!r} where {self._seq} was due")
-        return answer, out
+        seq, deadline = self._seq, time.monotonic() + self.timeout
+        sock.settimeout(self.stall)
+        wire.send(sock, {**header, "seq": seq}, blobs, self._key)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise socket.timeout(f"no answer within timeout={self.timeout:g}s although the worker's heartbeats "
+                                     "went on: its --case-timeout is longer than this controller's timeout")
+            sock.settimeout(min(self.stall, left))
+            try:
+                answer, out = wire.recv(sock, self._key)
+            except socket.timeout:
+                raise socket.timeout(f"the device was silent for {self.stall:g}s (no answer, no heartbeat)") from None
+            if "error" in answer:
+                raise _Refused(str(answer["error"]))
+            if answer.get("seq") != seq:
+                raise wire.ProtocolError(f"answer to request {answer.get('seq')!r} where {seq} was due")
+            if "heartbeat" not in answer:
+                return answer, out
+
+    def _request(self, header: dict, blobs: list[bytes]) -> tuple[dict, list[bytes]]:
+        """A request answered, resent after a dropped connection; NotRun when it cannot be."""
+        if self._gone:
+            raise NotRun(self._gone, stop=True)
+        lost = 0
+        while True:
+            try:
+                return self._exchange(header, blobs)
+            except _Refused as exc:
+                self._drop()
+                raise NotRun(f"the worker at {self.host}:{self.port} refused the request: {exc}") from None
+            except RunnerError as exc:  # reachable, but not a worker this controller may use
+                self._drop()
+                self._gone = f"{exc}; the run stopped"
+                raise NotRun(self._gone, stop=True) from None
+            except (OSError, wire.ProtocolError) as exc:  # socket.timeout and ConnectionError are OSErrors
+                self._drop()
+                lost += 1
+                why = str(exc) or type(exc).__name__
+                if lost > self.retries:  # reachable, but it cannot keep a request: every case would pay this
+                    self._gone = (f"the connection to the device worker at {self.host}:{self.port} failed {lost} "
+                                  f"times while one case ran (last: {why}); the run stopped")
+                    raise NotRun(self._gone, stop=True) from None
+                self._reach_again(why)
+
+    def _reach_again(self, why: str) -> None:
+        """Reconnect with backoff for at most ``reconnect`` seconds; after that the device is gone."""
+        deadline, pause = time.monotonic() + self.reconnect, 0.25
+        while True:
+            try:
+                self._connect()
+                return
+            except RunnerError as exc:
+                self._gone = f"{exc}; the run stopped"
+                raise NotRun(self._gone, stop=True) from None
+            except (OSError, wire.ProtocolError) as exc:
+                why = str(exc) or type(exc).__name__
+            if time.monotonic() + pause > deadline:
+                self._gone = (f"the device worker at {self.host}:{self.port} could not be reached again within "
+                              f"{self.reconnect:g}s (last: {why}); the run stopped")
+                raise NotRun(self._gone, stop=True)
+            time.sleep(pause)
+            pause = min(5.0, pause * 2)
 
     # -- the runner contract -------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
@@ -128,7 +241,8 @@ class RemoteRunner(BaseRunner):
         if len(self.addresses) > 1:
             seen = {}
             for host, port in self.addresses:
-                other = RemoteRunner(f"{host}:{port}", str(self.timeout))
+                other = RemoteRunner(f"{host}:{port}", str(self.timeout), stall=str(self.stall),
+                                     insecure="1" if self.insecure else "0")
                 other._secret = self._secret
                 other._connect()
                 seen[f"{host}:{port}"] = json.dumps(other.device, sort_keys=True)
@@ -136,7 +250,10 @@ class RemoteRunner(BaseRunner):
             if len(set(seen.values())) > 1:
                 raise RunnerError("the workers serve different runtimes or settings (their describe() differ: "
                                   + "; ".join(f"{a}: {d[:120]}" for a, d in seen.items()) + ")")
-        self._connect()
+        try:
+            self._connect()
+        except (OSError, wire.ProtocolError) as exc:
+            raise RunnerError(f"{exc} (no case was run)") from None
         info = dict(self.device)
         platform = info.pop("device_platform", None)
         return {**info, "remote": ",".join(f"{h}:{p}" for h, p in sorted(self.addresses)),
@@ -148,17 +265,10 @@ class RemoteRunner(BaseRunner):
 
         def run(inputs):
             names = list(inputs)
-            try:
-                answer, out = self._request({"op": "run", "inputs": names},
-                                            [data, *(adapt.to_tensor_proto(inputs[n], n) for n in names)])
-            except socket.timeout:
-                raise CaseFault(TIMEOUT, f"no answer from the worker at {self.host}:{self.port} within "
-                                           f"{self.timeout:g}s; the connection was dropped") from None
-            except (ConnectionError, OSError) as exc:
-                raise CaseFault(CRASHED, f"the connection to the worker at {self.host}:{self.port} was lost: "
-                                           f"{exc}") from None
+            answer, out = self._request({"op": "run", "inputs": names},
+                                        [data, *(adapt.to_tensor_proto(inputs[n], n) for n in names)])
             kind = answer.get("kind")
-            if kind == Call.OK:
+            if kind == OK:
                 return [adapt.from_tensor_proto(b) for b in out]
             message = str(answer.get("message", ""))
             if kind == UNSUPPORTED:
@@ -167,7 +277,8 @@ class RemoteRunner(BaseRunner):
                 raise CaseFault(kind, message)
             if kind == ERROR:
                 raise RuntimeError(message)
-            raise wire.ProtocolError(f"unknown answer kind {kind!r}")
+            raise NotRun(f"the worker at {self.host}:{self.port} answered kind {kind!r}, which the protocol "
+                         "does not define")
 
         return run
 

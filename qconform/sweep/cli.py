@@ -6,6 +6,7 @@ import sys
 import time
 from pathlib import Path
 
+from qconform.progress import StateError
 from qconform.sweep.domains import domain
 from qconform.sweep.execute import Summary, execute, regenerate
 from qconform.sweep.goldens import golden_digests, golden_dir
@@ -101,8 +102,12 @@ def main(args) -> int:
         return 2
     t0 = time.perf_counter()
     work = units(sweeps, domains, chunks)
-    summary = Summary(list(execute(work, args.runner, options, args.jobs, args.state, args.golden_dir,
-                                   not args.no_progress, executor=executor)))
+    try:
+        summary = Summary(list(execute(work, args.runner, options, args.jobs, args.state, args.golden_dir,
+                                       not args.no_progress, executor=executor)))
+    except StateError as exc:
+        print(f"qconform sweep: {exc}", file=sys.stderr)
+        return 2
     for line in summary.lines():
         print(line)
     n_in = sum(r.elements for r in summary.results)

@@ -1,161 +1,81 @@
-"""Running units: executors (a local process pool here; a Dask cluster in dask_executor.py), the
-resumable state file, the progress line, golden regeneration and the summary.
+"""Running units on the engine's pools: this machine's worker processes (``LocalPool``) or a Dask
+cluster (``dask_executor.DaskExecutor``), with the state file and progress line every long run of
+qconform keeps (``qconform.progress``), golden regeneration and the summary.
 
-An executor maps units to ``UnitResult``s, yielding each as it finishes; it resolves the runner once
-per worker process (``UnitWorker``) and never changes what a unit computes. ``execute`` adds what
-every executor shares: resuming from the state file, recording results, and progress.
+An executor starts a pool for a ``SweepJob`` (``qconform.pool.Job``); it never changes what a unit
+computes. ``execute`` adds what every executor shares: resuming from the state file, recording
+results, and progress.
 """
 from __future__ import annotations
 
-import json
-import multiprocessing
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Protocol
 
+from qconform.pool import Job, local_pool
+from qconform.progress import Progress, StateFile
 from qconform.sweep.domains import domain
 from qconform.sweep.goldens import golden_digests, save_golden
 from qconform.sweep.table import FORMAT, Sweep
-from qconform.sweep.units import Unit, UnitResult, UnitWorker, unit_key, unit_size, units
+from qconform.sweep.units import SweepJob, Unit, UnitResult, unit_key, unit_size, units
 from qconform.verdicts import SweepStatus
+
+#: A sweep state file's header.
+STATE_FORMAT = f"qconform-sweep-state/{FORMAT}"
 
 
 class Executor(Protocol):
-    """Runs units somewhere and yields their results as they finish (any order)."""
+    """Where units run: starts a pool (``submit``, ``result``, ``results``, ``close``) for a job."""
 
-    def map(self, work: list[Unit], runner_name: str | None, options: dict[str, str],
-            golden_root: str | None) -> Iterator[UnitResult]: ...
-
-
-_WORKER: UnitWorker | None = None
-
-
-def _init_worker(runner_name, options, golden_root) -> None:
-    global _WORKER
-    _WORKER = UnitWorker(runner_name, options, golden_root)
-
-
-def _run_unit(unit) -> UnitResult:
-    assert _WORKER is not None
-    return _WORKER.run(unit)
+    def start(self, job: Job): ...
 
 
 @dataclass
 class LocalPool:
-    """This machine: ``jobs`` spawned worker processes (in-process when one job or one unit)."""
+    """This machine: ``jobs`` worker processes (``qconform.pool.IsolatedPool``: a chunk that crashes
+    or hangs its worker is that chunk's error); one job runs in this process."""
 
     jobs: int = 1
 
-    def map(self, work, runner_name, options, golden_root) -> Iterator[UnitResult]:
-        if self.jobs <= 1 or len(work) <= 1:
-            worker = UnitWorker(runner_name, options, golden_root)
-            for u in work:
-                yield worker.run(u)
-            return
-        ctx = multiprocessing.get_context("spawn")
-        with ctx.Pool(min(self.jobs, len(work)), initializer=_init_worker,
-                      initargs=(runner_name, options, golden_root)) as pool:
-            yield from pool.imap_unordered(_run_unit, work, chunksize=1)
-
-
-class Progress:
-    """One status line on stderr: units, elements per second, ETA (refreshed, or a line a while)."""
-
-    def __init__(self, total_units: int, total_elements: int, label: str, stream=None) -> None:
-        self.total_units, self.total_elements, self.label = total_units, total_elements, label
-        self.stream = stream or sys.stderr
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.units = self.elements = 0
-        self.t0 = self.last = time.perf_counter()
-
-    def update(self, elements: int) -> None:
-        self.units += 1
-        self.elements += elements
-        now = time.perf_counter()
-        if not self.tty and now - self.last < 10 and self.units < self.total_units:
-            return
-        self.last = now
-        rate = self.elements / max(now - self.t0, 1e-9)
-        left = (self.total_elements - self.elements) / rate if rate else float("inf")
-        width = 24
-        filled = int(width * self.units / max(self.total_units, 1))
-        line = (f"{self.label} [{'#' * filled}{'.' * (width - filled)}] {self.units}/{self.total_units} chunks, "
-                f"{rate / 1e6:,.1f} M inputs/s, ETA {_hms(left)}")
-        self.stream.write(("\r" + line) if self.tty else (line + "\n"))
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
-def _hms(sec: float) -> str:
-    if sec == float("inf"):
-        return "?"
-    sec = int(sec)
-    return f"{sec // 3600}:{sec % 3600 // 60:02d}:{sec % 60:02d}"
-
-
-def read_state(path: Path, runner_label: str) -> dict[str, UnitResult]:
-    done: dict[str, UnitResult] = {}
-    if not path.is_file():
-        return done
-    lines = path.read_text().splitlines()
-    if lines:
-        head = json.loads(lines[0])
-        if head.get("runner") != runner_label:
-            raise ValueError(f"state file {path} belongs to runner {head.get('runner')!r}, not {runner_label!r}; "
-                             f"use another --state or delete it")
-    for line in lines[1:]:
-        try:
-            r = UnitResult(**json.loads(line))
-        except (json.JSONDecodeError, TypeError):
-            continue  # a line cut by an interruption
-        if r.status != SweepStatus.ERROR:
-            done[unit_key(r.sweep, r.domain, r.chunk)] = r
-    return done
+    def start(self, job: Job):
+        return local_pool(job, isolate=self.jobs > 1, workers=self.jobs, timeout=None)
 
 
 def execute(work: list[Unit], runner_name: str | None, options: dict[str, str] | None = None,
             jobs: int = 1, state: Path | None = None, golden_root: Path | None = None,
             progress: bool = True, label: str = "sweep", executor: Executor | None = None) -> Iterator[UnitResult]:
-    """Run units on an executor (default: a local pool of ``jobs`` processes), yielding results as
-    they finish; units already recorded in the state file come first and are not run again."""
+    """Run units on an executor (default: a local pool of ``jobs`` processes), yielding results in
+    order; units already recorded in the state file come first and are not run again (an error is
+    run again)."""
     options = dict(options or {})
-    runner_label = runner_name or "oracle"
-    done = read_state(state, runner_label) if state else {}
-    todo = [u for u in work if unit_key(u[0].id, u[1], u[2]) not in done]
+    job = SweepJob(runner_name, tuple(sorted(options.items())), str(golden_root) if golden_root else None)
+    store = StateFile(state, STATE_FORMAT, {"runner": runner_name or "oracle", "options": options}) if state else None
+    done = {k: UnitResult(**r) for k, r in store.load(lambda r: unit_key(r["sweep"], r["domain"], r["chunk"])).items()
+            if r["status"] != SweepStatus.ERROR} if store else {}
+    todo = [u for u in work if job.key(u) not in done]
     for u in work:
-        key = unit_key(u[0].id, u[1], u[2])
-        if key in done:
-            yield done[key]
-    fh = None
-    if state:
-        state.parent.mkdir(parents=True, exist_ok=True)
-        fresh = not state.is_file() or state.stat().st_size == 0
-        fh = state.open("a")
-        if fresh:
-            fh.write(json.dumps({"runner": runner_label, "format": FORMAT}) + "\n")
-            fh.flush()
-    sizes = {unit_key(u[0].id, u[1], u[2]): unit_size(u) for u in todo}
-    bar = Progress(len(todo), sum(sizes.values()), label) if progress and todo else None
-    executor = executor or LocalPool(jobs)
+        if job.key(u) in done:
+            yield done[job.key(u)]
+    if not todo:
+        return
+    bar = Progress(len(todo), label, "chunks", weight=sum(unit_size(u) for u in todo)) if progress else None
+    pool = (executor or LocalPool(jobs)).start(job)
     try:
-        for r in executor.map(todo, runner_name, options, str(golden_root) if golden_root else None):
-            if fh:
-                fh.write(json.dumps(asdict(r)) + "\n")
-                fh.flush()
+        pool.submit(todo)
+        for u in todo:
+            r = pool.result(job.key(u))
+            if store:
+                store.append(asdict(r))
             if bar:
-                bar.update(sizes[unit_key(r.sweep, r.domain, r.chunk)])
+                bar.step(SweepStatus(r.status).deviates, unit_size(u))
             yield r
     finally:
+        pool.close()
         if bar:
-            bar.close()
-        if fh:
-            fh.close()
+            bar.done()
+        if store:
+            store.close()
 
 
 def regenerate(sweeps: list[Sweep], domains: Iterable[str], chunks: range | None = None, jobs: int = 1,

@@ -1,8 +1,11 @@
 """Work units and what one unit does: (sweep, domain, chunk) through a runner, or through the oracle.
 
-``UnitWorker`` holds a process's state -- the runner, resolved once, and one prepared model per
-sweep -- and turns a unit into a ``UnitResult``. Every executor (``qconform.sweep.execute``) hands
-units to a ``UnitWorker`` in its worker processes; the result of a unit does not depend on which.
+A unit is a client of the engine: ``UnitWorker`` calls the runner through the engine's ``Pipeline``
+(``isolation.call`` classifies what the runner did; one prepared model per sweep), compares the
+chunk's digest with the golden one first, and only on a mismatch recomputes the chunk with the
+oracle and judges it by the engine's one path. ``SweepJob`` makes units the work of the engine's
+pools (``qconform.pool``: this machine's worker processes, ``qconform.cluster``: a Dask cluster),
+so a runner that crashes or hangs on a chunk costs that chunk, never the sweep.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from qconform.sweep.domains import (Canonicaliser, Domain, digest, domain, dont_
                                     oracle_digest)
 from qconform.sweep.goldens import golden_digests
 from qconform.sweep.table import Sweep
-from qconform.verdicts import PASS, Call, SweepStatus
+from qconform.verdicts import PASS, Call, SweepStatus, Verdict
 
 Unit = tuple[Sweep, str, int]  # (sweep, domain name, chunk)
 
@@ -84,33 +87,51 @@ class UnitResult:
     mismatches: int = 0
 
 
+@dataclass(frozen=True)
+class SweepJob:
+    """Sweep units as the pools' work (``qconform.pool.Job``): an item is a unit, a worker a
+    ``UnitWorker``; each unit is its own group, so units spread over every worker."""
+
+    runner_name: str | None  # None: the oracle computes golden digests
+    options: tuple[tuple[str, str], ...] = ()
+    golden_root: str | None = None
+
+    def start(self) -> "UnitWorker":
+        return UnitWorker(self.runner_name, dict(self.options), self.golden_root)
+
+    def key(self, unit: Unit) -> str:
+        return unit_key(unit[0].id, unit[1], unit[2])
+
+    def group(self, unit: Unit) -> str:
+        return self.key(unit)
+
+    def failed(self, unit: Unit, verdict: Verdict, why: str, traceback: str = "") -> UnitResult:
+        """A unit nothing ran to the end: the runner's worker crashed or hung on it, or broke."""
+        return UnitResult(unit[0].id, unit[1], unit[2], SweepStatus.ERROR, detail=f"{verdict}: {why}")
+
+
 class UnitWorker:
-    """Per-process state: the runner and one prepared model per sweep."""
+    """Per-process state: the runner, behind the engine's ``Pipeline`` (its calls go through
+    ``isolation.call``, its prepared models are kept), and one model per sweep."""
 
     def __init__(self, runner_name: str | None, options: dict[str, str], golden_root: str | None) -> None:
         self.runner_name, self.options = runner_name, options
         self.golden_root = Path(golden_root) if golden_root else None
-        self._prepared: dict[str, Any] = {}
+        self.scope: str | None = None
+        self._models: dict[str, Any] = {}
         self._goldens: dict[tuple[str, str], list] = {}
 
     @cached_property
-    def runner(self):
+    def pipeline(self):
+        from qconform.execution import Pipeline
         from qconform.runner import resolve
 
-        return resolve(self.runner_name, self.options)
+        return Pipeline.local(resolve(self.runner_name, self.options))
 
-    def prepared(self, sweep: Sweep):
-        from qconform.runner import Unsupported, prepare
-
-        if sweep.id not in self._prepared:
-            try:
-                self._prepared[sweep.id] = prepare(self.runner, sweep_model(sweep))
-            except Unsupported as exc:
-                self._prepared[sweep.id] = exc
-        got = self._prepared[sweep.id]
-        if isinstance(got, Unsupported):
-            raise got
-        return got
+    def model(self, sweep: Sweep):
+        if sweep.id not in self._models:
+            self._models[sweep.id] = sweep_model(sweep)
+        return self._models[sweep.id]
 
     def golden(self, sweep: Sweep, dom: Domain, chunk: int) -> str | None:
         key = (sweep.id, dom.name)
@@ -129,24 +150,27 @@ class UnitWorker:
             else:
                 self._check(sweep, dom, chunk, res)
         except Exception as exc:  # noqa: BLE001 - reported per unit
-            from qconform.runner import Unsupported
-
-            res.status = SweepStatus.UNSUPPORTED if isinstance(exc, Unsupported) else SweepStatus.ERROR
-            res.detail = f"{type(exc).__name__}: {exc}" if res.status == SweepStatus.ERROR else str(exc)
+            res.status, res.detail = SweepStatus.ERROR, f"{type(exc).__name__}: {exc}"
         res.seconds = time.perf_counter() - t0
         return res
 
     def _check(self, sweep: Sweep, dom: Domain, chunk: int, res: UnitResult) -> None:
+        """Digest first (the golden holds a chunk's digest, not its outputs); on a mismatch the chunk
+        is recomputed by the oracle and judged by the engine's one path, and the exact inputs named."""
+        from qconform.isolation import CallResult
+
         expected = self.golden(sweep, dom, chunk)
         x = inputs(sweep, dom, chunk)
         res.elements = x.size
-        run = self.prepared(sweep)
-        t0 = time.perf_counter()
-        outs = run({"x": x})
-        res.runner_seconds = time.perf_counter() - t0
+        call, res.runner_seconds = self.pipeline.call_model(self.model(sweep), {"x": x})
+        if call.kind != Call.OK:
+            res.status = SweepStatus.UNSUPPORTED if call.kind == Call.UNSUPPORTED else SweepStatus.ERROR
+            res.detail = call.message if call.kind in (Call.UNSUPPORTED, Call.ERROR) else f"{call.kind}: {call.message}"
+            return
         out_t = dtypes.get(sweep.out_type)
-        if not isinstance(outs, (list, tuple)) or len(outs) != 1 or not isinstance(outs[0], np.ndarray):
-            raise TypeError(f"runner returned {type(outs).__name__}, not a list of one array")
+        outs = call.outputs
+        if len(outs) != 1:
+            raise TypeError(f"runner returned {len(outs)} outputs, not one array")
         y = outs[0]
         if y.dtype != out_t.dtype or y.shape != x.shape:
             raise TypeError(f"runner returned {y.dtype}{list(y.shape)}, expected {out_t.name}{list(x.shape)}")
@@ -156,13 +180,8 @@ class UnitWorker:
             return
         if res.digest == expected:
             return
-        # Recompute the chunk with the oracle and judge it by the engine's one path (the comparison and
-        # record every application uses), then name the exact inputs.
-        from qconform.execution import Pipeline
-        from qconform.isolation import CallResult
-
         case = oracle_case(sweep, x)
-        judged = Pipeline.local(self.runner).judge_call(case, CallResult(Call.OK, [y]))
+        judged = self.pipeline.judge_call(case, CallResult(Call.OK, [y]))
         rec = judged.record
         if judged.verdict == PASS:
             res.status, res.detail = SweepStatus.READING, f"matches permitted reading {rec.reading!r}"

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import functools
 
-from qconform.diagnosis.models import rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul
+from qconform.diagnosis.models import rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul, fused
 from qconform.diagnosis.models.base import Deviation, Spec, compose, deviating_oracle
 from qconform.diagnosis.models.common import swap_slots
 from qconform.diagnosis.models.dequantize import bfloat16_half_up_if_odd
@@ -138,8 +138,20 @@ ORDER = (
     "dql-zero-range-unit-range",
     "qlinearmatmul-float8-inputs-truncated",
     "minifloat-cast-without-type-notes",
+    "fused-qlinear-mul-float-multiplier",
+    "fused-qlinear-add-fma",
+    "fused-integer-requantisation",
+    "fused-u8s8-pair-saturation",
+    "fused-bias-codes-without-scale",
+    "requantise-half-up",
+    "requantise-half-up-biased",
+    "requantise-fixed-point",
+    "qdq-pair-removed",
+    "qdq-pair-as-clamp",
+    "input-quantise-float16-half-up",
 )
-STEPS = (rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul)
+STEPS = (rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul,
+         fused)
 
 
 def _registry() -> dict[str, Deviation]:

@@ -38,8 +38,18 @@ def _instance(mixin: type, domain: str, op: str, opset: int) -> OpOracle:
     return compose(mixin, type(oracle_for(domain, op, opset)))()
 
 
+@functools.cache
+def _graph_instance(mixin: type):
+    from qconform.oracle.graph import GraphOracle
+
+    return compose(mixin, GraphOracle)()
+
+
 def deviating_oracle(draft: Draft, mixin: type = Spec) -> OpOracle:
-    """The oracle of the draft's op version with one step replaced by ``mixin``'s."""
+    """The oracle of the draft's op version (a pattern's: the graph oracle) with one step replaced by
+    ``mixin``'s."""
+    if draft.graph:
+        return _graph_instance(mixin)
     return _instance(mixin, draft.domain, draft.op, draft.opset)
 
 

@@ -7,32 +7,11 @@ so a CI step can gate on it; 0 otherwise; 2 for a file that is not a qconform re
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from qconform.report.model import SCHEMA_VERSION
+from qconform.report.model import load
 from qconform.verdicts import DEVIATING, FAIL, NOT_RUN, PASS, UNSUPPORTED
 
 GOOD = PASS
-
-
-class ReportError(Exception):
-    """A file that is not a readable qconform report.json of a known schema version."""
-
-
-def load(path: str | Path) -> dict:
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ReportError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ReportError(f"{p}: not JSON: line {exc.lineno}: {exc.msg}") from None
-    if not isinstance(data, dict) or "cases" not in data:
-        raise ReportError(f"{p}: not a qconform report.json (no \"cases\")")
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise ReportError(f"{p}: report schema_version {data.get('schema_version')!r}; this qconform reads "
-                          f"{SCHEMA_VERSION}")
-    return data
 
 
 def _kind(old: dict, new: dict) -> str | None:

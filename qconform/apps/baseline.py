@@ -26,28 +26,20 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from dataclasses import dataclass
-from enum import StrEnum
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from qconform.verdicts import DEVIATING, PASS
+from qconform.record import UNNAMED, behaviour
+from qconform.report.model import ReportError
+from qconform.report.model import load as load_report
+from qconform.verdicts import DEVIATING, PASS, Stale
 
 FORMAT_KEY = "qconform_baseline"
 FORMAT_VERSION = 1
 #: What ``qconform baseline create`` writes when no ``--reason`` is given. The gate refuses a file
 #: that still holds it: accepting a deviation takes a sentence saying why.
 PLACEHOLDER = "TODO: why is this deviation accepted?"
-#: ``"diagnosis"`` of an entry that accepts the deviations no model names.
-UNNAMED = "none"
-
-
-class Stale(StrEnum):
-    """Why an entry accepted nothing in a run (``gate.stale[].state``)."""
-
-    UNMATCHED = "unmatched"  # no case of the run matches it
-    FIXED = "fixed"  # its cases ran, and some pass now: the deviation it accepted is gone there
-    NOT_DEVIATING = "not-deviating"  # its cases ran, none deviates, none passes (unsupported, information)
 
 
 class BaselineError(Exception):
@@ -97,14 +89,6 @@ class Baseline:
         if self.by_behaviour and not diagnose:
             raise BaselineError(f"{self.path} accepts deviations by their diagnosis: it needs --diagnose=on")
         return self.by_behaviour
-
-
-def behaviour(record: dict) -> str | None:
-    """A deviation's behaviour as baselines name it: its first diagnosis model, ``UNNAMED`` where the
-    diagnosis names none, None where it was not diagnosed."""
-    if "diagnosis" not in record or record["diagnosis"] is None:
-        return None
-    return record["diagnosis"][0] if record["diagnosis"] else UNNAMED
 
 
 def _entry(raw: Any, n: int, where: str) -> Entry:
@@ -231,15 +215,10 @@ def gate(report: dict, baseline: Baseline | None, today: _dt.date, *, min_cases:
 # ----------------------------------------------------------------------------------------------
 def read_report(path: str | Path) -> dict:
     """A report.json (or the report directory holding it)."""
-    p = Path(path)
-    p = p / "report.json" if p.is_dir() else p
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-        if not isinstance(data.get("cases"), list):
-            raise ValueError("no \"cases\" list")
-    except (OSError, ValueError, AttributeError) as exc:
-        raise BaselineError(f"{p}: not a qconform report.json ({exc})") from None
-    return data
+        return load_report(path)
+    except ReportError as exc:
+        raise BaselineError(str(exc)) from None
 
 
 def deviations(report: dict) -> list[str]:

@@ -1,0 +1,25 @@
+"""A certification's report, assembled the one way both front-ends (``qconform certify`` and the pytest
+plugin) assemble it: the per-case records into report.json (``report.model.build``), the diagnosis's
+ranking of deviation models over the run's failures, and the gate (baseline, expiry, the floor of
+collected cases). ``report/`` only renders and writes what this returns.
+"""
+from __future__ import annotations
+
+from qconform.report import model
+
+
+def assemble(records: list[dict], collected: list[dict], run_meta: dict, *, cases_of, baseline, today,
+             min_cases: int | None, filters: list[str], corpus_size: int, strict_nan: bool,
+             profile: str) -> tuple[dict, dict[str, str]]:
+    """The report of a run, as both front-ends build it: the records, the diagnosis ranking and the
+    gate (the floor: ``min_cases``, else the whole corpus unless a selection was made). Returns the
+    report and the whole runner texts too long for it (for ``write``)."""
+    from qconform.diagnosis.diagnose import report_section
+    from qconform.apps import baseline as baseline_mod
+
+    texts: dict[str, str] = {}
+    report = model.build(records, collected, run_meta, texts)
+    report["diagnosis"] = report_section(records, cases_of, strict_nan=strict_nan, profile=profile)
+    floor = min_cases if min_cases is not None else (0 if filters else corpus_size)
+    report["gate"] = baseline_mod.gate(report, baseline, today, min_cases=floor, filtered=bool(filters))
+    return report, texts

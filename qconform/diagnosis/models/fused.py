@@ -1,0 +1,498 @@
+"""What fused integer kernels do to a QDQ pattern: the graph computed as one kernel, not node by node.
+
+Each model overrides ``GraphOracle.fused`` (``qconform/oracle/graph.py``): given a pattern draft it
+returns the pattern's outputs computed the kernel's way (one list per reading it can follow). The
+float operator's definition stays the oracle's: the kernels differ in how they requantise (a float32
+multiplier, a fixed-point one, rounding half up), in how they accumulate (int16 pair saturation) and
+in what they keep of the graph (a Q/DQ pair dropped, a bias scale ignored). Every mechanism is cited
+from the kernel's public source or, for closed kernels (Qualcomm's QNN HTP), from measurements kept
+in research/qdq-graphs.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable
+
+import numpy as np
+
+from qconform import dtypes
+from qconform.case import Draft
+from qconform.diagnosis.models.base import Deviation
+from qconform.diagnosis.models.matmul import _fixed_point_multiply, _quantize_multiplier
+from qconform.oracle.arith import as_float64, round_fraction
+
+#: A dequantized operand: its codes, scale and zero point (as given), the DequantizeLinear attributes.
+@dataclass(frozen=True)
+class Operand:
+    codes: np.ndarray
+    type: str
+    scale: np.ndarray
+    zero: np.ndarray
+    attrs: dict
+
+    def exact(self) -> np.ndarray:
+        """(q - zp) as exact integers (int64), broadcast like DequantizeLinear (per tensor or per axis)."""
+        q = as_float64(self.codes, self.type).astype(np.int64)
+        z = np.asarray(as_float64(self.zero, self.type)).astype(np.int64)
+        axis = self.attrs.get("axis", 1)
+        if z.ndim == 1 and q.ndim > 1:
+            shape = [1] * q.ndim
+            shape[axis] = -1
+            z = z.reshape(shape)
+        return q - z
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """``DQ(inputs) → op → Q(y)``: the central op, its dequantized operands (None where an input is not
+    a DequantizeLinear output), the output's scale, zero point and type."""
+
+    op: str
+    attrs: dict
+    operands: tuple[Operand | None, ...]
+    others: tuple[np.ndarray | None, ...]
+    y_scale: np.ndarray
+    y_zero: np.ndarray
+    y_type: str
+
+
+def pattern(draft: Draft) -> Pattern | None:
+    """The pattern's structure read from its graph (None: not ``DQ… → op → Q``)."""
+    nodes = draft.graph
+    if len(nodes) < 3 or nodes[-1].op != "QuantizeLinear":
+        return None
+    values = {a.name: a for a in draft.inputs if a is not None}
+    q = nodes[-1]
+    producers = {o: n for n in nodes for o in n.outputs}
+    central = producers.get(q.inputs[0])
+    if central is None or central.op in ("QuantizeLinear", "DequantizeLinear"):
+        return None
+    operands, others = [], []
+    for name in central.inputs:
+        dq = producers.get(name)
+        if dq is not None and dq.op == "DequantizeLinear" and all(i in values for i in dq.inputs if i):
+            x, s, z = (values[i] for i in dq.inputs)
+            operands.append(Operand(x.value, x.type, s.value, z.value, dict(dq.attrs)))
+            others.append(None)
+        else:
+            operands.append(None)
+            others.append(values[name].value if name in values else None)
+    if not all(i in values for i in q.inputs[1:3]):
+        return None
+    ys, yz = values[q.inputs[1]], values[q.inputs[2]]
+    return Pattern(central.op, dict(central.attrs), tuple(operands), tuple(others), ys.value, yz.value, yz.type)
+
+
+def _f32(v) -> np.ndarray:
+    return np.asarray(v, np.float32)
+
+
+def _saturate(v: np.ndarray, t: str) -> np.ndarray:
+    lo, hi = dtypes.get(t).qrange
+    return np.clip(v, lo, hi)
+
+
+def _pack(v: np.ndarray, t: str) -> np.ndarray:
+    et = dtypes.get(t)
+    return et.from_bits(np.asarray(v, np.int64) & ((1 << et.bits) - 1))
+
+
+def _exact_f32_fma(x, y, z) -> np.ndarray:
+    """fl32(x*y + z), one rounding (a fused multiply-add in float32)."""
+    from qconform.oracle.graph import _round_fraction_f32
+
+    x, y, z = np.broadcast_arrays(_f32(x), _f32(y), _f32(z))
+    out = [_round_fraction_f32(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)))
+           for a, b, c in zip(x.ravel(), y.ravel(), z.ravel())]
+    return np.asarray(out, np.float32).reshape(x.shape)
+
+
+def _integer(p: Pattern) -> bool:
+    return all(o is None or dtypes.get(o.type).is_integer for o in p.operands) and dtypes.get(p.y_type).is_integer
+
+
+def _per_tensor(p: Pattern) -> bool:
+    return all(o is None or np.size(o.scale) == 1 for o in p.operands) and np.size(p.y_scale) == 1
+
+
+# ----------------------------------------------------------------------------------------------
+# Elementwise: onnxruntime's QLinearMul and QLinearAdd (MLAS)
+# ----------------------------------------------------------------------------------------------
+class QLinearMulFloatMultiplier:
+    """onnxruntime MLAS qlmul.cpp (x86 SSE2 path): p = (a−za)(b−zb) exact; y = cvtps(fl32(fl32(p ·
+    fl32(fl32(sa·sb)/sy)) + zy)), round half to even, saturated: one float32 multiplier where the
+    graph rounds each DequantizeLinear, the product and the division."""
+
+    def fused(self, draft, inputs):
+        p = pattern(draft)
+        a, b = p.operands
+        ratio = _f32(_f32(_f32(a.scale) * _f32(b.scale)) / _f32(p.y_scale))
+        prod = a.exact() * b.exact()
+        v = _f32(_f32(prod.astype(np.float32) * ratio) + _f32(as_float64(p.y_zero, p.y_type)))
+        return [("spec", [_pack(_saturate(np.rint(v).astype(np.int64), p.y_type), p.y_type)])]
+
+
+class QLinearAddFma:
+    """onnxruntime MLAS qladd_avx2.cpp: rA = fl32(sa/sy), rB = fl32(sb/sy), fixed = fl32(zy −
+    fl32(fl32(rA·za) + fl32(rB·zb))); t = fma(b, rB, fixed); t = fma(a, rA, t); y = cvtps(t), half to
+    even, saturated: the zero points folded into one float32 constant, two fused multiply-adds."""
+
+    def fused(self, draft, inputs):
+        p = pattern(draft)
+        a, b = p.operands
+        za, zb = (float(as_float64(o.zero, o.type)) for o in (a, b))
+        zy = float(as_float64(p.y_zero, p.y_type))
+        ra, rb = _f32(_f32(a.scale) / _f32(p.y_scale)), _f32(_f32(b.scale) / _f32(p.y_scale))
+        fixed = _f32(_f32(zy) - _f32(_f32(ra * _f32(za)) + _f32(rb * _f32(zb))))
+        qa = as_float64(a.codes, a.type).astype(np.float32)
+        qb = as_float64(b.codes, b.type).astype(np.float32)
+        t = _exact_f32_fma(qb, rb, fixed)
+        t = _exact_f32_fma(qa, ra, t)
+        return [("spec", [_pack(_saturate(np.rint(t).astype(np.int64), p.y_type), p.y_type)])]
+
+
+# ----------------------------------------------------------------------------------------------
+# MatMul, Gemm, Conv as one integer kernel (onnxruntime's QLinearMatMul / QGemm / QLinearConv, OpenVINO LPT)
+# ----------------------------------------------------------------------------------------------
+def _windows(x: np.ndarray, kh: int, kw: int, strides) -> np.ndarray:
+    """im2col in the NHWC order the fused kernels use (onnxruntime runs QLinearConv in NHWC): the
+    reduction axis runs over (kh, kw, channel), so adjacent products pair channels."""
+    n, c, h, w = x.shape
+    sh, sw = strides
+    oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
+    out = np.empty((n, oh, ow, kh * kw * c), x.dtype)
+    for i in range(oh):
+        for j in range(ow):
+            out[:, i, j, :] = x[:, :, i * sh:i * sh + kh, j * sw:j * sw + kw].transpose(0, 2, 3, 1).reshape(n, -1)
+    return out
+
+
+class FusedAccumulator:
+    """The integer kernel a fusing runtime builds from DQ(x), DQ(w) [, DQ(bias)] → MatMul/Gemm/Conv →
+    Q: the exact integer accumulator (or the x86 pair-saturated one), the bias added as its int32
+    codes, requantised with a float32 multiplier fl32(fl32(sx·sw)/sy) per output channel, rounded half
+    to even (MLAS MlasRequantizeOutput), the zero point added, saturated."""
+
+    _pair_saturation: bool = False
+
+    def _pairs(self, p: Pattern) -> bool:
+        """Whether the kernel adds its products in int16-saturated pairs."""
+        return self._pair_saturation
+
+    def fused(self, draft, inputs):
+        p = pattern(draft)
+        x, w = p.operands[0], p.operands[1]
+        bias = p.operands[2] if len(p.operands) > 2 else None
+        xd, wd = x.exact(), w.exact()
+        xq = as_float64(x.codes, x.type).astype(np.int64)
+        wq = as_float64(w.codes, w.type).astype(np.int64)
+        zx = int(np.asarray(as_float64(x.zero, x.type)).reshape(-1)[0])
+        sw = np.asarray(w.scale, np.float64)
+        if p.op == "Conv":
+            kh, kw = p.attrs["kernel_shape"]
+            cols = _windows(xq, kh, kw, p.attrs.get("strides", [1, 1]))  # (N, OH, OW, C·kh·kw)
+            a_raw = cols.reshape(-1, cols.shape[-1])
+            b_raw = wq.transpose(0, 2, 3, 1).reshape(wq.shape[0], -1).T  # (kh·kw·C, M)
+            b_d = wd.transpose(0, 2, 3, 1).reshape(wd.shape[0], -1).T
+            channel_axis = 1
+        else:
+            a_raw, b_raw, b_d = xq, wq, wd
+            if p.op == "Gemm" and p.attrs.get("transB", 0):
+                b_raw, b_d = b_raw.T, b_d.T
+            channel_axis = 1
+        acc = self._accumulate(a_raw, b_raw, b_d, zx, self._pairs(p))
+        if bias is not None:
+            bcodes = as_float64(bias.codes, bias.type).astype(np.int64)
+            acc = acc + bcodes[None, :]
+        sx = float(np.asarray(x.scale).reshape(-1)[0])
+        per_out = np.broadcast_to(sw.reshape(-1) if sw.size > 1 else sw.reshape(()), (acc.shape[1],))
+        m = _f32(_f32(_f32(sx) * _f32(per_out)) / _f32(p.y_scale))
+        v = _f32(_f32(acc.astype(np.float32)) * m[None, :])
+        y = _saturate(np.rint(v).astype(np.int64) + int(as_float64(p.y_zero, p.y_type)), p.y_type)
+        if p.op == "Conv":
+            n = x.codes.shape[0]
+            oh = (x.codes.shape[2] - p.attrs["kernel_shape"][0]) // p.attrs.get("strides", [1, 1])[0] + 1
+            ow = (x.codes.shape[3] - p.attrs["kernel_shape"][1]) // p.attrs.get("strides", [1, 1])[1] + 1
+            y = y.reshape(n, oh, ow, -1).transpose(0, 3, 1, 2)
+        return [("spec", [_pack(y, p.y_type)])]
+
+    def _accumulate(self, a_raw, b_raw, b_d, zx, pairs: bool):
+        """(x − zx)·(w − zw) exactly, or (``pairs``) the raw products summed in int16-saturated pairs
+        with the zero point folded out afterwards (weights symmetric, zero point 0)."""
+        if not pairs:
+            return (a_raw - zx) @ b_d
+        k = a_raw.shape[1]
+        if k % 2:
+            a_raw = np.concatenate([a_raw, np.zeros((a_raw.shape[0], 1), np.int64)], axis=1)
+            b_raw = np.concatenate([b_raw, np.zeros((1, b_raw.shape[1]), np.int64)], axis=0)
+        prod = a_raw[:, :, None] * b_raw[None, :, :]
+        pairs = np.clip(prod[:, 0::2, :] + prod[:, 1::2, :], -(2**15), 2**15 - 1)
+        return pairs.sum(axis=1) - zx * b_raw.sum(axis=0)[None, :]
+
+
+class FusedU8S8PairSaturation(FusedAccumulator):
+    _pair_saturation = True
+
+
+class FusedBiasCodes(FusedAccumulator):
+    """The bias taken as codes without its own scale (onnxruntime's QDQ→QGemm action moves the int32
+    bias in as is); on x86 the u8×s8 products are pair-saturated too, as the same kernel does."""
+
+    def _pairs(self, p: Pattern) -> bool:
+        return p.operands[0].type == "uint8" and p.operands[1].type == "int8"
+
+
+# ----------------------------------------------------------------------------------------------
+# Requantisation in an integer-only pipeline (gemmlowp / TFLite) and half up (Hexagon)
+# ----------------------------------------------------------------------------------------------
+def _requant_source(draft: Draft):
+    """DQ(x; s1, z1) → Q(s2, z2): (codes, type, s1, z1, s2, z2, out type), or None."""
+    nodes = draft.graph
+    if [n.op for n in nodes] != ["DequantizeLinear", "QuantizeLinear"]:
+        return None
+    values = {a.name: a for a in draft.inputs}
+    x, s1, z1 = (values[i] for i in nodes[0].inputs)
+    _, s2, z2 = (values.get(i) for i in nodes[1].inputs)
+    return x, s1, z1, s2, z2
+
+
+def _half_up(codes: np.ndarray, ratio: Fraction, bias: Fraction) -> np.ndarray:
+    """floor(c·ratio + 1/2 + bias) per code c, exactly."""
+    return np.asarray([int(round_fraction(Fraction(int(c)) * ratio + bias, "half-up")) for c in codes.ravel()],
+                      np.int64).reshape(codes.shape)
+
+
+class RequantiseHalfUp:
+    """DQ → Q as one requantisation rounding half up: y = floor((x − z1)·s1/s2 + 1/2 + bias) + z2,
+    exact, then saturated (Hexagon NN's ``roundf_u32``: add 0.5 and truncate)."""
+
+    _bias = Fraction(0)
+
+    def fused(self, draft, inputs):
+        x, s1, z1, s2, z2 = _requant_source(draft)
+        xs = as_float64(x.value, x.type).astype(np.int64) - int(as_float64(z1.value, z1.type))
+        ratio = Fraction(float(s1.value)) / Fraction(float(s2.value))
+        y = _saturate(_half_up(xs, ratio, self._bias) + int(as_float64(z2.value, z2.type)), z2.type)
+        return [("spec", [_pack(y, z2.type)])]
+
+
+class RequantiseHalfUpBiased(RequantiseHalfUp):
+    """The same, with QNN HTP's measured upward bias of 2^-7 code before the rounding."""
+
+    _bias = Fraction(1, 128)
+
+
+class RequantiseFixedPoint:
+    """DQ → Q as integer-only requantisation (gemmlowp/TFLite): the ratio s1/s2 as a Q31 multiplier
+    and a shift (QuantizeMultiplier, rounded half away), applied with SaturatingRoundingDoublingHighMul
+    and RoundingDivideByPOT (two roundings, half away from zero)."""
+
+    def fused(self, draft, inputs):
+        x, s1, z1, s2, z2 = _requant_source(draft)
+        xs = as_float64(x.value, x.type).astype(np.int64) - int(as_float64(z1.value, z1.type))
+        q, shift = _quantize_multiplier(float(s1.value) / float(s2.value))
+        out = [_fixed_point_multiply(int(v), q, shift) for v in xs.ravel()]
+        y = _saturate(np.asarray(out, np.int64).reshape(xs.shape) + int(as_float64(z2.value, z2.type)), z2.type)
+        return [("spec", [_pack(y, z2.type)])]
+
+
+# ----------------------------------------------------------------------------------------------
+# Fake quantisation: x → Q → DQ
+# ----------------------------------------------------------------------------------------------
+def _fake_source(draft: Draft):
+    nodes = draft.graph
+    if [n.op for n in nodes] != ["QuantizeLinear", "DequantizeLinear"]:
+        return None
+    values = {a.name: a for a in draft.inputs}
+    x, s, z = (values[i] for i in nodes[0].inputs)
+    return x, s, z
+
+
+class QdqPairRemoved:
+    """x → Q → DQ removed as an identity: y = x (the rounding and the saturation both gone)."""
+
+    def fused(self, draft, inputs):
+        x, _, _ = _fake_source(draft)
+        return [("spec", [np.array(x.value, copy=True)])]
+
+
+class QdqPairAsClamp:
+    """x → Q → DQ kept only as a clamp: y = clip(x, fl32((qmin − zp)·s), fl32((qmax − zp)·s)), the
+    rounding to the grid gone (QNN HTP, measured bit for bit on uint8, int8, uint16 and int16)."""
+
+    def fused(self, draft, inputs):
+        x, s, z = _fake_source(draft)
+        lo, hi = dtypes.get(z.type).qrange
+        zp = float(as_float64(z.value, z.type))
+        sv = _f32(s.value)
+        return [("spec", [np.clip(_f32(x.value), _f32((lo - zp) * sv), _f32((hi - zp) * sv)).astype(np.float32)])]
+
+
+class InputQuantiseHalfUpFloat16:
+    """A QuantizeLinear fed by a float graph input, quantised by the NPU's input stage: the quotient
+    x/s rounded to float16, then half up (QNN HTP, measured bit for bit); the rest of the pattern
+    (Relu on codes: max(q, zp)) requantised half up."""
+
+    def fused(self, draft, inputs):
+        nodes = draft.graph
+        values = {a.name: a for a in draft.inputs}
+        x, s1, z1 = (values[i] for i in nodes[0].inputs)
+        s2, z2 = (values[i] for i in nodes[-1].inputs[1:3])
+        zp1 = int(as_float64(z1.value, z1.type))
+        q = (np.asarray(x.value, np.float64) / float(_f32(s1.value))).astype(np.float16).astype(np.float64)
+        q1 = _saturate(np.floor(q + 0.5).astype(np.int64) + zp1, z1.type)
+        r = np.maximum(q1, zp1) if nodes[2].op == "Relu" else q1
+        ratio = Fraction(float(s1.value)) / Fraction(float(s2.value))
+        zp2 = int(as_float64(z2.value, z2.type))
+        return [("spec", [_pack(_saturate(_half_up(r - zp1, ratio, Fraction(0)) + zp2, z2.type), z2.type)])]
+
+
+# ----------------------------------------------------------------------------------------------
+# Where each applies
+# ----------------------------------------------------------------------------------------------
+def _is(op: str, *, eight_bit: bool = False) -> Callable[[Draft], bool]:
+    def check(d: Draft) -> bool:
+        p = pattern(d) if d.graph else None
+        if p is None or p.op != op or not _integer(p) or not _per_tensor(p):
+            return False
+        return not eight_bit or all(o is None or dtypes.get(o.type).bits == 8 for o in p.operands)
+    return check
+
+
+def _weights_kernel(u8s8: bool = False, bias_mismatch: bool = False) -> Callable[[Draft], bool]:
+    def check(d: Draft) -> bool:
+        p = pattern(d) if d.graph else None
+        if p is None or p.op not in ("MatMul", "Gemm", "Conv") or not _integer(p):
+            return False
+        x, w = p.operands[0], p.operands[1]
+        if x is None or w is None or "block_size" in w.attrs or dtypes.get(w.type).bits != 8 or np.size(x.scale) != 1:
+            return False
+        if u8s8 and not (x.type == "uint8" and w.type == "int8"):
+            return False
+        bias = p.operands[2] if len(p.operands) > 2 else None
+        if bias is not None:
+            want = np.float32(np.asarray(x.scale, np.float32) * np.asarray(w.scale, np.float32))
+            matches = np.array_equal(np.broadcast_to(want, np.shape(bias.scale)), np.asarray(bias.scale, np.float32))
+            if matches == bias_mismatch:
+                return False
+        elif bias_mismatch:
+            return False
+        return True
+    return check
+
+
+def _requant(d: Draft) -> bool:
+    src = _requant_source(d) if d.graph else None
+    return src is not None and dtypes.get(src[0].type).is_integer and dtypes.get(src[4].type).is_integer \
+        and np.size(src[1].value) == 1 and np.size(src[3].value) == 1
+
+
+def _fake(d: Draft) -> bool:
+    src = _fake_source(d) if d.graph else None
+    return src is not None and dtypes.get(src[2].type).is_integer and np.size(src[1].value) == 1
+
+
+def _from_float_input(d: Draft) -> bool:
+    g = d.graph
+    return len(g) == 4 and [n.op for n in g] == ["QuantizeLinear", "DequantizeLinear", "Relu", "QuantizeLinear"]
+
+
+PATTERNS = frozenset({"Add", "Mul", "MatMul", "Gemm", "Conv", "Requant", "FakeQuant", "Relu"})
+ORT_MLAS = "onnxruntime's MLAS kernels the QDQ fusion selects (onnxruntime/core/mlas/lib)"
+
+DEVIATIONS = [
+    Deviation("fused-qlinear-mul-float-multiplier", frozenset({"Mul"}),
+              "Your runtime computes DequantizeLinear, DequantizeLinear → Mul → QuantizeLinear as one integer kernel "
+              "with a single float32 multiplier fl32(fl32(sa·sb)/sy) applied to the exact code product, where the "
+              "graph rounds each dequantized value, their product and the division: results next to a rounding "
+              "tie differ by one code.",
+              f"onnxruntime ORT_ENABLE_ALL fuses the pattern into QLinearMul; {ORT_MLAS}/qlmul.cpp, SSE2 path: "
+              "_mm_mul_ps then _mm_add_ps of the zero point, _mm_cvtps_epi32 (research/qdq-graphs.md §4 M1: 0 "
+              "mismatches in 20,480 elements)",
+              "uint8, sa = sb = 0.0510, sy = fl32(sa·sb)·2: codes whose exact product lands next to a tie",
+              QLinearMulFloatMultiplier, _is("Mul", eight_bit=True), ("ties",)),
+    Deviation("fused-qlinear-add-fma", frozenset({"Add"}),
+              "Your runtime computes DequantizeLinear, DequantizeLinear → Add → QuantizeLinear as one kernel: the "
+              "ratios sa/sy and sb/sy and a folded zero-point constant in float32, two fused multiply-adds on the "
+              "codes, then round half to even; results next to a rounding tie differ by one code.",
+              f"onnxruntime ORT_ENABLE_ALL fuses the pattern into QLinearAdd; {ORT_MLAS}/intrinsics/avx2/"
+              "qladd_avx2.cpp (_mm256_fmadd_ps) (research/qdq-graphs.md §4 M2: 0 mismatches in 20,480 elements)",
+              "uint8, sb = sa, sy = 2·sa: every sum of codes of odd parity is a tie",
+              QLinearAddFma, _is("Add", eight_bit=True), ("ties", "zero-points")),
+    Deviation("fused-integer-requantisation", frozenset({"MatMul", "Gemm", "Conv"}),
+              "Your runtime computes DequantizeLinear(x), DequantizeLinear(w) → MatMul/Gemm/Conv → QuantizeLinear as "
+              "one integer kernel: the exact integer accumulator times a float32 multiplier fl32(fl32(sx·sw)/sy), "
+              "rounded half to even, where the graph divides the float result by sy: results next to a tie differ.",
+              f"onnxruntime's QDQ fusion into QLinearMatMul/QGemm/QLinearConv; {ORT_MLAS}/quantize.cpp "
+              "MlasRequantizeOutput; OpenVINO's low-precision transformations run the same integer form",
+              "x uint8, w uint8 (no pair saturation), sy chosen so that acc·sx·sw/sy lands near k + 1/2",
+              FusedAccumulator, _weights_kernel(), ("basic", "ties")),
+    Deviation("fused-u8s8-pair-saturation", frozenset({"MatMul", "Gemm", "Conv"}),
+              "Your runtime computes the DequantizeLinear → MatMul/Gemm/Conv → QuantizeLinear pattern with uint8 "
+              "activations and int8 weights in an x86 integer kernel that adds adjacent products in pairs with "
+              "int16 saturation (VPMADDUBSW, no VNNI): where two products together exceed 32,767 the accumulator "
+              "is wrong, by up to tens of codes.",
+              "onnxruntime ORT_ENABLE_ALL (QLinearMatMul/QGemm/QLinearConv, MLAS QGEMM on AVX2) and OpenVINO's LPT "
+              "FullyConnected on the same CPU (research/qdq-graphs.md §4 M3); qconform's "
+              "qlinearmatmul-u8s8-pair-saturation is the same mechanism in the single node",
+              "x uint8 near 255, w int8 near ±127, K even: 255·127·2 = 64,770 > 32,767",
+              FusedU8S8PairSaturation, _weights_kernel(u8s8=True), ("basic", "granularity")),
+    Deviation("fused-bias-codes-without-scale", frozenset({"Gemm", "Conv"}),
+              "Your runtime fuses DequantizeLinear(bias) into the integer kernel by adding the int32 bias codes to "
+              "the accumulator as if the bias scale were sx·sw: a graph whose bias has another scale gets another "
+              "bias (u8×s8 products pair-saturated too, as the same x86 kernel does).",
+              "onnxruntime ORT_ENABLE_ALL's QDQ→QGemm action (onnxruntime/core/optimizer/qdq_transformer/"
+              "selectors_actions/qdq_actions.cc) moves the bias initializer in without checking its scale "
+              "(research/qdq-graphs.md §3.1: 62 of 64 elements wrong)",
+              "Gemm with a bias DequantizeLinear whose scale is 0.75·sx·sw",
+              FusedBiasCodes, _weights_kernel(bias_mismatch=True), ("basic",)),
+    Deviation("requantise-half-up", frozenset({"Requant"}),
+              "Your runtime computes DequantizeLinear → QuantizeLinear as one requantisation that rounds half up "
+              "(floor(v + 1/2)) instead of half to even: exact ties of (x − z1)·s1/s2 go up.",
+              "Qualcomm QNN HTP's Convert (onnxruntime-qnn 2.7.0, measured: research/qdq-graphs.md §4 M10, which "
+              "also measures a small upward bias this model leaves out); Hexagon NN's roundf_u32 adds 0.5 and "
+              "truncates (XiaoMi/nnlib hexagon/include/quantize.h)",
+              "uint8, s2 = s1·2: odd codes are exact ties",
+              RequantiseHalfUp, _requant, ("ties",)),
+    Deviation("requantise-half-up-biased", frozenset({"Requant"}),
+              "Your runtime computes DequantizeLinear → QuantizeLinear as one requantisation that rounds half up "
+              "after adding a small upward bias (about 2^-7 of a code): values just below a tie go up too.",
+              "Qualcomm QNN HTP's Convert (onnxruntime-qnn 2.7.0): the reported uint8 0.0372/121 → 0.0291/3 "
+              "requantisation gives 116 for x = 209 (exactly 115.4948…); measured over 151 parameter sets, "
+              "research/qdq-graphs.md §4 M10 (an empirical fit of a closed kernel: 19 of 38,656 codes stay "
+              "unexplained)",
+              "uint8 0.0372/121 → 0.0291/3, x = 209",
+              RequantiseHalfUpBiased, _requant, ("basic", "ties")),
+    Deviation("requantise-fixed-point", frozenset({"Requant"}),
+              "Your runtime requantises in integers only: s1/s2 as a Q31 multiplier with a shift, applied with "
+              "SaturatingRoundingDoublingHighMul and RoundingDivideByPOT (two roundings, half away from zero), "
+              "where the graph divides exactly once.",
+              "gemmlowp fixedpoint/fixedpoint.h; TFLite quantization_util.cc QuantizeMultiplier and "
+              "MultiplyByQuantizedMultiplier (common.h), the integer-only pipeline many NPU toolchains follow",
+              "uint8, s1/s2 = 0.7: products whose Q31 rounding crosses a tie",
+              RequantiseFixedPoint, _requant, ("basic", "ties")),
+    Deviation("qdq-pair-removed", frozenset({"FakeQuant"}),
+              "Your runtime removes QuantizeLinear → DequantizeLinear as an identity: y = x, where the graph "
+              "rounds x to the quantization grid and saturates it to the type's range.",
+              "the QNN EP's behaviour as first reported (issue report: 4,085 of 4,096 elements equal to x); any "
+              "graph optimiser that folds a Q/DQ pair without a quantized op between",
+              "x = 0.3·s: the graph gives 0, a removed pair x",
+              QdqPairRemoved, _fake, ("basic", "ties")),
+    Deviation("qdq-pair-as-clamp", frozenset({"FakeQuant"}),
+              "Your runtime keeps QuantizeLinear → DequantizeLinear only as a clamp to [(qmin − zp)·s, (qmax − zp)·s]: "
+              "the rounding to the grid is gone, the saturation kept.",
+              "Qualcomm QNN HTP (onnxruntime-qnn 2.7.0, measured bit for bit for uint8, int8, uint16, int16: "
+              "research/qdq-graphs.md §4 M9)",
+              "x outside the type's range and x between grid points",
+              QdqPairAsClamp, _fake, ("basic", "zero-points")),
+    Deviation("input-quantise-float16-half-up", frozenset({"Relu"}),
+              "Your runtime quantises a float graph input as an NPU's input stage does: x/s rounded to float16, "
+              "then half up, and requantises the rest of the pattern half up.",
+              "Qualcomm QNN HTP (onnxruntime-qnn 2.7.0, research/qdq-graphs.md §4 M8: 0 mismatches in 49,152 "
+              "elements over 12 parameter sets)",
+              "x/s = k + 1/2 + ε below float16's resolution",
+              InputQuantiseHalfUpFloat16, _from_float_input, ("basic",)),
+]
+
+__all__ = ["DEVIATIONS", "Pattern", "pattern"]

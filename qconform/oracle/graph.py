@@ -1,0 +1,416 @@
+"""Graph cases (QDQ patterns): the graph computed node by node, as the ONNX text defines a graph.
+
+"The values of node outputs are computed by the node's operator" (IR.md): each intermediate tensor
+is the value its producing operator defines, in its declared type, and the graph's outputs are those
+values (qconform/docs/semantics.md#qdq-graph). So QuantizeLinear and DequantizeLinear nodes are
+computed by their own version classes (the very oracle of the single-node cases, every reading of
+theirs kept), and the float operators between them here, each result the exact real value rounded
+once to float32 (an IEEE single operation). Where the text leaves a float computation open:
+
+* the order of a sum (MatMul, Gemm, Conv, the pools, Resize's weighted average): the generators keep
+  every product and partial sum exact in float32 (``exact_sum`` checks it per element and refuses a
+  draft that does not), so every order gives the one value the case holds (#qdq-sum-order);
+* Sigmoid's accuracy: two readings, the correctly rounded value and the formula evaluated in float32
+  with a correctly rounded exp (#qdq-sigmoid).
+
+Readings of several nodes combine (every combination, identical results collapsed). A deviation
+model for a fused kernel overrides ``fused``: given the draft and the graph's input values it returns
+the pattern's outputs computed its way, or None where it does not apply (qconform.diagnosis).
+"""
+from __future__ import annotations
+
+import decimal
+import itertools
+from fractions import Fraction
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from qconform import dtypes
+from qconform.case import Arg, Draft, Node, Reading
+from qconform.oracle.arith import as_float64, fl
+from qconform.oracle.granularity import InvalidModel
+
+QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+F32 = "float32"
+
+Values = dict[str, np.ndarray]
+#: (reading name parts, tensor values by name, don't-care masks by name)
+State = tuple[tuple[str, ...], Values, dict[str, np.ndarray]]
+
+
+class NotExact(InvalidModel):
+    """A draft whose reduction is not exact in float32 for every order: its result would depend on
+    an order the text leaves open, so it cannot be a case with one reading (a generator bug)."""
+
+
+def _valuation(t: Fraction) -> int:
+    """The exponent of the largest power of two dividing a dyadic rational t != 0."""
+    num, den = abs(t.numerator), t.denominator
+    if den & (den - 1):
+        raise NotExact("a term is not a binary fraction")
+    return (num & -num).bit_length() - den.bit_length()
+
+
+def exact_sum(terms: list[list[Fraction]], where: str) -> list[Fraction]:
+    """Per output element, the exact sum of its terms, checked to be the value of every evaluation
+    order in float32: all terms multiples of one power of two u = 2^k and the sum of their magnitudes
+    below 2^24·u, so every partial sum, in any order, is a float32 (#qdq-sum-order)."""
+    out = []
+    for ts in terms:
+        nonzero = [t for t in ts if t]
+        if not nonzero:
+            out.append(Fraction(0))
+            continue
+        k = min(_valuation(t) for t in nonzero)
+        u = Fraction(2) ** k
+        if sum(abs(t) for t in nonzero) >= (1 << 24) * u:
+            raise NotExact(f"{where}: a sum the text leaves unordered is not exact in float32 for every order")
+        out.append(sum(nonzero, Fraction(0)))
+    return out
+
+
+def _fractions(a: np.ndarray) -> np.ndarray:
+    return np.vectorize(Fraction, otypes=[object])(np.asarray(a, np.float64))
+
+
+def _f32(values: np.ndarray | Fraction | list) -> np.ndarray:
+    """Exact values (Fractions, or floats exact in float64) rounded once to float32, as float32."""
+    arr = np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values
+    if arr.dtype == object:
+        flat = [_round_fraction_f32(v) for v in arr.reshape(-1)]
+        return np.asarray(flat, np.float32).reshape(arr.shape)
+    return fl(F32, arr).astype(np.float32)
+
+
+_F32_OVERFLOW = Fraction(2**128 - 2**103)
+_F32_TINY = Fraction(1, 2**150)
+
+
+def _round_fraction_f32(v: Fraction) -> float:
+    """A rational rounded once to float32 (ties to even), exactly."""
+    if v == 0:
+        return 0.0
+    if abs(v) >= _F32_OVERFLOW:  # IEEE: at or beyond max + half an ulp, the result is ±Inf
+        return float("inf") if v > 0 else float("-inf")
+    if abs(v) < _F32_TINY:  # below half the smallest subnormal: ±0
+        return 0.0 if v > 0 else -0.0
+    f64 = float(v)  # correctly rounded to float64 by Python
+    # a float64 that is not a float32 midpoint rounds to the same float32 as the exact value; a
+    # midpoint decides by the exact value's side of it
+    f32 = np.float32(f64)
+    if Fraction(float(f32)) == v:
+        return float(f32)
+    lo, hi = (np.nextafter(f32, np.float32(-np.inf)), f32) if Fraction(float(f32)) > v else \
+        (f32, np.nextafter(f32, np.float32(np.inf)))
+    mid = (Fraction(float(lo)) + Fraction(float(hi))) / 2
+    if v < mid:
+        return float(lo)
+    if v > mid:
+        return float(hi)
+    return float(lo) if int(np.float32(lo).view(np.uint32)) % 2 == 0 else float(hi)
+
+
+class FloatOps:
+    """The float operators of the patterns, on float32 values, each result rounded once to float32.
+    ``op_<Name>(node, ins) -> list of (reading, outputs)``; most ops have one reading ("spec")."""
+
+    def float_node(self, node: Node, ins: list[np.ndarray | None], where: str) -> list[tuple[str, list[np.ndarray]]]:
+        fn: Callable | None = getattr(self, f"op_{node.op}", None)
+        if fn is None:
+            raise InvalidModel(f"{where}: no float semantics for {node.op} in a pattern")
+        got = fn(node, ins, where)
+        return got if isinstance(got, list) and got and isinstance(got[0], tuple) else [("spec", got)]
+
+    # -- exact elementwise -------------------------------------------------------------------------
+    def op_Identity(self, node, ins, where):
+        return [ins[0].copy()]
+
+    def op_Relu(self, node, ins, where):
+        x = ins[0]
+        return [np.where(x > 0, x, np.float32(0)).astype(np.float32)]
+
+    def op_Clip(self, node, ins, where):
+        x = ins[0]
+        lo = ins[1] if len(ins) > 1 and ins[1] is not None else None
+        hi = ins[2] if len(ins) > 2 and ins[2] is not None else None
+        y = x
+        if lo is not None:
+            y = np.where(y < lo, lo, y)
+        if hi is not None:
+            y = np.where(y > hi, hi, y)
+        return [np.asarray(y, np.float32)]
+
+    def _binary(self, ins, fn) -> list[np.ndarray]:
+        a, b = np.broadcast_arrays(ins[0], ins[1])
+        fa, fb = _fractions(a), _fractions(b)
+        return [_f32(np.frompyfunc(fn, 2, 1)(fa, fb))]
+
+    def op_Add(self, node, ins, where):
+        return self._binary(ins, lambda x, y: x + y)
+
+    def op_Sub(self, node, ins, where):
+        return self._binary(ins, lambda x, y: x - y)
+
+    def op_Mul(self, node, ins, where):
+        return self._binary(ins, lambda x, y: x * y)
+
+    # -- data movement -----------------------------------------------------------------------------
+    def op_Reshape(self, node, ins, where):
+        return [ins[0].reshape([int(d) for d in ins[1]])]
+
+    def op_Transpose(self, node, ins, where):
+        perm = node.attrs.get("perm")
+        return [np.transpose(ins[0], perm).copy()]
+
+    def op_Gather(self, node, ins, where):
+        return [np.take(ins[0], np.asarray(ins[1], np.int64), axis=node.attrs.get("axis", 0)).astype(np.float32)]
+
+    def op_Concat(self, node, ins, where):
+        return [np.concatenate([i for i in ins if i is not None], axis=node.attrs["axis"]).astype(np.float32)]
+
+    def op_MaxPool(self, node, ins, where):
+        windows, _ = self._windows(node, ins[0])
+        return [windows.max(axis=-1).astype(np.float32)]
+
+    # -- sums whose order the text leaves open -----------------------------------------------------
+    def _windows(self, node, x: np.ndarray, kernel=None):
+        """(N, C, OH, OW, kh·kw) windows of a 4-D input (no padding, dilations 1)."""
+        kh, kw = kernel or node.attrs["kernel_shape"]
+        sh, sw = node.attrs.get("strides", [1, 1])
+        if any(node.attrs.get("pads", [0, 0, 0, 0])):
+            raise InvalidModel("patterns use no padding")
+        n, c, h, w = x.shape
+        oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
+        out = np.empty((n, c, oh, ow, kh * kw), x.dtype)
+        for i in range(oh):
+            for j in range(ow):
+                out[:, :, i, j, :] = x[:, :, i * sh:i * sh + kh, j * sw:j * sw + kw].reshape(n, c, -1)
+        return out, kh * kw
+
+    def _mean(self, windows: np.ndarray, count: int, where: str) -> np.ndarray:
+        flat = windows.reshape(-1, windows.shape[-1])
+        sums = exact_sum([[Fraction(float(v)) for v in row] for row in flat], where)
+        return _f32(np.asarray([s / count for s in sums], dtype=object).reshape(windows.shape[:-1]))
+
+    def op_AveragePool(self, node, ins, where):
+        windows, count = self._windows(node, ins[0])
+        return [self._mean(windows, count, where)]
+
+    def op_GlobalAveragePool(self, node, ins, where):
+        x = ins[0]
+        n, c, h, w = x.shape
+        return [self._mean(x.reshape(n, c, 1, 1, h * w), h * w, where)]
+
+    def _dot(self, rows: list[list[tuple[float, float]]], where: str) -> list[Fraction]:
+        return exact_sum([[Fraction(float(a)) * Fraction(float(b)) for a, b in r] for r in rows], where)
+
+    def op_MatMul(self, node, ins, where):
+        a, b = ins[0], ins[1]
+        if a.ndim != 2 or b.ndim != 2:
+            raise InvalidModel("patterns use 2-D MatMul")
+        rows = [[(a[i, k], b[k, j]) for k in range(a.shape[1])] for i in range(a.shape[0]) for j in range(b.shape[1])]
+        return [_f32(np.asarray(self._dot(rows, where), object).reshape(a.shape[0], b.shape[1]))]
+
+    def op_Gemm(self, node, ins, where):
+        a, b = ins[0], ins[1]
+        if node.attrs.get("transA", 0):
+            a = a.T
+        if node.attrs.get("transB", 0):
+            b = b.T
+        if node.attrs.get("alpha", 1.0) != 1.0 or node.attrs.get("beta", 1.0) != 1.0:
+            raise InvalidModel("patterns use alpha = beta = 1")
+        c = np.broadcast_to(ins[2], (a.shape[0], b.shape[1])) if len(ins) > 2 and ins[2] is not None else None
+        rows = []
+        for i in range(a.shape[0]):
+            for j in range(b.shape[1]):
+                r = [(a[i, k], b[k, j]) for k in range(a.shape[1])]
+                if c is not None:
+                    r.append((c[i, j], 1.0))
+                rows.append(r)
+        return [_f32(np.asarray(self._dot(rows, where), object).reshape(a.shape[0], b.shape[1]))]
+
+    def op_Conv(self, node, ins, where):
+        x, w = ins[0], ins[1]
+        bias = ins[2] if len(ins) > 2 else None
+        if node.attrs.get("group", 1) != 1 or any(d != 1 for d in node.attrs.get("dilations", [1, 1])):
+            raise InvalidModel("patterns use group 1, dilations 1")
+        m, c, kh, kw = w.shape
+        windows, _ = self._windows(node, x, (kh, kw))  # (N, C, OH, OW, kh*kw)
+        n, _, oh, ow, _ = windows.shape
+        rows = []
+        for b_ in range(n):
+            for o in range(m):
+                for i in range(oh):
+                    for j in range(ow):
+                        r = [(windows[b_, ci, i, j, k], w[o, ci].reshape(-1)[k]) for ci in range(c) for k in range(kh * kw)]
+                        if bias is not None:
+                            r.append((bias[o], 1.0))
+                        rows.append(r)
+        return [_f32(np.asarray(self._dot(rows, where), object).reshape(n, m, oh, ow))]
+
+    def op_Resize(self, node, ins, where):
+        """Scale 2 on the last two axes: nearest (a copy) or linear with half_pixel (weights 1/4, 3/4,
+        exact), the only forms patterns use."""
+        x = ins[0]
+        mode = node.attrs.get("mode", "nearest")
+        n, c, h, w = x.shape
+        if mode == "nearest":
+            return [np.repeat(np.repeat(x, 2, axis=2), 2, axis=3)]
+        if node.attrs.get("coordinate_transformation_mode") != "half_pixel":
+            raise InvalidModel("patterns use linear resize with half_pixel coordinates")
+        rows = []
+        for b_ in range(n):
+            for ch in range(c):
+                for i in range(2 * h):
+                    for j in range(2 * w):
+                        terms = []
+                        for (yi, wy), (xj, wx) in itertools.product(_taps(i, h), _taps(j, w)):
+                            terms.append((x[b_, ch, yi, xj], wy * wx))
+                        rows.append(terms)
+        return [_f32(np.asarray(self._dot(rows, where), object).reshape(n, c, 2 * h, 2 * w))]
+
+    # -- an accuracy the text leaves open ----------------------------------------------------------
+    def op_Sigmoid(self, node, ins, where):
+        """"y = 1 / (1 + exp(-x))", no accuracy stated: the correctly rounded value, or the formula
+        evaluated in float32 with a correctly rounded exp (#qdq-sigmoid)."""
+        x = ins[0].reshape(-1)
+        once, formula = [], []
+        for v in x:
+            e = _exp_fraction(-Fraction(float(v)))
+            once.append(_round_fraction_f32(1 / (1 + e)))
+            e32 = _round_fraction_f32(e)
+            if e32 == float("inf"):  # exp(-x) overflows float32: 1 + Inf = Inf, 1 / Inf = 0
+                formula.append(0.0)
+                continue
+            d32 = Fraction(_round_fraction_f32(1 + Fraction(e32)))
+            formula.append(_round_fraction_f32(1 / d32))
+        shape = ins[0].shape
+        return [("correctly-rounded", [np.asarray(once, np.float32).reshape(shape)]),
+                ("formula-in-float32", [np.asarray(formula, np.float32).reshape(shape)])]
+
+
+def _taps(i: int, n: int) -> list[tuple[int, float]]:
+    """Linear, half_pixel, scale 2: output i reads inputs at (i + 0.5) / 2 - 0.5, clamped to the edge."""
+    pos = (i + 0.5) / 2 - 0.5
+    lo = int(np.floor(pos))
+    frac = pos - lo
+    a, b = min(max(lo, 0), n - 1), min(max(lo + 1, 0), n - 1)
+    return [(a, 1 - frac), (b, frac)]
+
+
+def _exp_fraction(x: Fraction) -> Fraction:
+    """exp(x) to 60 significant digits, as a rational: far beyond float32's rounding needs (a float32
+    result within 10^-50 of a midpoint does not occur for the inputs patterns use; ``_sigmoid_safe``
+    in the tests checks it)."""
+    with decimal.localcontext() as ctx:
+        ctx.prec = 60
+        d = (decimal.Decimal(x.numerator) / decimal.Decimal(x.denominator)).exp()
+    return Fraction(d)
+
+
+class GraphOracle(FloatOps):
+    """A graph, node by node. ``fused`` is the one hook a deviation model overrides."""
+
+    def fused(self, draft: Draft, inputs: Mapping[str, np.ndarray]) -> list[tuple[str, list[np.ndarray]]] | None:
+        """The pattern computed as one fused kernel would, per reading (None: node by node, the spec)."""
+        return None
+
+    def evaluate(self, draft: Draft, primary_only: bool = False):
+        """The oracle's interface (``OpOracle.evaluate``): every reading's outputs as an Evaluation."""
+        from qconform.oracle.base import Evaluation
+
+        with np.errstate(all="ignore"):
+            readings = self.run(draft, primary_only)
+        return Evaluation(readings=readings, clause="qdq-graph", primary_only=primary_only)
+
+    def oracle_node(self, node: Node, opset: int, ins: list[np.ndarray | None], types: dict[str, str], where: str):
+        """A node of an op the oracle has (QuantizeLinear, DequantizeLinear, and whatever else a packed
+        model holds), by its own version class: [(reading, outs, masks)]."""
+        from qconform.oracle.base import evaluate
+
+        args = tuple(None if v is None else Arg(name, types[name], v, initializer=False)
+                     for name, v in zip(node.inputs, ins))
+        while args and args[-1] is None:
+            args = args[:-1]
+        sub = Draft(op=node.op, opset=opset, types="", family="", name="", inputs=args,
+                    attrs=dict(node.attrs), domain=node.domain)
+        case = evaluate(sub)
+        if case.information:
+            raise InvalidModel(f"{where}: node {node.op}: {case.information}")
+        return [(r.name, list(r.outputs), list(r.dont_care)) for r in case.readings]
+
+    def has_oracle(self, node: Node, opset: int) -> bool:
+        from qconform.oracle.base import oracle_for
+
+        try:
+            oracle_for(node.domain, node.op, opset)
+        except LookupError:
+            return False
+        return True
+
+    def run_nodes(self, nodes: tuple[Node, ...], opsets: Mapping[str, int], inputs: Mapping[str, np.ndarray],
+                  where: str, primary_only: bool = False) -> list[State]:
+        """Every reading's tensors: (reading name parts, values by name, don't-care masks by name)."""
+        types = {k: dtypes.get(v.dtype).name for k, v in inputs.items()}
+        states: list[State] = [((), dict(inputs), {})]
+        for node in nodes:
+            opset = opsets.get(node.domain, opsets.get("", 0))
+            oracle_op = self.has_oracle(node, opset)
+            nxt: list[State] = []
+            for parts, values, masks in states:
+                ins = [values[i] if i else None for i in node.inputs]
+                if oracle_op:
+                    results = self.oracle_node(node, opset, ins, types, where)
+                else:
+                    results = [(name, o, [None] * len(o)) for name, o in self.float_node(node, ins, f"{where}: {node.op}")]
+                for name, o, m in results:
+                    label = () if name == "spec" else tuple(name.split("+"))
+                    nv, nm = dict(values), dict(masks)
+                    for out_name, arr, mask in zip(node.outputs, o, m):
+                        nv[out_name] = arr
+                        types[out_name] = dtypes.get(arr.dtype).name
+                        if mask is not None and np.any(mask):
+                            nm[out_name] = mask
+                    nxt.append((parts + label, nv, nm))
+                    if primary_only:
+                        break
+            states = nxt
+        return states
+
+    def run(self, draft: Draft, primary_only: bool = False) -> list[Reading]:
+        """Every reading's graph outputs, each with the don't-care masks its own path through the
+        nodes gave them."""
+        inputs = {a.name: a.value for a in draft.inputs if a is not None}
+        outs = list(draft.graph[-1].outputs)
+        fused = self.fused(draft, inputs)
+        if fused is not None:
+            return [Reading(name, tuple(o)) for name, o in fused][:1 if primary_only else None]
+        states = self.run_nodes(draft.graph, {"": draft.opset}, inputs, draft.id, primary_only)
+        return [Reading("+".join(p) or "spec", tuple(v[o] for o in outs), tuple(m.get(o) for o in outs))
+                for p, v, m in states]
+
+
+def pattern_name(nodes: tuple[Node, ...]) -> str:
+    """The pattern a graph is, as ids name it: FakeQuant (Q → DQ), Requant (DQ → Q), else the op
+    between the DequantizeLinear nodes and the final QuantizeLinear."""
+    ops = [n.op for n in nodes]
+    if ops == ["QuantizeLinear", "DequantizeLinear"]:
+        return "FakeQuant"
+    if ops == ["DequantizeLinear", "QuantizeLinear"]:
+        return "Requant"
+    central = [o for o in ops if o not in QDQ_OPS]
+    return central[-1] if central else "Graph"
+
+
+ORACLE = GraphOracle()
+
+
+def evaluate_graph(draft: Draft, primary_only: bool = False, oracle: GraphOracle | None = None):
+    """(readings, output names) of a graph draft."""
+    with np.errstate(all="ignore"):
+        readings = (oracle or ORACLE).run(draft, primary_only)
+    return readings, tuple(draft.graph[-1].outputs)
+
+
+__all__ = ["FloatOps", "GraphOracle", "NotExact", "ORACLE", "QDQ_OPS", "evaluate_graph", "exact_sum", "pattern_name"]
