@@ -2,7 +2,7 @@
 the same slice, one run each, as ``qconform certify`` is typed (a child process each): local -j 2,
 Dask with 1 worker, Dask with 2 workers. Prints figures and ratios, asserts nothing.
 
-Targets (issue 35): Dask 1 -> 2 workers >= 1.8x; Dask 2 workers vs local -j 2 <= +10 %.
+Targets: Dask 1 -> 2 workers >= 1.8x; Dask 2 workers vs local -j 2 <= +10 %.
 
     python benchmarks/bench_cluster.py [--runner tvm] [--case 'DequantizeLinear-2*' ...]
 

@@ -1,4 +1,4 @@
-"""How much time diagnosis adds to a run (issue 7, acceptance 4). Prints; asserts nothing.
+"""How much time diagnosis adds to a run. Prints; asserts nothing.
 
     python benchmarks/bench_diagnosis.py                         # onnxruntime over the bundled corpus
     python benchmarks/bench_diagnosis.py --runner deviation:round-half-away --runner deviation:scale-inverted

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from qconform.execution import CorpusJob, Options
@@ -248,12 +248,6 @@ class DaskPool:
         self.submitted.discard(key)
         self.items.pop(key, None)
         return self.done.pop(key)
-
-    def results(self, items: Sequence[Any]) -> Iterator[Any]:
-        """Every item's result, in the items' order."""
-        self.submit(items)
-        for item in items:
-            yield self.result(self.job.key(item))
 
     def close(self) -> None:
         try:

@@ -264,7 +264,7 @@ def load(root: Path) -> Corpus:
 @dataclass(frozen=True)
 class CaseRef:
     """A case as its index line describes it: enough to collect, select, name and report it,
-    without its tensors (a run of 21,430 cases would otherwise hold every tensor in every process)."""
+    without its tensors (a whole-corpus run would otherwise hold every tensor in every process)."""
 
     id: str
     domain: str

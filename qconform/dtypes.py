@@ -1,7 +1,8 @@
 """The type registry: one table of every element type in scope, read by everything else.
 
-Adding a type means adding one row here (and, for a new float layout, nothing else: the
-minifloat codec is driven by the ``FloatFormat`` fields). No other module branches on type names.
+Adding a type is one row here (a float layout the ``FloatFormat`` fields describe needs nothing
+more of the codec, which they drive), then the corpus and the few files
+qconform/docs/guide-type.md names. No other module branches on type names.
 """
 from __future__ import annotations
 

@@ -250,7 +250,7 @@ class CorpusFile(pytest.File):
 
 
     def _keyword_filter(self):
-        """``-k`` decided before items exist: creating 21,430 items to keep ten is what made a ``-k``
+        """``-k`` decided before items exist: creating every corpus item to keep ten is what made a ``-k``
         run slow. The names matched are exactly those pytest's own ``-k`` matches for a case item
         (its chain's names, the case id, its markers), so pytest's own deselection, which still runs,
         agrees; None (no pre-filter) when there is no ``-k`` or pytest's internals are not the

@@ -281,12 +281,6 @@ class IsolatedPool:
         self.items.pop(key, None)
         return self.done.pop(key)
 
-    def results(self, items: Sequence[Any]) -> Iterator[Any]:
-        """Every item's result, in the items' order (submitting those not submitted yet)."""
-        self.submit(items)
-        for item in items:
-            yield self.result(self.job.key(item))
-
     @property
     def pending(self) -> list[str]:
         return [self.job.key(item) for lane in self.lanes for item in lane.pending]

@@ -14,7 +14,7 @@ from onnx import helper
 from qconform import dtypes
 from qconform.case import MS_DOMAIN, ONNX_DOMAIN
 
-#: Ops and versions in scope: (domain, op) -> since_versions. Adding a version is one entry here.
+#: Ops and versions in scope: (domain, op) -> since_versions (adding one: qconform/docs/guide-op-version.md).
 IN_SCOPE: dict[tuple[str, str], tuple[int, ...]] = {
     (ONNX_DOMAIN, "QuantizeLinear"): (10, 13, 19, 21, 23, 24, 25, 28),
     (ONNX_DOMAIN, "DequantizeLinear"): (10, 13, 19, 21, 23, 24, 25, 28),

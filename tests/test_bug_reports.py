@@ -2,7 +2,7 @@
 
 For each report below (research/bug_reports.md, by its number there) the inputs are the report's
 own and ``given`` is what the buggy runtime returned, as the report states it. Two questions, as
-issue 21 asks them: would a case with these inputs fail (the golden differs from ``given``), and
+the question is: would a case with these inputs fail (the golden differs from ``given``), and
 does the diagnosis name the mechanism (the model the report maps to reproduces ``given`` exactly)?
 The models' own witnesses are checked against the whole corpus in tests/test_diagnosis.py; these
 tests tie each model to the numbers of the report it cites, not to numbers of our own.

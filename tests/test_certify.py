@@ -1,5 +1,5 @@
 """``qconform certify``: the engine driven without a pytest item per case writes the report the
-pytest front-end writes for the same run (issue 33)."""
+pytest front-end writes for the same run."""
 from __future__ import annotations
 
 import json
@@ -45,7 +45,7 @@ def test_both_front_ends_write_the_same_report(tmp_path):
 @pytest.mark.needs("onnxruntime")
 def test_identity_names_the_runner_source_and_every_runtime_distribution(tmp_path):
     """Where an execution provider's settings live (the runner file) is hashed, and which onnxruntime
-    distribution is installed is named: its variants share one import package (issue 36)."""
+    distribution is installed is named: its variants share one import package."""
     import hashlib
     from importlib.metadata import version
 

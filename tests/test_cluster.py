@@ -1,4 +1,4 @@
-"""``qconform certify --cluster local:N``: the corpus engine on a real Dask LocalCluster (issue 35).
+"""``qconform certify --cluster local:N``: the corpus engine on a real Dask LocalCluster.
 
 The same report as the local executor; a Dask worker killed mid-run loses no verdict (its shard is
 rerun elsewhere); a case that kills every worker it lands on ends as that case's crash. The killing

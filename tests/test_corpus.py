@@ -26,7 +26,6 @@ def test_regeneration_is_bit_identical_to_the_committed_corpus(tmp_path):
 
 #: The reviewed corpus. A change to the generators or the oracle that moves the digest is deliberate:
 #: it updates this line, semantics.md and the scoreboard (tests/test_scoreboard.py) in the same change.
-#: Issue 37 (round 3 of the semantics) moved it once, from 762db1f5… (23,482 cases).
 REVIEWED_DIGEST = "1ccfbd8eddce8007f081d65395f4bd365a836d3862dfc79adf89a1e238c3c391"
 
 

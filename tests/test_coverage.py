@@ -1,4 +1,4 @@
-"""Acceptance 1 of issue 4: the combinations come from the schemas, every family that applies to
+"""The combinations come from the schemas, every family that applies to
 one has a case for it in the corpus, and ``qconform coverage`` prints the table."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Diagnosis (issue 7): the deviation models, their diagnosis, and the acceptance points.
+"""Diagnosis: the deviation models, their diagnosis, and the acceptance points.
 
 1. Each deviation model, run as a runtime over the corpus, fails it, and the diagnosis names that
    same model first (every group it fails in, and across them).
@@ -169,7 +169,7 @@ def test_swap_slots_reads_high_nibble_first_packing():
 
 
 def test_bfloat16_half_up_if_odd_truncates_below_an_even_last_bit():
-    """OpenVINO's ov::bfloat16 rounding, on the values that exposed it (issue 21 finding 15)."""
+    """OpenVINO's ov::bfloat16 rounding, on the values that exposed it."""
     from qconform.diagnosis.models import bfloat16_half_up_if_odd
 
     v = np.array([12.91259765625, 387.0, 385.0, -24401.0, 115.09375, np.inf, 3.4028234663852886e38])
@@ -181,7 +181,7 @@ def test_bfloat16_half_up_if_odd_truncates_below_an_even_last_bit():
 
 def test_truncf_bit_emulation_differs_from_the_cast_only_where_iree_does():
     """IREE's float32 -> float8 bit emulation against the saturate=0 cast over a million draws: every
-    difference is one the model names (issue 21 finding 15): a subnormal that rounds up to the
+    difference is one the model names: a subnormal that rounds up to the
     smallest normal gives 0, or a NaN comes out as the one positive NaN code (e4m3fn, fnuz)."""
     from qconform import dtypes
     from qconform.diagnosis.models import truncf_bit_emulation
@@ -389,7 +389,7 @@ def test_malformed_outputs_get_no_diagnosis(corpus):
     assert dg.diagnose_case(case, "not a list") == []
 
 
-# ---- issue 21, findings 13 and 14: a broken model shows; the strict profile is honoured ----------
+# ---- a broken model shows; the strict profile is honoured ------------------------------------------
 
 
 def test_no_model_raises_on_any_op_version_and_type_combination(corpus):
@@ -466,7 +466,7 @@ def test_a_pair_is_found_when_more_models_crowd_the_pool(corpus):
 
 def test_a_predicate_that_raises_is_reported_not_silently_off() -> None:
     """A model whose applies_to raises is a bug of the model: the diagnosis of a case names it in
-    ``errors`` and goes on with the other models; called without an errors list, it raises (issue 33)."""
+    ``errors`` and goes on with the other models; called without an errors list, it raises."""
     import dataclasses
 
     from qconform import corpus

@@ -1,4 +1,4 @@
-"""The emulated aarch64 target (issue 34): scripts/emulated-aarch64.sh builds a Debian arm64 rootfs,
+"""The emulated aarch64 target: scripts/emulated-aarch64.sh builds a Debian arm64 rootfs,
 installs onnxruntime's aarch64 wheel and qconform in it, serves it with ``qconform worker`` under
 qemu-user, and certifies it from here over loopback. Needs root and ``--emulated-aarch64``."""
 from __future__ import annotations

@@ -71,7 +71,7 @@ def test_in_process_and_isolated_engines_agree():
 
 
 # --------------------------------------------------------------------------------------------
-# One engine: every application's verdict is the engine's (issue 33)
+# One engine: every application's verdict is the engine's
 # --------------------------------------------------------------------------------------------
 SLICE = "QuantizeLinear-21/float32-float8e4m3fn/granularity/*"
 INFO_CASE = "QuantizeLinear-21/float32-float8e4m3fn/granularity/scale-shape-1"  # invalid by the text

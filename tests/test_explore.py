@@ -1,4 +1,4 @@
-"""Acceptance 4 of issue 4: ``pytest --explore`` finds, shrinks and saves a planted bug within its
+"""``pytest --explore`` finds, shrinks and saves a planted bug within its
 example budget, ``qconform explore promote`` turns the saved draft into a corpus case, and a
 correct runner explores clean."""
 from __future__ import annotations

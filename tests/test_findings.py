@@ -229,7 +229,7 @@ class VendorNpu(CpuRefRunner):
 def test_a_custom_runners_report_gives_reproducers_that_load_that_runner(tmp_path: Path) -> None:
     """A report of a vendor's runner (no template of its own): each failure group becomes a finding
     whose repro.py loads that runner by its path with the report's --runner-opt words, runs it and
-    prints the mismatch; no other runtime runs (issue 36, acceptance 5)."""
+    prints the mismatch; no other runtime runs."""
     from qconform import cli
 
     (tmp_path / "vendor").mkdir()

@@ -147,7 +147,7 @@ def test_registry_limits_match_ml_dtypes(name):
 
 
 def test_type_capabilities_name_the_types_they_describe():
-    """Type-name sets are capabilities of the registry, asked of any name (issue 33)."""
+    """Type-name sets are capabilities of the registry, asked of any name."""
     assert D.having("is_arithmetic") == ("float16", "bfloat16", "float32")
     assert D.having("is_half") == ("float16", "bfloat16")
     assert D.having("is_float8") == D.FLOAT8 == ("float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz")

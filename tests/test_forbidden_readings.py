@@ -1,4 +1,4 @@
-"""No reading the text forbids, and decisions with their sentence (issue 37, items 1-6): each test
+"""No reading the text forbids, and decisions with their sentence: each test
 pins one decision of qconform/docs/semantics.md on the corpus case (or a small draft) that shows it."""
 from __future__ import annotations
 

@@ -81,7 +81,7 @@ def test_baseline_covers_known_deviations_and_reports_stale_entries(pytester, go
 def test_a_blanket_baseline_never_reads_as_conformance(pytester, golden, ids):
     """A baseline that accepts every deviation passes the gate, but no document calls the runner
     conformant where it deviates, or shows that in a passing colour: not the HTML, not summary.md,
-    not the machine-readable certificate (issue 36)."""
+    not the machine-readable certificate."""
     import re
 
     from qconform.apps import scoreboard
@@ -129,7 +129,7 @@ def test_a_blanket_baseline_never_reads_as_conformance(pytester, golden, ids):
 
 def test_a_baseline_by_behaviour_never_accepts_another_bug_beside_it(pytester, golden):
     """``baseline create`` writes one entry per op version, types and diagnosis model; a later run
-    with a second bug in the same cases' types fails on exactly the second bug (issue 36)."""
+    with a second bug in the same cases' types fails on exactly the second bug."""
     _, first = run(pytester, golden, f"{SUPPORT}:TiesAway", "--diagnose-per-group=0", out="first")
     data = baseline_mod.create(first, reason="known: ties rounded away (vendor bug 12)")
     assert data["entries"] and all(e["diagnosis"] == "round-half-away" and e["id"].endswith("/*")

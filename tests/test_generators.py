@@ -1,6 +1,6 @@
 """The edge families: deterministic, valid, unique names, and each catches a realistic wrong kernel.
 
-Acceptance 2 of issue 4: for every family there is at least one wrong implementation
+For every family there is at least one wrong implementation
 (tests/wrong_runners.py) that fails some of the family's corpus cases, while cpu-ref passes them."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A runner that crashes, hangs or returns garbage never loses a result (issue 9)."""
+"""A runner that crashes, hangs or returns garbage never loses a result."""
 from __future__ import annotations
 
 import os

@@ -124,7 +124,7 @@ def test_kernel_type_lists_cover_the_newest_schemas_types():
 @pytest.mark.parametrize("opset", [9, 29])
 def test_the_plan_declines_a_version_the_oracle_does_not_know(opset):
     """The plan's op rules are the oracle's version class's: an opset with no version in scope (before
-    QuantizeLinear-10) or newer than the schemas know is Unsupported, not run as a neighbour's (issue 33)."""
+    QuantizeLinear-10) or newer than the schemas know is Unsupported, not run as a neighbour's."""
     from onnx import TensorProto, helper
 
     node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"])

@@ -1,5 +1,6 @@
-"""The package's imports follow the flow that qconform/docs/architecture.md's layer block states,
-and no two modules import each other (issue 33)."""
+"""The package's imports follow the flow that qconform/docs/architecture.md's layer block states, no
+two modules import each other, every module is in a layer, and the document's module table names
+exactly what the package holds."""
 from __future__ import annotations
 
 import ast
@@ -14,8 +15,11 @@ AGAINST_THE_FLOW = {("qconform.generators.qlinear_matmul", "qconform.oracle")}
 
 
 def modules() -> dict[str, Path]:
+    """Every module of the package (``docs/`` holds documents: the findings' standalone scripts)."""
     out = {}
     for f in PKG.rglob("*.py"):
+        if f.is_relative_to(PKG / "docs"):
+            continue
         parts = f.relative_to(REPO).with_suffix("").parts
         out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
     return out
@@ -53,14 +57,27 @@ def layers() -> list[tuple[str, list[str]]]:
     return [(line.split(":")[0], line.split(":", 1)[1].split()) for line in block.group(1).strip().splitlines()]
 
 
-def layer_of(module: str, table: list[tuple[str, list[str]]]) -> int:
+def _layer(module: str, table: list[tuple[str, list[str]]]) -> int | None:
+    """The layer of the longest entry naming ``module`` or a package above it; the package itself
+    (``qconform``) names only its ``__init__``, never a module below it."""
     best, found = -1, None
-    for i, (_, prefixes) in enumerate(table):
-        for p in prefixes:
-            if (module == p or module.startswith(p + ".")) and len(p) > best:
+    for i, (_, entries) in enumerate(table):
+        for p in entries:
+            below = p != "qconform" and module.startswith(p + ".")
+            if (module == p or below) and len(p) > best:
                 best, found = len(p), i
+    return found
+
+
+def layer_of(module: str, table: list[tuple[str, list[str]]]) -> int:
+    found = _layer(module, table)
     assert found is not None, f"{module} is in no layer of architecture.md"
     return found
+
+
+def unlayered(mods, table) -> list[str]:
+    """The modules no entry of the layer block names."""
+    return sorted(m for m in mods if _layer(m, table) is None)
 
 
 def test_every_import_follows_the_layers():
@@ -101,3 +118,31 @@ def test_the_layering_check_catches_an_import_against_the_flow():
     assert layer_of("qconform.report.html", table) < layer_of("qconform.apps.findings", table)
     assert layer_of("qconform.oracle.floats", table) < layer_of("qconform.generators.basic", table)
     assert layer_of("qconform.oracle.quantize", table) > layer_of("qconform.generators.basic", table)
+
+
+def test_every_module_is_in_a_layer():
+    assert unlayered(modules(), layers()) == [], "modules in no layer of qconform/docs/architecture.md"
+
+
+def test_a_planted_module_outside_every_layer_is_caught():
+    """A new top-level module is in no layer until architecture.md lists it: the package's own
+    name is no catch-all."""
+    planted = {**modules(), "qconform.planted": PKG / "planted.py", "qconform.runners.planted": PKG / "x.py"}
+    assert unlayered(planted, layers()) == ["qconform.planted"]
+
+
+def _table_names() -> set[str]:
+    """The files and folders the module table of architecture.md names (its second column)."""
+    text = (PKG / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = [ln.split("|") for ln in text.splitlines() if ln.startswith("| ") and not ln.startswith("| ---")]
+    return {n for r in rows[1:] if len(r) > 3 for n in re.findall(r"`([\w./]+)`", r[2])}
+
+
+def test_the_module_table_names_what_the_package_holds():
+    """architecture.md is true: every top-level module and folder is in its table, and every name
+    there is a file or folder of the package."""
+    named = _table_names()
+    present = {f.name for f in PKG.glob("*.py") if f.name != "__init__.py"} | \
+              {d.name + "/" for d in PKG.iterdir() if d.is_dir() and not d.name.startswith(("_", "."))}
+    assert present - named == set(), "in the package, missing from architecture.md's table"
+    assert {n for n in named if not (PKG / n.rstrip("/")).exists()} == set(), "in the table, not in the package"

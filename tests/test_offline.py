@@ -1,4 +1,4 @@
-"""The offline round trip (issue 34): ``qconform export backend-test``, outputs written by a device
+"""The offline round trip: ``qconform export backend-test``, outputs written by a device
 team's own script that never imports qconform, ``qconform import-results`` -- the same verdicts as a
 direct run of the same runtime.
 

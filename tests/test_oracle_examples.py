@@ -20,7 +20,7 @@ def test_seed_example(example, draft):
 
 
 def test_the_oracle_registry_is_the_schemas_scope():
-    """Every op version in scope has its oracle class and no other is registered (issue 33)."""
+    """Every op version in scope has its oracle class and no other is registered."""
     from qconform import schemas
     from qconform.oracle import ORACLES, oracle_for
 

@@ -96,7 +96,7 @@ def test_xdist_runs_cases_in_parallel():
 
 
 def test_keyword_selection_before_collection_agrees_with_pytest(tmp_path):
-    """``-k`` is applied while the corpus is collected (not after 21,430 items exist); it must select
+    """``-k`` is applied while the corpus is collected (not after every corpus item exists); it must select
     exactly what pytest's own ``-k`` matcher selects from the real items of a full collection."""
     exprs = ["QuantizeLinear-13 and per-tensor", "not int8 and opset_13", "MANIFEST and (ties or uint8)",
              "golden and family_examples", "qlinear"]

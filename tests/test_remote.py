@@ -1,4 +1,4 @@
-"""``qconform worker`` and ``--runner remote:HOST:PORT`` (issue 34): a real worker process on a real
+"""``qconform worker`` and ``--runner remote:HOST:PORT``: a real worker process on a real
 socket. The same verdicts as a local run; a crash, a hang and a dropped connection each cost exactly
 their case; hostile clients never get anything executed; hostile workers never cost more than one
 verdict per case."""

@@ -179,7 +179,7 @@ def test_artifacts_stay_compact_and_the_summary_comes_last(pytester: pytest.Pyte
 
 def test_a_runner_raising_megabytes_keeps_report_json_small(tmp_path):
     """A 6 MB message on every case: report.json stays under 10 MB, every case keeps its verdict,
-    and the whole message is kept once, by its SHA-256, beside the report (issue 36)."""
+    and the whole message is kept once, by its SHA-256, beside the report."""
     import json
 
     from conftest import run_pytest
@@ -205,7 +205,7 @@ def test_a_runner_raising_megabytes_keeps_report_json_small(tmp_path):
 
 def test_an_unsupported_reason_is_its_cause_one_bucket_per_cause():
     """The line that says why, not a C++ frame; one cause refused in every generated subgraph is one
-    reason with its count, in report.json and in summary.md (issue 36)."""
+    reason with its count, in report.json and in summary.md."""
     from qconform.isolation import reason_line
     from qconform.report import markdown
 

@@ -225,7 +225,7 @@ def test_a_whole_corpus_certificate_leads_with_its_verdicts_and_prints_short(tmp
     """Every op version of the corpus, a deviation in every seventh case spread over 22 behaviours
     (as many as onnxruntime-openvino 1.24.1's whole run): every op version's verdict is on the first
     1280x800 screen, the rollup by behaviour fits one more, and the printed certificate is at most 20
-    pages, one example per behaviour (issue 36)."""
+    pages, one example per behaviour."""
     from qconform import corpus
     from qconform.diagnosis.models import MODELS
     from qconform.record import CaseRecord

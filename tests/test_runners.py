@@ -77,7 +77,7 @@ def test_describe_identifies_each_runner():
 def test_work_the_cpu_fallback_did_is_never_credited_to_the_provider_under_test(providers, verdict, says):
     """onnxruntime runs every node an execution provider does not claim on its CPU EP. The Azure EP
     (in every onnxruntime wheel) claims none: with fallback off the session is refused with ORT's
-    reason, with fallback on the case is unsupported, never a pass of the Azure EP (issue 36)."""
+    reason, with fallback on the case is unsupported, never a pass of the Azure EP."""
     import onnxruntime as ort
 
     from qconform import corpus as corpus_mod

@@ -1,6 +1,6 @@
 """Each runtime is declared once, beside its runner (qconform/runners/<runner>_decl.py, collected by
 qconform/runtimes.py); the registry, facts, findings and the scoreboard read that declaration, and
-importing a runner changes no environment (issue 33)."""
+importing a runner changes no environment."""
 from __future__ import annotations
 
 import importlib

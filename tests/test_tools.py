@@ -1,5 +1,5 @@
 """Optional tools (qconform.tools): each missing one is said in one line, and the project's tests skip
-with that line, never fail, where the tools they need are hidden from PATH (issue 32)."""
+with that line, never fail, where the tools they need are hidden from PATH."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""The vendor's path (issue 18): the shipped examples, a runner's own mistakes, tracebacks, reruns,
+"""The vendor's path: the shipped examples, a runner's own mistakes, tracebacks, reruns,
 baselines and the command-line papercuts -- each as a vendor meets it."""
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ def test_help_is_plain_text(cmd):
 
 
 def test_every_subcommand_says_what_it_does():
-    """Each subcommand's own --help has a description, not only its usage line (issue 36)."""
+    """Each subcommand's own --help has a description, not only its usage line."""
     from qconform import cli
 
     subs = list(cli.subcommands(cli.build_parser()))

@@ -75,7 +75,7 @@ def test_the_wheel_installs_one_namespace(wheel):
 
 def test_what_readme_links_to_ships_whole(wheel):
     """Every README link into the package is in the wheel, and each shipped finding has the model and
-    data its repro.py loads (issue 36: the wheel matches the README)."""
+    data its repro.py loads (the wheel matches the README)."""
     import re
 
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -179,7 +179,7 @@ def variant_env(wheel, tmp_path_factory) -> Path:
 
 
 def test_installing_qconform_keeps_an_onnxruntime_variant(variant_env):
-    """onnxruntime-openvino stays: its execution provider is there and pip check is clean (issue 36)."""
+    """onnxruntime-openvino stays: its execution provider is there and pip check is clean."""
     r = _run([variant_env, "-c", "import onnxruntime as o; from importlib import metadata as m; "
               "print(o.get_available_providers()); print(m.version('onnxruntime-openvino'))"], cwd=variant_env.parent)
     assert r.returncode == 0 and VARIANT_EP in r.stdout and "1.24.1" in r.stdout, r.stdout + r.stderr

@@ -1,6 +1,6 @@
 """Family "basic": ordinary values through every valid type combination of Q/DQ, per-tensor and,
 where the version has an axis, per-axis. The proof that every combination runs end to end; the edge
-families (issue 4) place cases where implementations differ."""
+families place cases where implementations differ."""
 from __future__ import annotations
 
 from typing import Iterator

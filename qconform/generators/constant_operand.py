@@ -1,5 +1,4 @@
-"""Family "constant-operand": the quantized input as a constant initializer instead of a graph input
-(issue 21, finding 11).
+"""Family "constant-operand": the quantized input as a constant initializer instead of a graph input.
 
 Runtimes take other code paths for constants: DequantizeLinear is constant-folded, QLinearMatMul's
 b is pre-packed once at load time, QuantizeLinear of a constant is folded by graph optimisers; bugs

@@ -1,4 +1,4 @@
-"""Family "defaults": the optional inputs and attributes left out (issue 21, finding 7).
+"""Family "defaults": the optional inputs and attributes left out.
 
 QuantizeLinear with neither ``y_zero_point`` nor ``output_dtype``: the output is uint8 with a zero
 point of 0 ("Default is uint8 with zero point of 0 if it's not specified"), at every version.

@@ -1,5 +1,5 @@
 """Family "fp8-nonzero-zero-point": DequantizeLinear of float8/float4/float6 x with a non-zero zero
-point of the same type (issue 21, finding 9). The text keeps the formula "for consistency", so the
+point of the same type. The text keeps the formula "for consistency", so the
 zero point is subtracted, exactly (qconform/docs/semantics.md#dq-float8); onnx.reference and
 onnxruntime refuse or ignore it (errata)."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Family "granularity-edges": the granularity clauses family "granularity" leaves untouched
-(issue 21, findings 1, 3 and 10; qconform/docs/semantics.md#granularity-per-tensor, #granularity-blocked).
+(qconform/docs/semantics.md#granularity-per-tensor, #granularity-blocked).
 
 - a 1-element 1-D scale on an axis of length 1: per-axis by the text and per-tensor alike, so
   normative (on an axis of another length the model is invalid: family "granularity" keeps

@@ -1,5 +1,5 @@
-"""Family "ignored-attributes": attributes the text says do not apply, present anyway (issue 21,
-finding 9). Their result is the result without them.
+"""Family "ignored-attributes": attributes the text says do not apply, present anyway:
+their result is the result without them.
 
 - ``saturate=0`` with an integer output: "The saturation attribute applies only to float 8 types"
   (QuantizeLinear-19+), so out-of-range quotients still saturate (qconform/docs/semantics.md#q-saturation-int);

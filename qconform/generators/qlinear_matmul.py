@@ -400,7 +400,7 @@ def _per_row_column(c: Combo) -> Iterator[Draft]:
                 ("per-column-b", (3, 4), (4, 3), None, (1, 3)),
                 ("both-batched", (2, 3, 4), (2, 4, 3), (2, 3, 1), (2, 1, 3)),
                 # the 2-D sentence's vector forms: "an M element vector ... for per row quantization",
-                # one element per column of b (issue 21, finding 2)
+                # one element per column of b
                 ("per-row-a-vector", (3, 4), (4, 3), (3,), None),
                 ("per-column-b-vector", (3, 4), (4, 3), None, (3,)))
     for name, a_shape, b_shape, a_param, b_param in variants:

@@ -1,5 +1,5 @@
-"""Family "signed-zero": -0.0 into a float8/float4/float6 output with no zero point, or a +0 one
-(issue 21, finding 12). (-0) + (+0) is +0 under IEEE; implementations that skip adding a zero zero
+"""Family "signed-zero": -0.0 into a float8/float4/float6 output with no zero point, or a +0 one.
+(-0) + (+0) is +0 under IEEE; implementations that skip adding a zero zero
 point keep -0: both are readings (qconform/docs/semantics.md#q-float8-zero-point), and the fnuz kinds
 have no -0 at all."""
 from __future__ import annotations

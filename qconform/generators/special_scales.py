@@ -1,5 +1,5 @@
 """Family "special-scales": scales of ±0, a negative value, ±Inf and NaN, and the float8e8m0 NaN code
-0xFF (issue 21, finding 8; qconform/docs/semantics.md#q-division: "Special scales follow IEEE").
+0xFF (qconform/docs/semantics.md#q-division: "Special scales follow IEEE").
 
 QuantizeLinear: x / 0 is ±Inf (saturates) and 0 / 0 NaN (don't-care for integer outputs); x / ±Inf
 is ±0; a negative scale flips the sign. DequantizeLinear: (x - zp) * s with the same IEEE rules.

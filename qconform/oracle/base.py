@@ -92,6 +92,9 @@ class OpOracle(Steps):
 
 
 ORACLES: dict[tuple[str, str, int], OpOracle] = {}
+#: The evaluator of a QDQ pattern, registered by ``qconform.oracle.graph`` (which computes each node
+#: through this module: registering, not importing, keeps the two out of an import circle).
+GRAPHS: dict[str, Any] = {}
 
 
 def register(*oracles: OpOracle) -> None:
@@ -129,10 +132,8 @@ def output_type(draft: Draft) -> str:
 def evaluate(draft: Draft, primary_only: bool = False) -> Case:
     """Compute a draft's expected outputs under every permitted reading (or, with
     ``primary_only``, the first reading alone, under its own name). Raises InvalidModel."""
-    if draft.graph:  # a QDQ pattern: node by node (qconform/oracle/graph.py)
-        from qconform.oracle.graph import evaluate_graph
-
-        readings, names = evaluate_graph(draft, primary_only)
+    if draft.graph:  # a QDQ pattern: node by node (qconform/oracle/graph.py registers GRAPHS)
+        readings, names = GRAPHS["evaluate"](draft, primary_only)
         ev = Evaluation(readings=readings, clause="qdq-graph", primary_only=primary_only)
     else:
         oracle = oracle_for(draft.domain, draft.op, draft.opset)

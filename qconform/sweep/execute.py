@@ -26,7 +26,7 @@ STATE_FORMAT = f"qconform-sweep-state/{FORMAT}"
 
 
 class Executor(Protocol):
-    """Where units run: starts a pool (``submit``, ``result``, ``results``, ``close``) for a job."""
+    """Where units run: starts a pool (``submit``, ``result``, ``close``) for a job."""
 
     def start(self, job: Job): ...
 

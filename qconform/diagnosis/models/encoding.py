@@ -248,7 +248,7 @@ class TruncfBitEmulation:
 
 
 
-# -- the edges of the encoders: far underflow, the subnormal rounding, overflow, NaN (issue 37) --------
+# -- the edges of the encoders: far underflow, the subnormal rounding, overflow, NaN --------
 
 
 def _subnormal_path(v: np.ndarray, fmt) -> tuple[np.ndarray, np.ndarray]:
