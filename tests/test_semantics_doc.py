@@ -61,13 +61,16 @@ COUNTS = {
         lambda c: _quantize_23(c) and any(n.startswith("quotient-rounded-once-to-float")
                                           or n.startswith("quotient-rounded-once-to-bfloat") for n in _readings(c)),
     r"([\d,]+) cases at 23\+ have an int32 scale": lambda c: _quantize_23(c) and c.inputs[1].type == "int32",
-    r"([\d,]+) cases carry `quotient-exact`": lambda c: "quotient-exact" in _readings(c),
+    r"([\d,]+) single-node cases carry `quotient-exact`":
+        lambda c: not c.draft.graph and "quotient-exact" in _readings(c),
+    r"([\d,]+) QDQ\s+patterns through their QuantizeLinear nodes":
+        lambda c: bool(c.draft.graph) and "quotient-exact" in _readings(c),
 }
 
 
 def test_every_count_of_cases_in_the_document_is_the_corpus_own(corpus):
     text = " ".join(DOC.read_text().split())  # a sentence may wrap
-    stated = re.findall(r"\b\d[\d,]* (?:of the )?cases\b", text)
+    stated = re.findall(r"\b\d[\d,]* (?:of the |single-node )?(?:cases|QDQ patterns)\b", text)
     found = {p: re.findall(p, text) for p in COUNTS}
     assert all(len(v) == 1 for v in found.values()), f"each counted sentence once: {found}"
     assert len(stated) == len(COUNTS), f"a count of cases with no check in tests/test_semantics_doc.py: {stated}"
