@@ -46,10 +46,19 @@ PATTERN_DOMAIN = "qdq"
 
 @dataclass(frozen=True)
 class Reading:
-    """One permitted result of the case: the outputs under one reading of the spec."""
+    """One permitted result of the case: the outputs under one reading of the spec, and per output
+    the elements whose value that reading leaves undefined (don't-care; None: none). The masks are
+    the reading's own: an element only another reading makes NaN is still checked here."""
 
     name: str  # e.g. "spec", "quotient-in-float16"
     outputs: tuple[np.ndarray, ...]
+    dont_care: tuple[np.ndarray | None, ...] = ()  # () = no don't-care element in any output
+
+    def __post_init__(self) -> None:
+        if not self.dont_care:
+            object.__setattr__(self, "dont_care", (None,) * len(self.outputs))
+        if len(self.dont_care) != len(self.outputs):
+            raise ValueError(f"reading {self.name}: {len(self.dont_care)} masks for {len(self.outputs)} outputs")
 
 
 @dataclass(frozen=True)
@@ -86,13 +95,12 @@ class Case:
     """A complete case: a draft plus its expected outputs under every permitted reading.
 
     ``readings[0]`` is the reading the latest spec text states (the strict profile accepts only
-    it). ``dont_care[i]`` marks elements of output i whose value the spec leaves undefined.
+    it). ``reading.dont_care[i]`` marks elements of output i whose value that reading leaves undefined.
     """
 
     draft: Draft
     output_names: tuple[str, ...]
     readings: tuple[Reading, ...]
-    dont_care: tuple[np.ndarray | None, ...]
     clause: str
     #: Non-empty: the model is invalid by the text (why); the case is information, never pass or fail.
     information: str = ""

@@ -122,9 +122,9 @@ def usable(readings: Sequence[R], profile: str) -> Sequence[R]:
 
 
 def masks(case: Case, reading: Reading) -> tuple[np.ndarray | None, ...]:
-    """The don't-care elements of one of the case's readings, per output: the one place a reading's
-    masks are looked up."""
-    return case.dont_care
+    """The don't-care elements of one of the case's readings, per output: the reading's own (an
+    element only another reading leaves undefined is checked against this one)."""
+    return reading.dont_care
 
 
 def _structure(e: np.ndarray, a: object) -> str:

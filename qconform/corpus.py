@@ -1,11 +1,11 @@
 """The only reader and writer of ``qconform/golden/``.
 
-Layout (FORMAT_VERSION 2):
+Layout (FORMAT_VERSION 3):
   qconform/golden/MANIFEST               sha256 of every file, then the corpus digest (sha256 of the manifest lines)
   qconform/golden/index/<group>.jsonl    one line per case: id (op-version/types/family/name), clause, attributes,
                                 inputs as "name:type[shape]=sha" ("*" after the name: an initializer),
                                 outputs as "name:type[shape]", readings {name: [sha per output]},
-                                don't-care counts, provenance, note
+                                don't-care counts {reading: [count per output]}, provenance, note
   qconform/golden/data/<group>.pb        an onnx.SequenceProto of TensorProtos named "<id>|<role>|<name>"
   qconform/golden/sweeps/<sweep>.json    per-chunk SHA-256 digests of exhaustive sweeps (qconform/sweep.py)
 Tensors are ONNX TensorProto (the native encoding of every type, sub-byte packing included), so any
@@ -29,7 +29,8 @@ from onnx import numpy_helper
 from qconform import dtypes
 from qconform.case import Arg, Case, Draft, Node, Reading
 
-FORMAT_VERSION = 2
+#: 3: each reading carries its own don't-care masks (2: one set of masks for the whole case).
+FORMAT_VERSION = 3
 #: The corpus shipped with qconform (package data beside this module).
 DEFAULT_ROOT = Path(__file__).resolve().parent / "golden"
 MANIFEST = "MANIFEST"
@@ -55,6 +56,11 @@ def _tensor(name: str, arr: np.ndarray) -> onnx.TensorProto:
     return numpy_helper.from_array(np.ascontiguousarray(arr).reshape(np.shape(arr)), name)  # keep rank 0
 
 
+def _counts(reading: Reading) -> list[int]:
+    """How many elements of each output the reading leaves undefined."""
+    return [0 if m is None else int(np.count_nonzero(m)) for m in reading.dont_care]
+
+
 def _index_line(case: Case) -> dict:
     d = case.draft
     line = {
@@ -67,7 +73,7 @@ def _index_line(case: Case) -> dict:
         "outputs": [f"{n}:{t}{list(e.shape)}" for n, t, e in zip(case.output_names, case.output_types, case.expected)],
         "readings": {r.name: [_tensor_sha(t, o) for t, o in zip(case.output_types, r.outputs)]
                      for r in case.readings},
-        "dont_care": [0 if m is None else int(m.sum()) for m in case.dont_care],
+        "dont_care": {r.name: _counts(r) for r in case.readings},
     }
     if d.graph:
         line["graph"] = [{"op": n.op, "in": list(n.inputs), "out": list(n.outputs),
@@ -112,9 +118,9 @@ def write(cases: Iterable[Case], root: Path) -> str:
             for r in c.readings:
                 for n, o in zip(c.output_names, r.outputs):
                     seq.tensor_values.append(_tensor(f"{c.id}|out.{r.name}|{n}", o))
-            for n, m in zip(c.output_names, c.dont_care):
-                if m is not None:
-                    seq.tensor_values.append(_tensor(f"{c.id}|dont_care|{n}", m))
+                for n, m in zip(c.output_names, r.dont_care):
+                    if m is not None:
+                        seq.tensor_values.append(_tensor(f"{c.id}|dont_care.{r.name}|{n}", m))
             lines.append(json.dumps(_index_line(c), sort_keys=False, separators=(",", ":")))
         (root / "data" / f"{group}.pb").write_bytes(seq.SerializeToString(deterministic=True))
         (root / "index" / f"{group}.jsonl").write_text("\n".join(lines) + "\n")
@@ -193,15 +199,20 @@ def _case_from(line: dict, tensors: dict[str, np.ndarray], where: str) -> Case:
     if not all(outs):
         raise CorpusError(f"{where}: malformed outputs {line['outputs']!r}")
     names = tuple(o["name"] for o in outs)
-    readings = tuple(Reading(r, tuple(get(f"{cid}|out.{r}|{n}") for n in names)) for r in line["readings"])
-    masks = tuple(get(f"{cid}|dont_care|{n}") if k else None for n, k in zip(names, line["dont_care"]))
+    counts = line["dont_care"]
+    if set(counts) != set(line["readings"]):
+        raise CorpusError(f"{where}: case {cid}: don't-care counts name readings {sorted(counts)}, "
+                          f"not {sorted(line['readings'])}")
+    readings = tuple(Reading(r, tuple(get(f"{cid}|out.{r}|{n}") for n in names),
+                             tuple(get(f"{cid}|dont_care.{r}|{n}") if k else None for n, k in zip(names, counts[r])))
+                     for r in line["readings"])
     group = f"{m['domain']}.{m['op']}-{m['opset']}" if m["domain"] else f"{m['op']}-{m['opset']}"
     draft = Draft(op=m["op"], opset=int(m["opset"]), types=m["types"], family=m["family"], name=m["name"],
                   inputs=inputs, attrs=line["attrs"], domain=m["domain"] or "", clause=line["clause"],
                   provenance=line.get("provenance", f"{m['family']}:{group}"), note=line.get("note", ""),
                   graph=tuple(Node(n["op"], tuple(n["in"]), tuple(n["out"]), n.get("attrs", {}), n.get("domain", ""))
                               for n in line.get("graph", ())))
-    case = Case(draft, names, readings, masks, line["clause"], line.get("information", ""))
+    case = Case(draft, names, readings, line["clause"], line.get("information", ""))
     if case.output_types != tuple(o["type"] for o in outs):
         raise CorpusError(f"{where}: case {cid}: output types differ from the index line")
     return case

@@ -45,7 +45,7 @@ def cases() -> dict:
     c = found
     assert len(c[MULTI_F32].readings) > 1 and len(c[MULTI_F8].readings) > 1 and len(c[MULTI_QMM].readings) > 1
     assert "int4" in c[INT4].output_types and c[MULTI_F8].output_types == ("float8e4m3fn",)
-    assert c[INFO].information and any(m is not None for m in c[DONT_CARE].dont_care)
+    assert c[INFO].information and any(m is not None for r in c[DONT_CARE].readings for m in r.dont_care)
     assert any(o.ndim == 0 for o in c[SCALARS].expected)
     return found
 
@@ -125,12 +125,13 @@ def test_every_reading_exported_bit_for_bit(out, cases):
             for n, vi in enumerate(model.graph.input):
                 t = read_tensor(data / f"input_{n}.pb")
                 assert t.name == vi.name and same_bits(numpy_helper.to_array(t), case.feeds[vi.name])
-            for n, mask in enumerate(case.dont_care):
+            for n, mask in enumerate(reading.dont_care):  # each directory its own reading's mask
                 p = d / f"dont_care_{n}.pb"
                 assert p.exists() == (mask is not None)
                 if mask is not None:
                     assert np.array_equal(numpy_helper.to_array(read_tensor(p)), mask)
-            assert meta["dont_care"] == [0 if m is None else int(m.sum()) for m in case.dont_care]
+            counts = [0 if m is None else int(m.sum()) for m in reading.dont_care]
+            assert meta["dont_care"] == listed["dont_care"] == counts
     # several readings: one directory each, every one a different expectation
     for cid in (MULTI_F32, MULTI_F8, MULTI_QMM):
         dirs = [out / r["dir"] for r in index[cid]["readings"]]

@@ -26,7 +26,10 @@ def test_regeneration_is_bit_identical_to_the_committed_corpus(tmp_path):
 
 #: The reviewed corpus. A change to the generators or the oracle that moves the digest is deliberate:
 #: it updates this line, semantics.md and the scoreboard (tests/test_scoreboard.py) in the same change.
-REVIEWED_DIGEST = "a6dae278e48707dc9678297fd0e854c9387b48ec550ccd7b11adc9ea2d473830"
+#: From 1ccfbd8e… (24,488 cases) the QDQ graph cases (a6dae278…, 24,855 cases, not pinned here), then
+#: per-reading don't-care masks (corpus format 3), float6's zeros and NaN, int32 quotients with no -0
+#: and bfloat16's exact quotient moved it.
+REVIEWED_DIGEST = "d94d9d3598a1cef893689196c5df79f3cc98172b87982217e30d0111efdaecca"
 
 
 def test_the_corpus_is_the_reviewed_one():

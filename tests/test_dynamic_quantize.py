@@ -72,7 +72,7 @@ def test_zero_range_has_the_formulas_scale_and_dont_care_y_and_zero_point():
         assert [r.name for r in c.readings] == names
         assert [(float(r.outputs[1]), bool(np.signbit(r.outputs[1]))) for r in c.readings] == \
             [(0.0, False), (0.0, True)][:len(names)]
-        y_care, s_care, zp_care = c.dont_care
+        y_care, s_care, zp_care = c.readings[0].dont_care
         assert (y_care is None and not np.size(x)) or y_care.all()
         assert s_care is None and zp_care.all()
         for r in c.readings:
@@ -81,7 +81,7 @@ def test_zero_range_has_the_formulas_scale_and_dont_care_y_and_zero_point():
 
 def test_nan_makes_every_output_dont_care():
     c = case([np.nan, 1.0, -2.0])
-    assert [bool(m.all()) for m in c.dont_care] == [True, True, True]
+    assert [bool(m.all()) for m in c.readings[0].dont_care] == [True, True, True]
     assert c.clause == "dql-nan"
 
 
@@ -89,18 +89,18 @@ def test_inf_gives_infinite_scale_and_dont_care_nan_elements():
     c = case([1.0, np.inf, -3.0])
     y, s, zp = outputs(c)
     assert (s, zp) == (float("inf"), 0)
-    assert c.dont_care[0].tolist() == [False, True, False] and c.dont_care[1] is None and c.dont_care[2] is None
+    assert c.readings[0].dont_care[0].tolist() == [False, True, False] and c.readings[0].dont_care[1] is None and c.readings[0].dont_care[2] is None
     assert [y[0], y[2]] == [0, 0]
     c = case([-np.inf, 1.0, 2.0])  # -Inf / Inf: the zero point is undefined, and every y with it
     assert float(c.expected[1]) == float("inf")
-    assert bool(c.dont_care[2]) and c.dont_care[0].all()
+    assert bool(c.readings[0].dont_care[2]) and c.readings[0].dont_care[0].all()
 
 
 def test_underflowing_scale_follows_ieee():
     y, s, zp = outputs(case([2.0 ** -149, -(2.0 ** -149), 0.0]))
     assert (s, zp) == (0.0, 255) and y[:2] == [255, 0]
     c = case([2.0 ** -149, 0.0])  # zp = 0/0; y[0] = +Inf + zp saturates whatever zp is
-    assert c.expected[0][0] == 255 and not c.dont_care[0][0] and c.dont_care[0][1] and bool(c.dont_care[2])
+    assert c.expected[0][0] == 255 and not c.readings[0].dont_care[0][0] and c.readings[0].dont_care[0][1] and bool(c.readings[0].dont_care[2])
 
 
 def _onnx_node_tests(module: str, op: str):

@@ -58,6 +58,8 @@ def read_case(d: Path) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.
     for name, files in meta["reading_files"].items():  # the other readings: complete output sets
         assert name in meta["readings"][1:]
         assert [read_tensor(d / f)[1].shape for f in files] == [e.shape for e in expected]
+        own = [d / f.replace("output_", "dont_care.output_") for f in files]  # each reading's own masks
+        assert [int(read_tensor(m)[1].sum()) if m.exists() else 0 for m in own] == meta["reading_dont_care"][name]
     return model, inputs, expected, masks, meta
 
 

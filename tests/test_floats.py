@@ -431,14 +431,16 @@ def test_accepts_ml_dtypes_input_without_casting():
 @pytest.mark.parametrize("name", ENCODABLE)
 def test_the_notes_rules_for_nan_and_negative_zero(name):
     t = _t(name)
-    codes = F.encode(np.array([np.nan, -np.nan, -0.0, -(2.0 ** -60)]), t, saturate=True)
-    if t.float_format.nan_style == "none":  # "NaN | 6" (float4.md); float6: "-0 saturates to 0"
+    x = np.array([np.nan, -np.nan, -0.0, -(2.0 ** -60)])
+    codes = F.encode(x, t, saturate=True)
+    unspecified = F.unspecified(x, t).tolist()
+    if t.float_format.nan_style == "none":  # "NaN | 6" (float4.md); "+/-0: 0x00 / 0x20" (float6.md)
         mx = int(F.encode(np.array([np.inf]), t, saturate=True)[0])
         sign = 1 << (t.float_format.width - 1)
-        zero = 0 if t.float_format.width == 6 else sign
-        assert codes.tolist() == [mx, mx, zero, zero]
+        assert codes.tolist() == [mx, mx, sign, sign]  # float6's NaN code: a placeholder, unspecified
+        assert unspecified == [t.float_format.width == 6] * 2 + [False, False]
     else:
-        assert t.is_nan_bits(codes[:2]).all()
+        assert t.is_nan_bits(codes[:2]).all() and not any(unspecified)
 
 
 def test_e8m0_encode():

@@ -9,6 +9,9 @@ from qconform import dtypes, schemas
 from qconform.case import Arg, Draft
 from qconform.oracle import evaluate
 from qconform.oracle.arith import as_float64
+from qconform.oracle.base import oracle_for
+
+QUANTIZE_23 = oracle_for("", "QuantizeLinear", 23)
 
 DOC = (__import__("pathlib").Path(__file__).resolve().parents[1] / "qconform" / "docs" / "semantics.md").read_text()
 
@@ -72,7 +75,7 @@ def test_a_zero_range_has_the_formulas_scale_and_leaves_0_over_0_undefined(cases
     case = cases[f"DynamicQuantizeLinear-11/float32-uint8-float32/{name}"]
     scales = [(float(r.outputs[1]), bool(np.signbit(r.outputs[1]))) for r in case.readings]
     assert scales == ([(0.0, False), (0.0, True)] if minus else [(0.0, False)])
-    y_care, s_care, zp_care = case.dont_care
+    y_care, s_care, zp_care = case.readings[0].dont_care
     assert y_care is None or y_care.all()  # every y element is 0/0 (an empty y has none)
     assert s_care is None and zp_care is not None and zp_care.all()
 
@@ -90,23 +93,39 @@ def test_an_int32_scale_at_23_carries_the_integer_division_readings():
 
 
 # 5 -------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("t, code", [("float4e2m1", 0x7), ("float6e2m3", 0x1F), ("float6e3m2", 0x1F)])
-def test_nan_into_float4_and_float6_saturates_to_max(t, code):
-    """semantics.md#q-float4-float6: float4.md "NaN | 6", float6.md "nan | ... (sat)"."""
-    case = evaluate(_q(28, ("float32", [np.nan, -np.nan]), ("float32", 1.0), (t, 0.0)))
-    assert all(m is None for m in case.dont_care)
+def test_nan_into_float4_saturates_to_max():
+    """semantics.md#q-float4-float6: float4.md "NaN | 6"."""
+    case = evaluate(_q(28, ("float32", [np.nan, -np.nan]), ("float32", 1.0), ("float4e2m1", 0.0)))
     for r in case.readings:
-        assert _bits(r.outputs[0]).tolist() == [code, code], r.name
+        assert r.dont_care == (None,) and _bits(r.outputs[0]).tolist() == [0x7, 0x7], r.name
 
 
 @pytest.mark.parametrize("t", ["float6e2m3", "float6e3m2"])
-def test_float6_has_no_negative_zero_result(t):
-    """semantics.md#q-float4-float6: "-0 saturates to 0" (float6.md); float4 keeps -0 ("+/-0")."""
+def test_nan_into_float6_is_unspecified(t):
+    """semantics.md#q-float4-float6: float6.md "nan | -0.0 (unspecified; ...)": a don't-care in every
+    reading, and only there."""
+    case = evaluate(_q(28, ("float32", [np.nan, -np.nan, 1.0]), ("float32", 1.0), (t, 0.0)))
+    for r in case.readings:
+        assert r.dont_care[0].tolist() == [True, True, False], r.name
+        assert _bits(r.outputs[0])[2] == (0x08 if t == "float6e2m3" else 0x0C), r.name
+
+
+@pytest.mark.parametrize("t, minus", [("float6e2m3", 0x20), ("float6e3m2", 0x20), ("float4e2m1", 0x8)])
+def test_float6_keeps_the_sign_of_zero_as_float4_does(t, minus):
+    """semantics.md#q-float4-float6: "+/-0: 0x00 / 0x20" and "-0.0 | -0.0 | -0.0" (float6.md): a
+    negative value that rounds to zero gives -0; a -0 quotient is +0 or -0 by the zero-point readings."""
     tiny = -(2.0 ** -40)
     case = evaluate(_q(28, ("float32", [-0.0, tiny]), ("float32", 1.0), (t, 0.0)))
-    assert [r.name for r in case.readings] == ["spec"] and _bits(case.readings[0].outputs[0]).tolist() == [0, 0]
-    case = evaluate(_q(28, ("float32", [-0.0, tiny]), ("float32", 1.0), ("float4e2m1", 0.0)))
-    assert {tuple(_bits(r.outputs[0]).tolist()) for r in case.readings} == {(0x0, 0x8), (0x8, 0x8)}
+    assert [r.name for r in case.readings] == ["zero-point-added", "zero-point-skipped"]
+    assert [_bits(r.outputs[0]).tolist() for r in case.readings] == [[0, minus], [minus, minus]]
+
+
+def test_a_negative_float6_result_that_rounds_to_zero_is_negative_zero(cases):
+    """semantics.md#q-float4-float6: x = -0.25, s = 4: -0.0625 ties to even zero, negative: 0x20."""
+    case = cases["QuantizeLinear-28/bfloat16-float16-float6e2m3/basic/per-axis"]
+    x = as_float64(case.inputs[0].value, "bfloat16")
+    assert x[1, 6] == -0.25 and as_float64(case.inputs[1].value, "float16")[1] == 4
+    assert {int(_bits(r.outputs[0])[1, 6]) for r in case.readings} == {0x20}
 
 
 @pytest.mark.parametrize("opset, want", [(19, [0x80, 0x80]), (21, [0x80, 0x80]), (23, [0x80, 0x80]),
@@ -145,3 +164,81 @@ def test_reduce_min_and_max_11_say_what_an_empty_reduction_gives():
         assert f"{sentence} (if supported by the datatype)" in DOC
     assert "say nothing about empty inputs" not in DOC
     assert schemas.get("DynamicQuantizeLinear", 11)
+
+
+# Integer division, masks per reading, the exact quotient of bfloat16 -----------------------------
+def test_an_integer_quotient_of_zero_is_positive_zero(cases):
+    """semantics.md#q-division (int32 scale at 23+): x = -1, s = 3: the int32 quotient is 0, and an
+    int32 has no -0; the float32 division gives -1/3, float4e2m1 -0.5 (0x9)."""
+    case = cases["QuantizeLinear-23/bfloat16-int32-float4e2m1/basic/per-tensor"]
+    assert as_float64(case.inputs[0].value, "bfloat16")[6] == -1 and int(case.inputs[1].value) == 3
+    got = {r.name: int(_bits(r.outputs[0])[6]) for r in case.readings}
+    assert got["operands-rounded-to-int32+zero-point-added"] == 0x0
+    assert {v for n, v in got.items() if n.startswith("division-in-float32")} == {0x9}
+    x = np.array([-1.0, -0.0, -0.4, 0.4, 1.0, -np.inf, np.nan])
+    for once in (False, True):
+        q = QUANTIZE_23.integer_quotient(x, np.full(x.shape, 3.0), once=once)
+        assert not np.signbit(q[q == 0]).any() and np.isnan(q[-1]) and q[-2] == -np.inf
+
+
+def test_no_integer_reading_gives_negative_zero(corpus):
+    """semantics.md#q-division: every output element of an int32-quotient reading, over the corpus, is
+    a code other than -0 (its quotient is an integer, and a zero point on the output's grid keeps a
+    non-zero sum away from zero)."""
+    seen = 0
+    for c in corpus.cases:
+        t = dtypes.get(c.output_types[0]) if c.op == "QuantizeLinear" and not c.domain else None
+        if t is None or not t.is_float or t.float_format.nan_style == "fnuz":
+            continue
+        minus_zero = 1 << (t.bits - 1)
+        for r in c.readings:
+            if "-to-int32" in r.name:
+                seen += 1
+                assert not (_bits(r.outputs[0]) == minus_zero).any(), (c.id, r.name)
+    assert seen > 300
+
+
+def test_an_element_only_another_reading_leaves_undefined_is_checked(cases):
+    """semantics.md#principles: don't-care masks belong to a reading. x = 0, s = 2^-127 (float8e8m0):
+    q = 0 exactly, y = 128 (#q-division, e8m0 scale); only the float16 division makes it 0/0."""
+    case = cases["QuantizeLinear-24/float16-float8e8m0-uint8/floatkinds/e8m0-scales"]
+    assert as_float64(case.inputs[0].value, "float16")[0, 0] == 0
+    assert as_float64(case.inputs[1].value, "float8e8m0")[0] == 2.0 ** -127
+    first, half = case.readings
+    assert (first.name, half.name) == ("division-in-float32", "division-in-float16")
+    assert int(first.outputs[0][0, 0]) == 128 and not first.dont_care[0][0, 0] and half.dont_care[0][0, 0]
+    from qconform.compare import compare
+
+    wrong = first.outputs[0].copy()
+    wrong[0, 0] = 0
+    assert compare(case, [wrong], profile="strict").mismatch_count == 1
+
+
+def test_the_first_readings_masks_are_its_own(corpus):
+    """No don't-care element the first reading defines: over every corpus case with a mask in any
+    reading, the first reading computed alone has the very masks (and bits) the case gives it."""
+    checked = 0
+    for c in corpus.cases:
+        if c.information or all(m is None for r in c.readings for m in r.dont_care):
+            continue
+        alone = evaluate(c.draft, primary_only=True).readings[0]
+        first = c.readings[0]
+        for i, (m, a) in enumerate(zip(first.dont_care, alone.dont_care)):
+            assert (m is None) == (a is None) and (m is None or np.array_equal(m, a)), (c.id, i)
+            assert np.array_equal(_bits(first.outputs[i]), _bits(alone.outputs[i])), (c.id, i)
+        checked += 1
+    assert checked > 500
+
+
+@pytest.mark.parametrize("opset", [19, 21])
+def test_bfloat16_operands_below_23_carry_the_exact_quotient(cases, opset):
+    """semantics.md#q-division-half: x = 1, s = 2^-133 (bfloat16): the bfloat16 and float32 quotients
+    overflow to +Inf (NaN under Cast-19/21's fnuz table); the exact 2^133 saturates to 240 (0x7f)."""
+    case = cases[f"QuantizeLinear-{opset}/bfloat16-float8e4m3fnuz/specials/extremes"]
+    x, s = as_float64(case.inputs[0].value, "bfloat16"), as_float64(case.inputs[1].value, "bfloat16")
+    assert x.reshape(-1)[55] == 1 and s[np.unravel_index(55, x.shape)[0]] == 2.0 ** -133
+    got = {r.name: int(_bits(r.outputs[0]).reshape(-1)[55]) for r in case.readings}
+    assert got == {"quotient-in-bfloat16+zero-point-added": 0x80, "quotient-exact+zero-point-added": 0x7F}
+    # float16 operands cannot leave float32's range: no third reading (#q-division-half, underflow)
+    half = [c for c in cases.values() if c.op == "QuantizeLinear" and c.opset in (19, 21) and c.types.startswith("float16")]
+    assert half and not any("quotient-exact" in r.name for c in half for r in c.readings)

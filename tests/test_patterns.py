@@ -75,7 +75,7 @@ def test_sigmoid_judges_only_the_codes_its_open_accuracy_cannot_change(patterns)
     another code is a don't-care, and on the patterns' grids those are few."""
     sig = [c for c in patterns if c.op == "Sigmoid"]
     assert sig and all(c.clause == "qdq-sigmoid" and [r.name for r in c.readings] == ["spec"] for c in sig)
-    masked = sum(int(m.sum()) for c in sig for m in c.dont_care if m is not None)
+    masked = sum(int(m.sum()) for c in sig for m in c.readings[0].dont_care if m is not None)
     total = sum(c.expected[0].size for c in sig)
     assert 0 <= masked < total // 20
     x = np.array([[-32768, -100, 0, 5, 32767]], np.int16)  # a 2^-24 grid: codes 16 apart within 2^-20
@@ -87,7 +87,8 @@ def test_sigmoid_judges_only_the_codes_its_open_accuracy_cannot_change(patterns)
                          Node("QuantizeLinear", ("g", "sy", "zy"), ("y",))))
     fine = evaluate(draft)
     # sigmoid(-16) ~ 1.1e-7 is ~2 codes, within 2^-20 of 18: don't-care; the rest saturates either way
-    assert fine.dont_care[0] is not None and fine.dont_care[0].tolist() == [[True, False, False, False, False]]
+    mask = fine.readings[0].dont_care[0]
+    assert mask is not None and mask.tolist() == [[True, False, False, False, False]]
 
 
 def test_data_and_parameters_are_where_a_quantisation_tool_puts_them(patterns):

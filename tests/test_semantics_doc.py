@@ -44,3 +44,36 @@ def test_semantics_html_shows_the_spec_quotes_as_quotes() -> None:
                  if ln.startswith(">") and (i == 0 or not text.splitlines()[i - 1].startswith(">")))
     assert groups and html.count("<blockquote>") == groups
     assert "<p>&gt;" not in html and "<li>&gt;" not in html
+
+
+def _readings(case) -> set[str]:
+    return {part for r in case.readings for part in r.name.split("+")}
+
+
+def _quantize_23(case) -> bool:
+    return case.op == "QuantizeLinear" and not case.domain and case.opset >= 23
+
+
+#: Every count of corpus cases semantics.md states, as its sentence states it, and what it counts: a
+#: count the corpus no longer has fails here instead of rotting in the document.
+COUNTS = {
+    r"\(([\d,]+) of the cases at 23\+ carry both\)":
+        lambda c: _quantize_23(c) and any(n.startswith("quotient-rounded-once-to-float")
+                                          or n.startswith("quotient-rounded-once-to-bfloat") for n in _readings(c)),
+    r"([\d,]+) cases at 23\+ have an int32 scale": lambda c: _quantize_23(c) and c.inputs[1].type == "int32",
+    r"([\d,]+) single-node cases carry `quotient-exact`":
+        lambda c: not c.draft.graph and "quotient-exact" in _readings(c),
+    r"([\d,]+) QDQ\s+patterns through their QuantizeLinear nodes":
+        lambda c: bool(c.draft.graph) and "quotient-exact" in _readings(c),
+}
+
+
+def test_every_count_of_cases_in_the_document_is_the_corpus_own(corpus):
+    text = " ".join(DOC.read_text().split())  # a sentence may wrap
+    stated = re.findall(r"\b\d[\d,]* (?:of the |single-node )?(?:cases|QDQ patterns)\b", text)
+    found = {p: re.findall(p, text) for p in COUNTS}
+    assert all(len(v) == 1 for v in found.values()), f"each counted sentence once: {found}"
+    assert len(stated) == len(COUNTS), f"a count of cases with no check in tests/test_semantics_doc.py: {stated}"
+    for pattern, counts in COUNTS.items():
+        want = sum(1 for c in corpus.cases if counts(c))
+        assert int(found[pattern][0].replace(",", "")) == want, f"semantics.md says {found[pattern][0]}, the corpus has {want:,}"

@@ -5,11 +5,12 @@ A runtime's own test harness runs the corpus without qconform: onnx's loader
 ``Runner`` comparison, onnxruntime's ``onnx_test_runner OUT/conformance``. The layout::
 
     OUT/index.json                                   every case: kind, clause, its directories (one per reading)
+                                                     and each reading's don't-care counts
     OUT/conformance/test_<case>[__<reading>]/        one directory per case and permitted reading
         model.onnx                                   the exact model the suite runs
         test_data_set_0/input_N.pb                   graph inputs, in graph order (TensorProto)
         test_data_set_0/output_N.pb                  expected outputs under this reading
-        dont_care_N.pb                               bool mask of output N's elements the spec leaves undefined
+        dont_care_N.pb                               bool mask of output N's elements this reading leaves undefined
         data.json                                    {"rtol": 0, "atol": 0}: onnx's loader reads the tolerances here
         config.txt                                   the same zero tolerances for onnx_test_runner
         qconform.json                                id, reading, sibling directories, clause, don't-care counts
@@ -79,7 +80,8 @@ from qconform.report.export import (
 )
 
 FORMAT = "qconform-backend-test"
-VERSION = 1
+#: 2: don't-care counts per reading (each directory's own mask), not one set per case.
+VERSION = 2
 KIND = "conformance"
 INFO_KIND = "information"
 INDEX = "index.json"
@@ -167,27 +169,26 @@ def export_backend(cases: Iterable[Case], out_dir: Path, *, corpus_digest: str =
     for case in todo:
         kind = _kind(case)
         dirs = [names[(case.id, r.name)] for r in case.readings]
-        counts = dont_care_counts(case)
         model = None
         for reading, name in zip(case.readings, dirs):
             d = out / kind / name
             model = write_model(d, case, model)
             write_inputs(d / DATA_SET, model, case)
             write_outputs(d / DATA_SET, case, reading)
-            write_dont_care(case, lambda n, d=d: d / f"dont_care_{n}.pb")
+            write_dont_care(case, reading, lambda n, d=d: d / f"dont_care_{n}.pb")
             write_json(d / "data.json", DATA_JSON)
             (d / "config.txt").write_text(CONFIG_TXT, encoding="utf-8")
             meta = {"id": case.id, "kind": kind, "reading": reading.name,
                     "readings": [r.name for r in case.readings], "dirs": dirs, "rule": RULE,
                     "clause": case.clause, "clause_url": f"qconform/docs/semantics.md#{case.clause}",
-                    "dont_care": counts, "inputs": [vi.name for vi in model.graph.input],
+                    "dont_care": dont_care_counts(reading), "inputs": [vi.name for vi in model.graph.input],
                     "outputs": list(case.output_names), "output_types": list(case.output_types)}
             if case.information:
                 meta["information"] = case.information
             write_json(d / "qconform.json", meta)
         entry = {"id": case.id, "kind": kind, "clause": case.clause,
-                 "readings": [{"name": r.name, "dir": f"{kind}/{n}"} for r, n in zip(case.readings, dirs)],
-                 "dont_care": counts}
+                 "readings": [{"name": r.name, "dir": f"{kind}/{n}", "dont_care": dont_care_counts(r)}
+                              for r, n in zip(case.readings, dirs)]}
         if case.information:
             entry["information"] = case.information
         entries.append(entry)

@@ -31,6 +31,7 @@ from qconform import dtypes
 from qconform.case import Case
 from qconform.compare import check_structure, closest, differences, differing, masks, passes, usable
 from qconform.diagnosis.models import MODELS, Deviation, combine, get
+from qconform.oracle.base import union
 from qconform.oracle.granularity import InvalidModel
 from qconform.verdicts import FAIL, PASS
 
@@ -65,20 +66,14 @@ def _applies(model: Deviation, case: Case, errors: list[str] | None = None) -> b
 
 
 def _masks(case: Case, model_masks) -> list[np.ndarray | None]:
-    """The case's don't-care elements, plus any the model itself leaves undefined."""
+    """The elements any of the case's readings leaves undefined, plus those the model's reading does:
+    a model is not held to a value the spec leaves open under some reading."""
     out = []
-    for i, m in enumerate(case.dont_care):
+    for i, e in enumerate(case.expected):
         mm = model_masks[i] if model_masks and i < len(model_masks) else None
-        if mm is not None and np.shape(mm) != np.shape(case.expected[i]):
+        if mm is not None and np.shape(mm) != np.shape(e):
             mm = None
-        if m is None and (mm is None or not np.any(mm)):
-            out.append(None)
-        else:
-            both = np.zeros(np.shape(case.expected[i]), bool)
-            for x in (m, mm):
-                if x is not None:
-                    both |= np.asarray(x, bool)
-            out.append(both)
+        out.append(union(mm, *(r.dont_care[i] for r in case.readings)))
     return out
 
 
@@ -107,8 +102,8 @@ def _evaluate(model: Deviation, case: Case, errors: list[str] | None = None):
 def _closest(ev, case: Case, actual, strict_nan: bool, profile: str = "default") -> tuple[int, str | None]:
     """(fewest differing elements over the model's usable readings, that reading); (-1, None) when
     none has the outputs' structure."""
-    model_masks = _masks(case, ev.dont_care)
-    return closest(((name, outs, model_masks) for name, outs in usable(ev.readings, profile)), actual, strict_nan)
+    return closest(((r.name, r.outputs, _masks(case, ev.masks(r))) for r in usable(ev.readings, profile)),
+                   actual, strict_nan)
 
 
 def reproduces(model: Deviation, case: Case, actual: Sequence[np.ndarray], *, strict_nan: bool = False,
@@ -385,7 +380,7 @@ def _would_fail(model: Deviation, case: Case, strict_nan: bool, profile: str = "
     ev = _evaluate(model, case, errors)
     if ev is None:  # the kernel rejects the model (or the model broke, and says so in errors)
         return True
-    return not any(passes(case, outs, strict_nan=strict_nan, profile=profile) for _, outs in usable(ev.readings, profile))
+    return not any(passes(case, r.outputs, strict_nan=strict_nan, profile=profile) for r in usable(ev.readings, profile))
 
 
 class _Ranking(NamedTuple):

@@ -44,7 +44,7 @@ class DeviationRunner(BaseRunner):
 
     def outputs(self, draft: Draft) -> tuple[np.ndarray, ...]:
         if self.model is None:
-            return deviating_oracle(draft, Spec).evaluate(draft).readings[0][1]
+            return deviating_oracle(draft, Spec).evaluate(draft).readings[0].outputs
         return self.model.outputs(draft)
 
     def prepare(self, model: onnx.ModelProto) -> Prepared:
@@ -55,7 +55,7 @@ class DeviationRunner(BaseRunner):
         def run(feeds: Inputs) -> Outputs:
             draft = pattern_draft_from_model(model, feeds) if graph else draft_from_model(model, feeds)
             if graph and self.model is not None and not self.model.applies(draft):
-                return [np.array(o, copy=True) for o in deviating_oracle(draft, Spec).evaluate(draft).readings[0][1]]
+                return [np.array(o, copy=True) for o in deviating_oracle(draft, Spec).evaluate(draft).readings[0].outputs]
             try:
                 outs = self.outputs(draft)
             except InvalidModel as exc:

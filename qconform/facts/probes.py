@@ -67,7 +67,7 @@ def probe_case(name: str) -> tuple[Case, bool]:
         out = dtypes.get(MUST_REJECT_OUTPUT[name])
         shape = draft.inputs[0].value.shape
         dummy = Reading("none", (out.from_bits(np.zeros(shape, dtype=np.uint64)),))
-        return Case(draft, ("y",), (dummy,), (None,), "principles"), True
+        return Case(draft, ("y",), (dummy,), "principles"), True
 
 
 __all__ = ["MUST_REJECT_OUTPUT", "PROBES", "probe_case"]

@@ -7,8 +7,8 @@ identical bits collapse, so a case carries more than one only where the readings
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -20,9 +20,10 @@ from qconform.oracle.steps import Steps
 
 @dataclass
 class Evaluation:
-    """Per-reading outputs plus don't-care masks (an element is don't-care in any reading)."""
+    """Per-reading outputs, each with the elements it leaves undefined, plus the don't-care elements
+    common to every reading (``dont_care``: e.g. DynamicQuantizeLinear's outputs on NaN input)."""
 
-    readings: list[tuple[str, tuple[np.ndarray, ...]]] = field(default_factory=list)
+    readings: list[Reading] = field(default_factory=list)
     dont_care: list[np.ndarray | None] | None = None
     clause: str = ""
     #: Only the first (primary) reading is wanted: sweeps of 2^24 inputs a chunk and cpu-ref.
@@ -34,23 +35,43 @@ class Evaluation:
     #: the text does not state (qconform/docs/semantics.md#dql-zero-input).
     sole: str = "spec"
 
-    def add(self, name: str, outputs: tuple[np.ndarray, ...]) -> None:
+    def add(self, name: str, outputs: tuple[np.ndarray, ...], dont_care: Sequence[np.ndarray | None] = ()) -> None:
+        """A reading's outputs and, per output, the elements it alone leaves undefined (NaN quantized
+        to an integer under this reading's arithmetic)."""
         if not self.complete:
-            self.readings.append((name, outputs))
+            self.readings.append(Reading(name, tuple(outputs), tuple(dont_care)))
 
     @property
     def complete(self) -> bool:
         """True once nothing more is wanted: oracles stop computing further readings then."""
         return self.primary_only and bool(self.readings)
 
+    def masks(self, reading: Reading) -> tuple[np.ndarray | None, ...]:
+        """A reading's don't-care elements, per output: its own and those of every reading; None
+        where there are none."""
+        common = self.dont_care or [None] * len(reading.outputs)
+        return tuple(union(own, shared) for own, shared in zip(reading.dont_care, common))
 
-def _same_bits(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...], masks) -> bool:
-    """Whether two readings' outputs are one result under the comparison rule (``ElemType.differs``):
-    a case carries a second reading only where a runner could tell the two apart."""
-    for i, (x, y) in enumerate(zip(a, b)):
+
+def union(*masks: np.ndarray | None) -> np.ndarray | None:
+    """The elements any of ``masks`` marks; None where none is marked (a mask of no element is no mask)."""
+    marked = [np.asarray(m, bool) for m in masks if m is not None and np.any(m)]
+    if not marked:
+        return None
+    return np.logical_or.reduce(np.broadcast_arrays(*marked)) if len(marked) > 1 else marked[0].copy()
+
+
+def _same_bits(a: Reading, b: Reading) -> bool:
+    """Whether two readings are one result under the comparison rule (``ElemType.differs``): the
+    same don't-care elements and the same bits elsewhere. A case carries a second reading only where
+    a runner could tell the two apart, or where one leaves undefined what the other defines."""
+    for x, y, mx, my in zip(a.outputs, b.outputs, a.dont_care, b.dont_care):
         if x.dtype != y.dtype or x.shape != y.shape:
             return False
-        if dtypes.get(x.dtype).differs(x, y, masks[i] if masks else None).any():
+        if not np.array_equal(np.zeros(x.shape, bool) if mx is None else mx,
+                              np.zeros(y.shape, bool) if my is None else my):
+            return False
+        if dtypes.get(x.dtype).differs(x, y, mx).any():
             return False
     return True
 
@@ -112,24 +133,24 @@ def evaluate(draft: Draft, primary_only: bool = False) -> Case:
     """Compute a draft's expected outputs under every permitted reading (or, with
     ``primary_only``, the first reading alone, under its own name). Raises InvalidModel."""
     if draft.graph:  # a QDQ pattern: node by node (qconform/oracle/graph.py registers GRAPHS)
-        readings, masks, names = GRAPHS["evaluate"](draft, primary_only)
-        ev = Evaluation(readings=readings, dont_care=masks, clause="qdq-graph", primary_only=primary_only)
+        readings, names = GRAPHS["evaluate"](draft, primary_only)
+        ev = Evaluation(readings=readings, clause="qdq-graph", primary_only=primary_only)
     else:
         oracle = oracle_for(draft.domain, draft.op, draft.opset)
         names = oracle.output_names
         with np.errstate(all="ignore"):  # IEEE specials (x/0, Inf-Inf) are the point, not accidents
             ev = oracle.evaluate(draft, primary_only)
-    masks = ev.dont_care or [None] * len(names)
-    masks = [None if m is None or not m.any() else m for m in masks]
     unique: list[Reading] = []
-    for name, outs in ev.readings:
-        if not any(_same_bits(outs, r.outputs, masks) for r in unique):
-            unique.append(Reading(name, tuple(outs)))
+    for r in ev.readings:
+        r = Reading(r.name, r.outputs, ev.masks(r))
+        if not any(_same_bits(r, u) for u in unique):
+            unique.append(r)
     if primary_only:
         unique = unique[:1]
     elif len(unique) == 1:
-        unique = [Reading(ev.sole, unique[0].outputs)]
-    return Case(draft, tuple(names), tuple(unique), tuple(masks), draft.clause or ev.clause, ev.information)
+        unique = [replace(unique[0], name=ev.sole)]
+    return Case(draft, tuple(names), tuple(unique), draft.clause or ev.clause, ev.information)
 
 
-__all__ = ["Evaluation", "InvalidModel", "OpOracle", "ORACLES", "evaluate", "oracle_for", "output_type", "register"]
+__all__ = ["Evaluation", "InvalidModel", "OpOracle", "ORACLES", "evaluate", "oracle_for", "output_type", "register",
+           "union"]

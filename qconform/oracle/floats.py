@@ -48,9 +48,10 @@ The codec applies these rules per ``nan_style``: "fn" like E4M3FN, "fnuz" like t
 infinity if OOR", is ``saturate=False``; ``saturate=True`` on them clamps like E5M2). "none"
 (float4e2m1, float6e2m3, float6e3m2) always saturates: "[saturate] has no effect for float4e2m1,
 float6e2m3, or float6e3m2, since those types have no non-saturating (infinity-representable)
-encoding to fall back to" (QuantizeLinear). NaN into a "none" type saturates to +max, as the types'
-notes say ("NaN | 6", float4.md; "nan | ... (sat)", float6.md), and float6 has no -0 result ("-0
-saturates to 0", float6.md): qconform/docs/semantics.md#q-float4-float6.
+encoding to fall back to" (QuantizeLinear). NaN into float4e2m1 saturates to +max, as its note says
+("NaN | 6", float4.md); NaN into float6 the note leaves "unspecified", so it is a don't-care
+(``unspecified``) whose code here, +max, is a placeholder; float6 keeps the sign of zero ("+/-0: 0x00 /
+0x20", float6.md) as float4 does: qconform/docs/semantics.md#q-float4-float6.
 
 Choice of NaN code (comparisons treat every NaN code as one class, so this is only a convention):
 "fn" 0x7F, or 0xFF when the input NaN/Inf/overflow is negative (the table's "-NaN"); "fnuz" 0x80
@@ -74,6 +75,7 @@ __all__ = [
     "decode",
     "round_to_format",
     "encode",
+    "unspecified",
     "all_finite_values",
     "midpoints",
 ]
@@ -253,8 +255,9 @@ def encode(
 ) -> np.ndarray:
     """float64 input -> raw codes of t (t.bits_dtype: uint8, or uint16/uint32 for 16/32-bit kinds).
 
-    ``notes=False`` leaves out the float4/float6 notes' conversion rules (NaN -> +max, float6 -0 -> +0):
-    a generator writing a value's own code (-0 is 0x20 in float6) wants the representation, not a Cast.
+    ``notes=False`` leaves out the float4 note's NaN -> +max (float6: the placeholder under a don't-care)
+    and gives the "none" types' NaN code 0: a generator writing a value's own code wants the
+    representation, not a Cast.
 
     Any float64 is accepted (float32/float16/bfloat16 values widen exactly). Rules: see the module
     docstring (the ONNX Cast tables). ``saturate`` picks the table; ``fnuz_inf_saturates=False``
@@ -302,9 +305,17 @@ def encode(
 
     # "NaN -> NaN", "-NaN -> -NaN" (fn, ieee) / "NaN" (fnuz); "none": "NaN | 6" (float4.md), +max.
     code = np.where(nan, max_code if fmt.nan_style == "none" and notes else nan_code, code)
-    if fmt.nan_style == "none" and fmt.width == 6 and notes:  # float6.md: "-0 saturates to 0"
-        code = np.where(code == sign, np.uint64(0), code)
     return code.astype(t.bits_dtype)
+
+
+def unspecified(x: np.ndarray, t: ElemType) -> np.ndarray:
+    """Where converting ``x`` to t has no specified result (a don't-care of the output): NaN into
+    float6, whose note says "-0.0 (unspecified; ...)" for nan (float6.md);
+    qconform/docs/semantics.md#q-float4-float6. No other conversion of this codec is unspecified."""
+    fmt = t.float_format
+    if fmt is None or fmt.nan_style != "none" or fmt.width != 6:
+        return np.zeros(np.shape(x), bool)
+    return np.isnan(np.asarray(x, np.float64))
 
 
 # --------------------------------------------------------------------------------------------

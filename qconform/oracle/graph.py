@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from qconform import dtypes
-from qconform.case import Arg, Draft, Node
+from qconform.case import Arg, Draft, Node, Reading
 from qconform.oracle import base
 from qconform.oracle.arith import as_float64, fl
 from qconform.oracle.granularity import InvalidModel
@@ -320,9 +320,8 @@ class GraphOracle(FloatOps):
         from qconform.oracle.base import Evaluation
 
         with np.errstate(all="ignore"):
-            readings, masks = self.run(draft, primary_only)
-        return Evaluation(readings=[(n, tuple(o)) for n, o in readings], dont_care=masks, clause="qdq-graph",
-                          primary_only=primary_only)
+            readings = self.run(draft, primary_only)
+        return Evaluation(readings=readings, clause="qdq-graph", primary_only=primary_only)
 
     def oracle_node(self, node: Node, opset: int, ins: list[np.ndarray | None], types: dict[str, str], where: str):
         """A node of an op the oracle has (QuantizeLinear, DequantizeLinear, and whatever else a packed
@@ -338,7 +337,7 @@ class GraphOracle(FloatOps):
         case = evaluate(sub)
         if case.information:
             raise InvalidModel(f"{where}: node {node.op}: {case.information}")
-        return [(r.name, list(r.outputs), list(case.dont_care)) for r in case.readings]
+        return [(r.name, list(r.outputs), list(r.dont_care)) for r in case.readings]
 
     def has_oracle(self, node: Node, opset: int) -> bool:
         from qconform.oracle.base import oracle_for
@@ -364,6 +363,8 @@ class GraphOracle(FloatOps):
                     results = self.oracle_node(node, opset, ins, types, where)
                 else:
                     results = [(name, o, [None] * len(o)) for name, o in self.float_node(node, ins, f"{where}: {node.op}")]
+                if primary_only:  # the first reading, and the bounds of a tolerance on its path
+                    results = results[:1] + [r for r in results[1:] if r[0].startswith("~")]
                 for name, o, m in results:
                     label = () if name == "spec" else tuple(name.split("+"))
                     nv, nm = dict(values), dict(masks)
@@ -373,32 +374,32 @@ class GraphOracle(FloatOps):
                         if mask is not None and np.any(mask):
                             nm[out_name] = mask
                     nxt.append((parts + label, nv, nm))
-                    if primary_only:
-                        break
             states = nxt
         return states
 
-    def run(self, draft: Draft, primary_only: bool = False) -> tuple[list[tuple[str, tuple[np.ndarray, ...]]],
-                                                                     list[np.ndarray | None]]:
-        """Every reading's graph outputs and the outputs' don't-care masks."""
+    def run(self, draft: Draft, primary_only: bool = False) -> list[Reading]:
+        """Every reading's graph outputs, each with the don't-care masks its own path through the
+        nodes gave them."""
         inputs = {a.name: a.value for a in draft.inputs if a is not None}
         outs = list(draft.graph[-1].outputs)
         fused = self.fused(draft, inputs)
         if fused is not None:
-            return [(name, tuple(o)) for name, o in fused][:1 if primary_only else None], [None] * len(outs)
+            return [Reading(name, tuple(o)) for name, o in fused][:1 if primary_only else None]
         states = self.run_nodes(draft.graph, {"": draft.opset}, inputs, draft.id, primary_only)
         kept = [st for st in states if not any(p.startswith("~") for p in st[0])]
         bounds = [st for st in states if any(p.startswith("~") for p in st[0])]
-        readings = [("+".join(p) or "spec", tuple(v[o] for o in outs)) for p, v, _ in kept]
-        masks: list[np.ndarray | None] = []
-        for o in outs:
-            ms = [m[o] for _, _, m in kept if o in m]
-            for parts, values, _ in bounds:  # an element a tolerated error could change: don't-care
-                same = next(v for p, v, _ in kept if p == tuple(x for x in parts if not x.startswith("~")))
-                t = dtypes.get(values[o].dtype)
-                ms.append(t.differs(values[o], same[o], strict_nan=True))  # any other bits, NaN payloads too
-            masks.append(np.logical_or.reduce(ms) if ms else None)
-        return readings, masks
+        readings = []
+        for parts, values, masks in kept:
+            own = []
+            for o in outs:
+                ms = [masks[o]] if o in masks else []
+                for bparts, bvalues, _ in bounds:  # an element a tolerated error on this path could change
+                    if tuple(x for x in bparts if not x.startswith("~")) == parts:
+                        t = dtypes.get(bvalues[o].dtype)
+                        ms.append(t.differs(bvalues[o], values[o], strict_nan=True))  # any other bits, NaN payloads too
+                own.append(np.logical_or.reduce(ms) if ms else None)
+            readings.append(Reading("+".join(parts) or "spec", tuple(values[o] for o in outs), tuple(own)))
+        return readings
 
 
 def pattern_name(nodes: tuple[Node, ...]) -> str:
@@ -417,10 +418,10 @@ ORACLE = GraphOracle()
 
 
 def evaluate_graph(draft: Draft, primary_only: bool = False, oracle: GraphOracle | None = None):
-    """(readings, masks, output names) of a graph draft."""
+    """(readings, output names) of a graph draft."""
     with np.errstate(all="ignore"):
-        readings, masks = (oracle or ORACLE).run(draft, primary_only)
-    return readings, masks, tuple(draft.graph[-1].outputs)
+        readings = (oracle or ORACLE).run(draft, primary_only)
+    return readings, tuple(draft.graph[-1].outputs)
 
 
 base.GRAPHS["evaluate"] = evaluate_graph  # base.evaluate computes a pattern through it

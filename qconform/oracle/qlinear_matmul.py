@@ -31,7 +31,7 @@ from fractions import Fraction
 import numpy as np
 
 from qconform import dtypes
-from qconform.case import Arg, Draft
+from qconform.case import Arg, Draft, Reading
 from qconform.dtypes import ElemType
 from qconform.oracle.arith import pack_output
 from qconform.oracle.base import Evaluation, OpOracle, register
@@ -215,29 +215,30 @@ class QLinearMatMul(OpOracle):
             zp_readings = [("zero-point-added", True)] + ([("zero-point-skipped", False)] if yz == 0 else [])
 
         ev = Evaluation(clause="qlmm-formula", primary_only=primary_only)
-        undefined = np.broadcast_to(touched, out_shape).copy()
+        touched = np.broadcast_to(touched, out_shape)
         # every accumulation reading at once, stacked on a leading axis
         e = accs[0][2]
         stack = np.stack([np.broadcast_to(acc, out_shape) for _, acc, _ in accs])
         encoded: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}  # readings often coincide
-        finite = _finite_exact(stack, e, scales, yz) & ~undefined
+        finite = _finite_exact(stack, e, scales, yz) & ~touched
         for req in self.requantisations(scale_t):
             values = self.requantise(req, stack, e, scales, yz, out_t, scale_t)
             if any(np.any(np.isinf(v) & finite) for v in values.values()):
                 continue  # its chain overflows where the exact value is finite (#qlmm-requant)
             for zp_name, add_zp in zp_readings:
                 for i, (acc_name, _, _) in enumerate(accs):
-                    v = np.where(undefined, 0.0, values[add_zp][i])
+                    v = np.where(touched, 0.0, values[add_zp][i])
                     key = v.tobytes()
                     if key not in encoded:
                         encoded[key] = self.qlmm_encode(v, out_t)
-                    out, undef = encoded[key]
-                    undefined |= undef
-                    ev.add("+".join(n for n in (req, acc_name, zp_name) if n), (out,))
+                    out, undefined = encoded[key]  # NaN to an integer y under this reading
+                    ev.add("+".join(n for n in (req, acc_name, zp_name) if n), (out,), (undefined,))
         if squeeze:
-            ev.readings = [(n, tuple(np.squeeze(o, axis=squeeze) for o in outs)) for n, outs in ev.readings]
-            undefined = np.squeeze(undefined, axis=squeeze)
-        ev.dont_care = [undefined]
+            ev.readings = [Reading(r.name, tuple(np.squeeze(o, axis=squeeze) for o in r.outputs),
+                                   tuple(None if m is None else np.squeeze(m, axis=squeeze) for m in r.dont_care))
+                           for r in ev.readings]
+            touched = np.squeeze(touched, axis=squeeze)
+        ev.dont_care = [touched]
         return ev
 
 

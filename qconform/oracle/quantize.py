@@ -12,7 +12,7 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.case import Arg, Draft
-from qconform.oracle import granularity
+from qconform.oracle import floats, granularity
 from qconform.oracle.arith import round_half_even
 from qconform.oracle.base import Evaluation, OpOracle, register
 from qconform.oracle.granularity import InvalidModel
@@ -52,7 +52,10 @@ class QuantizeLinear(OpOracle):
                 readings += self.precision_readings("int32")
             return readings
         if dtypes.get(s_t).is_half and not self.scale_type_sets_precision:
-            return [(f"quotient-in-{s_t}", s_t), ("quotient-in-float32", "float32")]
+            readings = [(f"quotient-in-{s_t}", s_t), ("quotient-in-float32", "float32")]
+            if s_t == "bfloat16":  # float32's range is bfloat16's: x / s can leave it, the exact one need not
+                readings.append(("quotient-exact", "float64"))  # qconform/docs/semantics.md#q-division-half
+            return readings
         if x_t == "int32" and not self.scale_type_sets_precision:  # qconform/docs/semantics.md#q-int32-input
             return [("int32-via-float32", s_t), ("int32-via-float64", "float64")]
         if self.scale_type_sets_precision:
@@ -92,10 +95,11 @@ class QuantizeLinear(OpOracle):
         """x / s in int32 precision, "For (x / y_scale), it rounds to the nearest even": x converted to
         an integer (ties to even) unless ``once``, then the quotient rounded to the nearest integer, ties
         to even (qconform/docs/semantics.md#q-division, int32 scale). float64 decides every tie here:
-        a non-tie quotient of a float32 x and an int32 s is further from k + 1/2 than float64's error."""
+        a non-tie quotient of a float32 x and an int32 s is further from k + 1/2 than float64's error.
+        A zero quotient is +0: an int32 has no -0 (adding +0 clears the sign of a zero, nothing else)."""
         with np.errstate(all="ignore"):
             xi = np.asarray(x, np.float64) if once else round_half_even(x)
-            return self.round(xi / np.asarray(s, np.float64))
+            return self.round(xi / np.asarray(s, np.float64)) + 0.0
 
     def quantize_int(self, xv, scale, q, zero, out_t, prec: str) -> tuple[np.ndarray, np.ndarray]:
         """An integer y from the quotient q = x / scale; x and scale are here for kernels that fuse
@@ -116,7 +120,6 @@ class QuantizeLinear(OpOracle):
         xv = self.data(x)
         ev = Evaluation(clause="q-formula", primary_only=primary_only,
                         information=granularity.invalid_by_text(shape, s.value.shape, axis, block))
-        undefined = np.zeros(shape, bool)
 
         zp_readings = [("", False)]
         if out_t.is_float:
@@ -130,17 +133,16 @@ class QuantizeLinear(OpOracle):
             if ev.complete:
                 break
             if out_t.is_integer:
-                y, nan = self.quantize_int(xv, scale, q, zero, out_t, prec)
-                undefined |= nan
+                y, undefined = self.quantize_int(xv, scale, q, zero, out_t, prec)
                 out = self.pack(y, out_t)
             else:
                 v = q if skip_zp else self.add_zero_float(q, zero, prec)
+                undefined = floats.unspecified(v, out_t)
                 # fnuz +-Inf: this version's own Cast table (#q-float8-fnuz-inf)
                 out = self.pack(self.encode(v, out_t, saturate=saturate, fnuz_inf_saturates=self.fnuz_inf_saturates),
                                 out_t)
             name = "+".join(n for n in (div_name, zp_name) if n and n != "spec") or "spec"
-            ev.add(name, (out,))
-        ev.dont_care = [undefined]
+            ev.add(name, (out,), (undefined,))
         return ev
 
 

@@ -8,7 +8,8 @@ backend test loader) without qconform, so the layout is ONNX's own::
     DIR/<case>/test_data_set_0/output_N.pb     expected outputs, the case's first reading
     DIR/<case>/qconform.json                   id, verdict, clause, the suite's first mismatches
     DIR/<case>/reading.<name>.output_N.pb      other permitted readings, if the case has any
-    DIR/<case>/dont_care.output_N.pb           bool mask of elements the spec leaves undefined
+    DIR/<case>/dont_care.output_N.pb           bool mask of the elements the first reading leaves undefined
+    DIR/<case>/reading.<name>.dont_care.output_N.pb   the same for another reading, where it has any
 
 test_data_set_0 is the case directory's only subdirectory: onnxruntime's onnx_test_runner takes
 every subdirectory of a test case for a data set (OnnxTestCase::SetModelPath), so the extras are
@@ -81,18 +82,18 @@ def reading_prefix(reading: str) -> str:
     return f"reading.{dirname(reading)}."
 
 
-def write_dont_care(case: Case, path_of: Callable[[int], Path]) -> None:
-    """Each output's don't-care mask (bool TensorProto, True = undefined by the spec) at ``path_of(N)``;
-    outputs without one get no file."""
-    for n, mask in enumerate(case.dont_care):
+def write_dont_care(case: Case, reading: Reading, path_of: Callable[[int], Path]) -> None:
+    """Each output's don't-care mask under ``reading`` (bool TensorProto, True = left undefined by
+    that reading) at ``path_of(N)``; outputs without one get no file."""
+    for n, mask in enumerate(reading.dont_care):
         if mask is not None:
             path = path_of(n)
             path.parent.mkdir(parents=True, exist_ok=True)
             write_tensor(path, np.asarray(mask, dtype=bool), case.output_names[n])
 
 
-def dont_care_counts(case: Case) -> list[int]:
-    return [0 if m is None else int(m.sum()) for m in case.dont_care]
+def dont_care_counts(reading: Reading) -> list[int]:
+    return [0 if m is None else int(m.sum()) for m in reading.dont_care]
 
 
 def write_json(path: Path, obj) -> None:
@@ -110,14 +111,16 @@ def export_case(case: Case, failure: dict, root: Path, runner: dict | None = Non
     write_outputs(data, case, case.readings[0])
     for reading in case.readings[1:]:
         write_outputs(d, case, reading, reading_prefix(reading.name))
-    write_dont_care(case, lambda n: d / f"dont_care.output_{n}.pb")
+        write_dont_care(case, reading, lambda n, r=reading: d / f"{reading_prefix(r.name)}dont_care.output_{n}.pb")
+    write_dont_care(case, case.readings[0], lambda n: d / f"dont_care.output_{n}.pb")
     meta = {
         "id": case.id, "verdict": failure.get("verdict"), "clause": case.clause,
         "clause_url": f"qconform/docs/semantics.md#{case.clause}", "runner": runner or {},
         "expected_reading": case.readings[0].name, "readings": [r.name for r in case.readings],
         "reading_files": {r.name: [f"{reading_prefix(r.name)}output_{n}.pb" for n in range(len(case.output_names))]
                           for r in case.readings[1:]},
-        "dont_care": dont_care_counts(case),
+        "dont_care": dont_care_counts(case.readings[0]),
+        "reading_dont_care": {r.name: dont_care_counts(r) for r in case.readings[1:]},
         "mismatches": failure.get("mismatches", 0), "problem": failure.get("problem", ""),
         "first_mismatches": failure.get("first_mismatches", []),
         "inputs": [vi.name for vi in model.graph.input], "outputs": list(case.output_names),

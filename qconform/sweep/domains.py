@@ -196,7 +196,7 @@ def oracle_digest(sweep: Sweep, dom: Domain, chunk: int) -> str:
     for lo in range(0, x.size, ORACLE_SLICE):
         xs = x[lo:lo + ORACLE_SLICE]
         case = oracle_case(sweep, xs, primary_only=True)
-        mask = case.dont_care[0]
+        mask = case.readings[0].dont_care[0]
         mine = dont_care(sweep, xs)
         theirs = np.zeros(xs.shape, bool) if mask is None else mask
         if not np.array_equal(theirs, np.zeros(xs.shape, bool) if mine is None else mine):

@@ -229,7 +229,7 @@ class Deviation:
     def outputs(self, draft: Draft) -> tuple[np.ndarray, ...]:
         """What a runtime with this deviation returns: the first reading (the latest spec text's),
         computed alone."""
-        return self.evaluate(draft, primary_only=True).readings[0][1]
+        return self.evaluate(draft, primary_only=True).readings[0].outputs
 
 
 def _dev(name, ops, explanation, evidence, witness, mixin, applies=lambda d: True, families=()):

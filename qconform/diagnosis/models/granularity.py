@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from qconform.case import Reading
 from qconform.oracle import granularity
 from qconform.diagnosis.models.base import _blocked, _dev, _negative_axis, _nonscalar_params
 from qconform.diagnosis.models.common import DQ, DQL, Q
@@ -16,9 +17,10 @@ class ScalarAs1D:
         x = draft.inputs[0] if draft.inputs else None
         if x is None or x.value.ndim != 0:
             return ev
-        ev.readings = [(n, (outs[0].reshape(1),) + tuple(outs[1:])) for n, outs in ev.readings]
-        if ev.dont_care and ev.dont_care[0] is not None:
-            ev.dont_care[0] = np.reshape(ev.dont_care[0], (1,))
+        first = lambda seq: (None if seq[0] is None else np.reshape(seq[0], (1,)),) + tuple(seq[1:])  # noqa: E731
+        ev.readings = [Reading(r.name, first(r.outputs), first(r.dont_care)) for r in ev.readings]
+        if ev.dont_care:
+            ev.dont_care = list(first(ev.dont_care))
         return ev
 
 
