@@ -39,7 +39,8 @@ def test_both_front_ends_write_the_same_report(tmp_path):
     inv = json.loads((tmp_path / "certify" / "report.json").read_text())["invocation"]
     assert inv["command_line"].startswith("qconform certify --runner onnxruntime")  # as typed
     assert inv["front_end"] == "qconform certify" and inv["runner_workers"] == 2
-    assert "deviates from the ONNX specification" in c.stdout and "wrote " in c.stdout
+    assert "partial selection: 726 of" in c.stdout and "the cases that ran deviate from the ONNX specification" \
+        in c.stdout and "wrote " in c.stdout
 
 
 @pytest.mark.needs("onnxruntime")
@@ -99,3 +100,39 @@ def test_a_stopped_run_resumes_from_its_state_file(tmp_path):
         [{k: v for k, v in c.items() if k != "duration_s"} for c in b["cases"]]
     other = certify("--runner", "onnx-reference", *both, "--state", str(state), "--report", str(tmp_path / "x"))
     assert other.returncode == 2 and other.stderr.count("\n") == 1 and "written by another run" in other.stderr
+
+
+def test_a_selection_never_reads_as_conformance(tmp_path):
+    """One case that passes certifies nothing about the runtime: every statement says it was a selection."""
+    one = "QuantizeLinear-21/float32-uint8/basic/per-tensor"
+    c = certify("--runner", "cpu-ref", "--case", one, "--report", str(tmp_path))
+    assert c.returncode == 0, c.stdout + c.stderr  # the gate: nothing deviated
+    report = json.loads((tmp_path / "report.json").read_text())
+    total = report["corpus"]["cases"]
+    said = f"partial selection: 1 of {total:,} cases"
+    summary = (tmp_path / "summary.md").read_text()
+    for text in (c.stdout, summary, (tmp_path / "report.html").read_text()):
+        assert said in text and "conforms bit-exactly" not in text
+    assert "✅" not in summary
+
+
+@pytest.mark.needs("onnxruntime")
+def test_a_run_that_judged_nothing_never_reads_as_conformance(tmp_path):
+    """onnxruntime refuses every opset-28 model (unsupported): a run of those judged no case."""
+    c = certify("--runner", "onnxruntime", "--case", "QuantizeLinear-28/float32-uint8/basic/*", "--report", str(tmp_path))
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["counts"]["unsupported"] == report["counts"]["collected"] > 0, report["counts"]
+    summary = (tmp_path / "summary.md").read_text()
+    for text in (c.stdout, summary, (tmp_path / "report.html").read_text()):
+        assert "no case judged" in text and "conforms bit-exactly" not in text
+    assert "✅" not in summary
+
+
+def test_a_report_path_that_is_a_file_fails_before_the_first_case(tmp_path):
+    taken = tmp_path / "report"
+    taken.write_text("not a directory")
+    c = certify("--runner", "cpu-ref", "--case", "QuantizeLinear-21/*", "--report", str(taken))
+    assert c.returncode == 2, c.stdout + c.stderr
+    assert str(taken) in c.stderr and "Traceback" not in c.stderr and len(c.stderr.strip().splitlines()) == 1
+    assert "cases" not in c.stdout  # no progress: nothing ran
+    assert taken.read_text() == "not a directory"

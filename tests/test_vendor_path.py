@@ -126,14 +126,37 @@ def test_baseline_create_refuses_placeholders_and_refresh_keeps_reasons():
     assert baseline.parse(json.loads(baseline.dumps(data))).entries[0].reason == "vendor bug 7"
     data["entries"].append({"id": "B-2/*", "reason": "not in this run"})
     later = {"cases": [{"id": "A-1/t/basic/x", "verdict": "pass"}, {"id": "A-1/t/basic/y", "verdict": "error"},
-                       {"id": "A-1/t/basic/v", "verdict": "fail"}]}
-    refreshed, dropped, new = baseline.refresh(data, later)
-    assert [d["id"] for d in dropped] == ["A-1/t/basic/x"] and dropped[0]["now"] == "pass"
+                       {"id": "A-1/t/basic/v", "verdict": "fail"}], "invocation": {"filters": ["-k A-1"]}}
+    refreshed, dropped, new = baseline.refresh(data, later)  # a filtered run: B-2/* is simply not in it
+    assert [d["id"] for d in dropped] == ["A-1/t/basic/x"] and dropped[0]["now"] == "its cases now pass"
     assert refreshed["entries"] == [{"id": "A-1/t/basic/y", "reason": "vendor bug 7", "expires": "2030-01-01"},
                                     {"id": "B-2/*", "reason": "not in this run"}]
     assert new == ["A-1/t/basic/v"]
     refreshed, _, _ = baseline.refresh(data, later, add_new=True)
     assert refreshed["entries"][-1] == {"id": "A-1/t/basic/v", "reason": baseline.PLACEHOLDER}
+
+
+def test_baseline_refresh_removes_exactly_the_stale_entries_the_gate_reports():
+    """One rule for staleness: the entries the gate lists as stale are the ones refresh drops: fixed,
+    no longer deviating, or (over the whole corpus) matching no case; a live entry covering a
+    deviation stays, and so does one a filtered run cannot see."""
+    import datetime
+
+    entries = [{"id": "A-1/t/basic/x", "reason": "fixed since"}, {"id": "A-1/t/basic/y", "reason": "still fails"},
+               {"id": "A-1/t/basic/z", "reason": "now refused"}, {"id": "B-2/*", "reason": "case gone"}]
+    report = {"counts": {"collected": 3}, "cases": [{"id": "A-1/t/basic/x", "verdict": "pass"}, {"id": "A-1/t/basic/y", "verdict": "fail"},
+                        {"id": "A-1/t/basic/z", "verdict": "unsupported"}], "failures": []}
+    today = datetime.date(2026, 1, 1)
+    gate = baseline.gate(json.loads(json.dumps(report)), baseline.parse({"qconform_baseline": 1, "entries": entries}), today)
+    reported = [s["id"] for s in gate["stale"]]
+    assert reported == ["A-1/t/basic/x", "A-1/t/basic/z", "B-2/*"]
+    refreshed, dropped, _ = baseline.refresh({"entries": entries}, report)
+    assert [d["id"] for d in dropped] == reported
+    assert [e["id"] for e in refreshed["entries"]] == ["A-1/t/basic/y"]
+    filtered = {**report, "invocation": {"filters": ["--case A-1/*"]}}
+    gate = baseline.gate(json.loads(json.dumps(filtered)), baseline.parse({"qconform_baseline": 1, "entries": entries}), today, filtered=True)
+    assert [s["id"] for s in gate["stale"]] == [d["id"] for d in baseline.refresh({"entries": entries}, filtered)[1]] \
+        == ["A-1/t/basic/x", "A-1/t/basic/z"]
 
 
 def test_certify_forwards_pytest_options_and_writes_a_report(tmp_path):

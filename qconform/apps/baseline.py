@@ -149,6 +149,35 @@ def load(path: str | Path) -> Baseline:
     return parse(data, str(p))
 
 
+def stale_entries(entries: list[Entry], report: dict, today: _dt.date, filtered: bool) -> list[tuple[Entry, dict]]:
+    """The live entries this report shows stale, each with what the gate says of it: no deviating case
+    of the run is covered by it (the first live entry that matches a case covers it), and either its
+    cases now pass or no longer deviate, or it matches no case of a run over the whole corpus (the case
+    is gone). An entry matching nothing in a filtered run is not stale: nothing shows it fixed. The
+    gate lists these entries; ``baseline refresh`` removes exactly these."""
+    named = {f["id"]: behaviour(f) for f in report.get("failures") or ()}
+    live = [e for e in entries if not e.expired(today)]
+    used = set()
+    for case in report["cases"]:
+        if case["verdict"] in DEVIATING:
+            entry = next((e for e in live if e.matches(case["id"], named.get(case["id"]))), None)
+            if entry is not None:
+                used.add(entry.number)
+    out = []
+    for e in live:
+        if e.number in used:
+            continue
+        matching = [c for c in report["cases"] if e.matches(c["id"], named.get(c["id"]))
+                    or (e.diagnosis is not None and c["verdict"] not in DEVIATING and e.matches(c["id"], e.diagnosis))]
+        if not matching and filtered:
+            continue
+        now = sorted({c["verdict"] for c in matching})
+        why = "matches no case in this run" if not matching else "its cases now " + "/".join(now)
+        state = Stale.UNMATCHED if not matching else Stale.FIXED if PASS in now else Stale.NOT_DEVIATING
+        out.append((e, {**e.as_dict(), "why": why, "cases": len(matching), "state": state}))
+    return out
+
+
 def gate(report: dict, baseline: Baseline | None, today: _dt.date, *, min_cases: int = 0,
          filtered: bool = False) -> dict:
     """Decide the run's gate from a report; marks covered cases/failures with their entry's reason.
@@ -171,18 +200,8 @@ def gate(report: dict, baseline: Baseline | None, today: _dt.date, *, min_cases:
     for f in report["failures"]:
         f["baseline"] = reasons.get(f["id"])
 
-    expired, stale = [], []
-    for e in baseline.entries if baseline else ():
-        if e.expired(today):
-            expired.append(e.as_dict())
-        elif e.number not in used:
-            matching = [c for c in report["cases"] if e.matches(c["id"], named.get(c["id"]))
-                        or (e.diagnosis is not None and c["verdict"] not in DEVIATING and e.matches(c["id"], e.diagnosis))]
-            now = sorted({c["verdict"] for c in matching})
-            why = ("matches no case in this run" + (" (the run was filtered)" if filtered else "")
-                   if not matching else "its cases now " + "/".join(now))
-            state = Stale.UNMATCHED if not matching else Stale.FIXED if PASS in now else Stale.NOT_DEVIATING
-            stale.append({**e.as_dict(), "why": why, "cases": len(matching), "state": state})
+    expired = [e.as_dict() for e in baseline.entries if e.expired(today)] if baseline else []
+    stale = [s for _, s in stale_entries(baseline.entries, report, today, filtered)] if baseline else []
 
     collected = report["counts"]["collected"]
     messages = []
@@ -251,16 +270,17 @@ def refresh(data: dict, report: dict, *, add_new: bool = False, reason: str | No
     entries (with ``reason`` or the placeholder the gate refuses)."""
     raw = data.get("entries", []) if isinstance(data, dict) else data
     parsed = [_entry_lenient(r, n) for n, r in enumerate(raw, 1)]
-    verdicts = {c["id"]: c.get("verdict") for c in report["cases"]}
     named = {f["id"]: behaviour(f) for f in report.get("failures") or ()}
+    filtered = bool((report.get("invocation") or {}).get("filters"))
+    gone = {e.number: s for e, s in stale_entries(parsed, report, _dt.date.fromisoformat(
+        (report.get("gate") or {}).get("today") or _dt.date.today().isoformat()), filtered)}
     kept, dropped = [], []
     for entry, raw_entry in zip(parsed, raw):
-        matched = [cid for cid in verdicts if entry.matches(cid, named.get(cid, entry.diagnosis))]
-        if matched and not any(verdicts[cid] in DEVIATING for cid in matched):
-            dropped.append({**raw_entry, "now": "/".join(sorted({verdicts[c] for c in matched}))})
+        if entry.number in gone:  # exactly the entries the gate reported stale for this report
+            dropped.append({**raw_entry, "now": gone[entry.number]["why"]})
         else:
             kept.append(raw_entry)
-    covered = [e for e in parsed if e.pattern in {k["id"] for k in kept}]
+    covered = [e for e in parsed if e.number not in gone]
     new = [cid for cid in deviations(report) if not any(e.matches(cid, named.get(cid)) for e in covered)]
     if add_new:
         kept += [{"id": cid, "reason": reason or PLACEHOLDER} for cid in new]

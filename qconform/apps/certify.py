@@ -179,6 +179,9 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
             if state else {}
     except StateError as exc:
         raise _Usage(str(exc)) from None
+    why = writer.prepare(Path(args.report))  # the last input check, the first thing written
+    if why:
+        raise _Usage(f"--report {args.report}: {why}")
     todo = [r.id for r in refs if r.id not in done]
     if done:
         print(f"qconform certify: {len(refs) - len(todo)} of {len(refs)} cases read back from {args.state}",

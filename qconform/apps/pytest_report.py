@@ -84,12 +84,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if _controller(config):
         for opt in ("report", "export_failures"):
             out = config.getoption(opt)
-            if out:
-                try:
-                    Path(out).mkdir(parents=True, exist_ok=True)
-                except OSError as exc:
-                    raise pytest.UsageError(f"--{opt.replace('_', '-')}={out}: cannot create the directory: "
-                                            f"{exc.strerror or exc}") from None
+            why = writer.prepare(Path(out)) if out else ""
+            if why:
+                raise pytest.UsageError(f"--{opt.replace('_', '-')}={out}: {why}")
     state = _State()
     path = config.getoption("baseline")
     if path:

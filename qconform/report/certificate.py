@@ -113,6 +113,23 @@ def certified(ident: dict) -> str:
     return " ".join(str(x) for x in (name, version) if x)
 
 
+def coverage(report: dict) -> str:
+    """What the run did not cover, said wherever a verdict is stated ('' when it judged the whole
+    corpus, or the whole of the runtime's declared scope): a selection of the corpus, or no case judged
+    at all (every case unsupported or information). Neither is a conformance statement."""
+    c = report.get("counts") or {}
+    judged = sum(c.get(v, 0) for v in (PASS, *DEVIATING))
+    total = int((report.get("corpus") or {}).get("cases") or 0)
+    total -= int(((report.get("invocation") or {}).get("scope") or {}).get("left_out") or 0)
+    collected = int(c.get("collected", 0))
+    if not judged:
+        return (f"no case judged ({collected:,} case{'s' if collected != 1 else ''} collected, "
+                "none that the runtime ran and qconform compared)")
+    if total and collected < total:
+        return f"partial selection: {collected:,} of {total:,} cases"
+    return ""
+
+
 def overall(report: dict, scoped: list[dict] | None = None) -> str:
     """One sentence for the top of the certificate."""
     scoped = scoped if scoped is not None else scopes(report)
@@ -138,6 +155,9 @@ def overall(report: dict, scoped: list[dict] | None = None) -> str:
         why = report.get("stopped") or ("interrupted" if report.get("interrupted") else "")
         head = (f"{runner}: incomplete run, {c.get(NOT_RUN, 0):,} of {c.get('collected', 0):,} cases not run"
                 + (f" ({why})" if why else "") + "; no conformance is stated"
+                + ("; the cases that ran deviate from the ONNX specification" if n[DEVIATES] or n[ACCEPTED] else ""))
+    elif coverage(report):  # a selection, or nothing judged: what ran is reported, nothing is certified
+        head = (f"{runner}: {coverage(report)}; no conformance is stated"
                 + ("; the cases that ran deviate from the ONNX specification" if n[DEVIATES] or n[ACCEPTED] else ""))
     elif not n[DEVIATES] and not n[ACCEPTED]:
         head = f"{runner} conforms bit-exactly wherever it runs these operators"

@@ -27,11 +27,13 @@ def render(report: dict) -> str:
         head = f"⚠️ deviates: {deviating} deviation(s), every one accepted by the baseline (no new ones)"
     else:
         head = "✅ passed" if ok else "❌ failed"
-    from qconform.report.certificate import unauthenticated
+    from qconform.report.certificate import coverage, unauthenticated
 
     unverified = unauthenticated(report)
     if unverified and head.startswith("✅"):  # a pass nobody can attribute is not a green tick
         head = "⚠️ passed on a device that was not authenticated"
+    if coverage(report) and head.startswith("✅"):  # nor is a pass over a selection, or over nothing
+        head = f"⚠️ {coverage(report)}, none deviating; no conformance is stated"
     lines = [f"## qconform: {runner} — {head}", ""]
     if unverified:
         lines += [f"**Device not authenticated**: results {unverified}.", ""]

@@ -66,6 +66,16 @@ def baseline_identity(path: str | Path) -> dict:
         return {"path": str(path), "sha256": None}
 
 
+def prepare(root: Path) -> str:
+    """'' once the report directory exists (made if needed), else why it cannot be: both front-ends
+    ask before the first case, so a bad ``--report`` costs nothing."""
+    try:
+        Path(root).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create the directory: {exc.strerror or exc}"
+    return ""
+
+
 def write(root: Path, report: dict, texts: dict[str, str] | None = None) -> list[Path]:
     """report.json, report.html, summary.md, semantics.html, evidence/, texts/ and SHA256SUMS;
     adds the integrity block to ``report``. Returns the main files written."""
