@@ -107,6 +107,16 @@ def report_section(records: Sequence[Mapping[str, Any]], cases_of: Callable[[Ite
         out["overall"] = {"groups": len(tables), "deviating": int(rows.deviating.sum()),
                           "conforming": int(rows.n - rows.deviating.sum()), "other_passing_cases": len(others),
                           "descriptions": [d.to_json(feats.columns, **ELEMENT_WORDS) for d in descs]}
+    if any(g.get("structural") for g in out["groups"]):  # failures without elements: said by case facts
+        failing = [cases[i] for ids in groups.values() for i in ids if i in cases]
+        passing = [cases[i] for ids in chosen.values() for i in ids if i in cases] + \
+            [cases[i] for i in others if i in cases]
+        rows = concat([feats.case_rows(c, None, elements=False) for c in failing + passing])
+        rows.deviating = np.array([True] * len(failing) + [False] * len(passing))
+        said = out["overall"] or {"groups": len(groups), "descriptions": []}
+        said["case_descriptions"] = [d.to_json(feats.columns, unit="case", deviating="unexplained failing",
+                                               conforming="passing") for d in describe(rows, feats.columns, budget.top)]
+        out["overall"] = said
     for (verdict, cause), ids in sorted(errors.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         out["errors"].append(_error(verdict, cause, [cases[i] for i in ids if i in cases],
                                     [cases[i] for i in contrasts[(verdict, cause)] if i in cases], ids, by_id, feats,
@@ -253,7 +263,7 @@ def _thin(rows: Rows, limit: int) -> Rows:
 
 
 # -- errors ---------------------------------------------------------------------------------------
-_NUMBER = re.compile(r"(?<![A-Za-z])[-+]?\d+(\.\d+)?(e[-+]?\d+)?")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(\.\d+)?(e[-+]?\d+)?(?!\w)")
 _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]+\b")
 
 
@@ -319,6 +329,8 @@ def lines(section: Mapping[str, Any] | None, per_group: int = 1) -> list[str]:
     ov = section.get("overall")
     if ov and ov.get("descriptions"):
         out.append(f"across {ov['groups']} groups: {ov['descriptions'][0]['sentence']}")
+    if ov and ov.get("case_descriptions"):
+        out.append(f"across {ov['groups']} groups, by case: {ov['case_descriptions'][0]['sentence']}")
     for g in section.get("groups") or ():
         rel = g.get("relations") or []
         what = f" {relation_sentence(rel[0], g['deviating'])}" if rel else ""

@@ -302,14 +302,11 @@ class Features:
             for m in WIDTHS:
                 self._put(out, _flag(f"case:size-div{m}", "case", f"the data's element count is a multiple of {m}",
                                      f"the data's element count is not a multiple of {m}"), size % m == 0, n)
-            if dtypes.get(data.type).is_float and size:
-                from qconform.oracle.arith import as_float64
-
-                with np.errstate(invalid="ignore"):
-                    v = as_float64(data.value, data.type)
-                    sign = "all zero" if np.all(v == 0) else ("never negative" if np.all(~(v < 0)) else
-                                                              "never positive" if np.all(~(v > 0)) else "of both signs")
-                self._text(out, "case:data-signs", "case", "the data", sign, n)
+            if dtypes.get(data.type).is_float:
+                signs = _signs(data)
+                self._text(out, "case:data-signs", "case", "the data", signs, n)
+                self._put(out, _flag("case:data-excludes-zero", "case", "the data's values are all of one sign, none zero",
+                                     "the data's values include zero or both signs"), signs.startswith("all "), n)
         empty = any(a is not None and a.value.size == 0 for a in case.inputs) or any(o.size == 0 for o in case.expected)
         self._put(out, _flag("case:empty", "case", "a tensor of the case is empty", "no tensor of the case is empty"),
                   empty, n)
@@ -339,6 +336,21 @@ class Features:
         data = next((a for a in case.inputs if a is not None), None)
         if data is not None:
             self._text(out, "group:data-type", "group", "the data type", data.type, n)
+
+
+def _signs(data) -> str:
+    """What signs a float data input's values have (NaN aside): its range against zero."""
+    from qconform.oracle.arith import as_float64
+
+    with np.errstate(invalid="ignore"):
+        v = as_float64(data.value, data.type)
+        neg, pos, zero = bool(np.any(v < 0)), bool(np.any(v > 0)), bool(np.any(v == 0))
+    if not neg and not pos:
+        return "zero everywhere, or empty"
+    if neg and pos:
+        return "of both signs"
+    side = "positive" if pos else "negative"
+    return f"{'zero or ' if zero else 'all '}{side}"
 
 
 def concat(parts: Sequence[Rows]) -> Rows:

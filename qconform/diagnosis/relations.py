@@ -144,7 +144,8 @@ def _reinterpreted(e: np.ndarray, a: np.ndarray, t: dtypes.ElemType) -> np.ndarr
                 enc = floats.encode(values, other, saturate=True).astype(np.uint64)
         except (ValueError, TypeError):
             continue
-        hit |= (enc == a) & (enc != e)
+        back = floats.decode(enc, other)
+        hit |= (enc == a) & (enc != e) & (back == values) & (values != 0)  # the same value, exactly, in the other type
     return hit
 
 
