@@ -3,8 +3,9 @@
 Over a table of rows (``features.Rows``: elements or cases, each with small-integer features) the
 candidates are every single predicate "feature = value" (and "feature ≠ value" for features of
 three or more values), and the best of them (by score, and the most precise of those every
-deviating row satisfies) each refined by any second predicate. Each is scored by F1 of
-precision (matched rows that deviate) and recall (deviating rows matched), less a little for
+deviating row satisfies) each refined by any second predicate. Each is scored by F1 of the lower
+(Wilson, 95 %) bounds of its precision (matched rows that deviate) and recall (deviating rows
+matched), so that a few rows matched by chance do not outrank a real trigger, less a little for
 complexity: a conjunction, a negation, a feature of many values (an index mod 128 separates a
 single element by chance more easily than a code class does). Equal scores go to the earlier
 feature kind (``features.KINDS``: what the codes are before where they sit). Descriptions that
@@ -89,8 +90,23 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f} %" if 0.001 < x < 0.999 else f"{100 * x:.2f} %"
 
 
-def _f1(tp: int, fp: int, fn: int) -> float:
-    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+#: The confidence with which precision and recall are bounded below (a normal quantile, 95 %).
+Z = 1.96
+
+
+def _lower(hits: np.ndarray, n: np.ndarray | int) -> np.ndarray:
+    """The Wilson lower bound of a proportion hits / n: what it is at least, given how few it rests on."""
+    n = np.maximum(np.asarray(n, np.float64), 1.0)
+    p = hits / n
+    z2 = Z * Z
+    return (p + z2 / (2 * n) - Z * np.sqrt(p * (1 - p) / n + z2 / (4 * n * n))) / (1 + z2 / n)
+
+
+def _score(tp: np.ndarray, fp: np.ndarray, d: int) -> np.ndarray:
+    """F1 of the lower bounds of precision and recall: three elements matched by chance out of fourteen
+    deviating ones do not outrank all fourteen matched with some conforming ones besides."""
+    p, r = _lower(tp, tp + fp), _lower(tp, d)
+    return np.where(tp > 0, 2 * p * r / np.maximum(p + r, 1e-12), 0.0)
 
 
 def describe(rows: Rows, columns: Mapping[str, Column], top: int = 3) -> list[Description]:
@@ -109,7 +125,8 @@ def describe(rows: Rows, columns: Mapping[str, Column], top: int = 3) -> list[De
         firsts: list[_Found] = []
     else:
         by_recall = sorted((s for s in singles if s.tp == d), key=lambda s: (-s.precision, s.order()))
-        firsts = list({s.terms: s for s in singles[:FIRSTS] + by_recall[:FIRSTS]}.values())
+        k = FIRSTS if rows.n <= BIG else FIRSTS // 2  # a large table refines fewer
+        firsts = list({s.terms: s for s in singles[:k] + by_recall[:k]}.values())
     found = list(singles)
     for a in firsts:
         found += table.best(np.flatnonzero(a.mask(rows)), y, d, a, FIRSTS)
@@ -142,6 +159,7 @@ def describe(rows: Rows, columns: Mapping[str, Column], top: int = 3) -> list[De
 #: satisfies) are refined by a second term; how many candidates of each round are kept.
 FIRSTS = 8
 KEEP = 48
+BIG = 20_000
 
 
 @dataclass
@@ -194,7 +212,7 @@ class _Table:
         width, low, na = width[rows_used], low[rows_used], na[rows_used]
         offset = np.concatenate([[0], np.cumsum(width)[:-1]])
         self.slots = int(width.sum())
-        self.codes = np.ascontiguousarray((m[rows_used] + offset[:, None]).T)
+        self.codes = np.ascontiguousarray((m[rows_used] + offset[:, None]).T.astype(np.int32))
         self.col = np.repeat(np.arange(len(use)), width)
         self.value = np.arange(self.slots) - np.repeat(offset, width) + np.repeat(low, width)
         self.na_slot = np.where((na >= 0) & (na < width), offset + na, -1)
@@ -231,7 +249,7 @@ class _Table:
         good = tp > 0
         idx, neg, tp, fp = idx[good], neg[good], tp[good], fp[good]
         cost = self.cost[self.col[idx]] + NEGATION_COST * neg + ((PAIR_COST + before.cost) if before else 0.0)
-        score = 2 * tp / (2 * tp + fp + (d - tp)) - cost
+        score = _score(tp, fp, d) - cost
         if before is not None:  # a second term earns its place only by doing better than the first alone
             better = score > before.score + 1e-9
             idx, neg, tp, fp, cost, score = idx[better], neg[better], tp[better], fp[better], cost[better], score[better]
