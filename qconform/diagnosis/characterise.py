@@ -48,9 +48,11 @@ class Budget:
     """How much a characterisation reads: it must stay a small part of the run it describes."""
 
     passing: int = 48  # passing cases per group, as conforming elements
-    rows: int = 200_000  # rows of one group's table
-    deviating_per_case: int = 20_000  # deviating elements read per case (the record keeps up to 100,000)
-    overall_rows: int = 400_000  # rows of the table across groups (conforming rows thinned evenly beyond it)
+    failing_elements: int = 8192  # elements examined per output of a failing case (evenly spaced beyond)
+    passing_elements: int = 2048  # ... of a passing case
+    rows: int = 60_000  # rows of one group's table (each side thinned evenly beyond half of it)
+    overall_rows: int = 60_000  # rows of the table across groups, likewise
+    related: int = 4096  # deviating elements per case whose relation to the expected code is read
     contrast: int = 400  # cases an error cause is set against
     #: passing cases of each group of the same op versions without unexplained failures, and at most
     #: so many in all, set against every group's failures at once
@@ -60,6 +62,8 @@ class Budget:
 
 
 ELEMENT_WORDS = {"unit": "element"}
+#: Where elements were sampled (a large case, a large group): the counts are of those examined.
+SAMPLED_WORDS = {"unit": "element", "deviating": "examined deviating", "conforming": "examined conforming"}
 
 
 def report_section(records: Sequence[Mapping[str, Any]], cases_of: Callable[[Iterable[str]], Mapping[str, Case]],
@@ -104,9 +108,12 @@ def report_section(records: Sequence[Mapping[str, Any]], cases_of: Callable[[Ite
         rows = _thin(concat(tables + [feats.case_rows(cases[i], None) for i in others if i in cases]),
                      budget.overall_rows)
         descs = describe(rows, feats.columns, budget.top)
+        sampled = rows.n < sum(t.n for t in tables) or any(g.get("sampled") for g in out["groups"])
         out["overall"] = {"groups": len(tables), "deviating": int(rows.deviating.sum()),
                           "conforming": int(rows.n - rows.deviating.sum()), "other_passing_cases": len(others),
-                          "descriptions": [d.to_json(feats.columns, **ELEMENT_WORDS) for d in descs]}
+                          "sampled": sampled,
+                          "descriptions": [d.to_json(feats.columns, **(SAMPLED_WORDS if sampled else ELEMENT_WORDS))
+                                           for d in descs]}
     if any(g.get("structural") for g in out["groups"]):  # failures without elements: said by case facts
         failing = [cases[i] for ids in groups.values() for i in ids if i in cases]
         passing = [cases[i] for ids in chosen.values() for i in ids if i in cases] + \
@@ -176,23 +183,26 @@ def _passing(records: Sequence[Mapping[str, Any]], failing: Sequence[str], n: in
 
 
 # -- one group ------------------------------------------------------------------------------------
-def deviating_elements(case: Case, record: Mapping[str, Any], limit: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def deviating_elements(case: Case, record: Mapping[str, Any]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Output name -> (flat indices, actual codes) of a failing case's mismatching elements, from the
     record's evidence rows (output, index, inputs, expected, expected bits, actual, actual bits)."""
-    shapes = {n: o.shape for n, o in zip(case.output_names, case.expected)}
-    got: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
-    for row in (record.get("evidence") or ())[:limit]:
-        name, index, actual_bits = row[0], row[1], row[6]
-        if name not in shapes:
+    rows = record.get("evidence") or ()
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for name, expected in zip(case.output_names, case.expected):
+        mine = [r for r in rows if r[0] == name] if len(case.output_names) > 1 else rows
+        if not mine:
             continue
-        idx = tuple(int(i) for i in index.split(",") if i != "")
-        try:
-            flat = int(np.ravel_multi_index(idx, shapes[name])) if idx else 0
-        except ValueError:
-            continue
-        got[name][0].append(flat)
-        got[name][1].append(int(actual_bits, 16))
-    return {k: (np.asarray(f, np.int64), np.asarray(b, np.uint64)) for k, (f, b) in got.items()}
+        rank = expected.ndim
+        if rank:
+            idx = np.array(",".join(r[1] for r in mine).split(","), np.int64).reshape(-1, rank)
+            if (idx >= np.array(expected.shape)).any() or (idx < 0).any():
+                continue
+            flat = np.ravel_multi_index(tuple(idx.T), expected.shape)
+        else:
+            flat = np.zeros(len(mine), np.int64)
+        bits = np.array([int(r[6], 16) for r in mine], np.uint64)
+        out[name] = (np.asarray(flat, np.int64), bits)
+    return out
 
 
 def _group(key: tuple, failing: list[Case], passing: list[Case], by_id: Mapping[str, Mapping[str, Any]],
@@ -200,9 +210,10 @@ def _group(key: tuple, failing: list[Case], passing: list[Case], by_id: Mapping[
     entry: dict[str, Any] = {"domain": key[0], "op": key[1], "opset": key[2], "types": key[3], "label": label(key),
                              "unexplained": [c.id for c in failing], "passing_examined": 0}
     parts, relations, structural = [], Counter(), defaultdict(list)
+    thinned, related = feats.thinned, 0
     for case in failing:
         rec = by_id[case.id]
-        dev = deviating_elements(case, rec, budget.deviating_per_case)
+        dev = deviating_elements(case, rec)
         if not dev:  # another shape or type, or nothing readable: said by its problem
             structural[_cause(rec.get("problem") or "no elements to compare")].append(case.id)
             continue
@@ -210,27 +221,34 @@ def _group(key: tuple, failing: list[Case], passing: list[Case], by_id: Mapping[
         for name, (flat, bits) in dev.items():
             i = case.output_names.index(name)
             t = dtypes.get(chosen.outputs[i].dtype)
-            relations.update(relate(t, t.to_bits(chosen.outputs[i]).reshape(-1), flat, bits,
+            few = _even(np.arange(len(flat)), budget.related)
+            relations.update(relate(t, t.to_bits(chosen.outputs[i]).reshape(-1), flat[few], bits[few],
                                     _same_data(case, chosen.outputs[i], t)))
-        parts.append(feats.case_rows(case, {k: v[0] for k, v in dev.items()}, rec.get("reading")))
+            related += len(few)
+        parts.append(feats.case_rows(case, {k: v[0] for k, v in dev.items()}, rec.get("reading"),
+                                     sample=budget.failing_elements))
     n = sum(p.n for p in parts)
     for case in passing:
         if n >= budget.rows:
             break
         if by_id[case.id].get("reading") not in (None, case.readings[0].name):
             continue  # passed by another reading: its values are not the first reading's (what ``probe`` sees)
-        rows = feats.case_rows(case, None)
+        rows = feats.case_rows(case, None, sample=budget.passing_elements)
         parts.append(rows)
         n += rows.n
         entry["passing_examined"] += 1
-    rows = concat(parts)
+    whole = concat(parts)
+    rows = _thin(whole, budget.rows)
     d = int(rows.deviating.sum())
     entry["deviating"], entry["conforming"] = d, int(rows.n - d)
+    entry["sampled"] = rows.n < whole.n or feats.thinned > thinned
+    words = SAMPLED_WORDS if entry["sampled"] else ELEMENT_WORDS
     if d and d == rows.n:
         entry["everything"] = (f"Every one of the {d:,} compared elements of its {sum(p.n > 0 for p in parts)} "
                                "case(s) deviates: the group has no conforming element to set them against.")
-    entry["descriptions"] = [x.to_json(feats.columns, **ELEMENT_WORDS) for x in describe(rows, feats.columns, budget.top)]
+    entry["descriptions"] = [x.to_json(feats.columns, **words) for x in describe(rows, feats.columns, budget.top)]
     entry["relations"] = [{"relation": k, "elements": v} for k, v in ranked(relations)]
+    entry["related"] = related  # the deviating elements the relations were read on
     if structural:
         entry["structural"] = [{"problem": p, "cases": len(ids), "example": ids[0]} for p, ids in structural.items()]
         case_rows = concat([feats.case_rows(c, None, elements=False) for c in failing + passing])
@@ -251,15 +269,20 @@ def _same_data(case: Case, output: np.ndarray, t: dtypes.ElemType) -> np.ndarray
 
 
 def _thin(rows: Rows, limit: int) -> Rows:
-    """Every deviating row, and conforming rows evenly thinned to keep ``limit`` in all."""
+    """At most ``limit`` rows: each side (deviating, conforming) beyond half of it thinned evenly,
+    the room one side leaves given to the other."""
     if rows.n <= limit:
         return rows
-    dev = np.flatnonzero(rows.deviating)
-    conf = np.flatnonzero(~rows.deviating)
-    keep_conf = max(0, limit - len(dev))
-    step = max(1, -(-len(conf) // max(1, keep_conf)))
-    keep = np.sort(np.concatenate([dev, conf[::step]]))
+    dev, conf = np.flatnonzero(rows.deviating), np.flatnonzero(~rows.deviating)
+    half = limit // 2
+    n_dev = min(len(dev), max(half, limit - len(conf)))
+    n_conf = min(len(conf), limit - n_dev)
+    keep = np.sort(np.concatenate([_even(dev, n_dev), _even(conf, n_conf)]))
     return Rows(len(keep), {k: v[keep] for k, v in rows.values.items()}, rows.deviating[keep])
+
+
+def _even(idx: np.ndarray, n: int) -> np.ndarray:
+    return idx if len(idx) <= n else idx[np.linspace(0, len(idx) - 1, n).astype(np.int64)]
 
 
 # -- errors ---------------------------------------------------------------------------------------
@@ -333,7 +356,7 @@ def lines(section: Mapping[str, Any] | None, per_group: int = 1) -> list[str]:
         out.append(f"across {ov['groups']} groups, by case: {ov['case_descriptions'][0]['sentence']}")
     for g in section.get("groups") or ():
         rel = g.get("relations") or []
-        what = f" {relation_sentence(rel[0], g['deviating'])}" if rel else ""
+        what = f" {relation_sentence(rel[0], g.get('related', g['deviating']))}" if rel else ""
         if g.get("everything"):
             out.append(f"{g['label']}: {g['everything']}{what}")
         for d in (g.get("descriptions") or [])[:per_group]:

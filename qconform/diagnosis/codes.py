@@ -63,7 +63,12 @@ def float_class(bits: np.ndarray, t: dtypes.ElemType) -> np.ndarray:
 
 def magnitude_class(bits: np.ndarray, t: dtypes.ElemType) -> np.ndarray:
     """``float_class`` without the sign (an index into ``MAGNITUDE_LABELS``)."""
-    return _MAGNITUDE[float_class(bits, t)]
+    return magnitude_of(float_class(bits, t))
+
+
+def magnitude_of(cls: np.ndarray) -> np.ndarray:
+    """A ``float_class`` number without its sign."""
+    return _MAGNITUDE[cls]
 
 
 def _max_magnitude(fmt: dtypes.FloatFormat) -> int:
@@ -152,5 +157,6 @@ def class_label(cls: int, t: dtypes.ElemType) -> str:
 
 
 __all__ = ["EXPONENT_LABELS", "FLOAT_LABELS", "INT_LABELS", "MAGNITUDE_LABELS", "PAYLOAD_LABELS", "class_label",
-           "code_class", "exponent_field", "float_class", "int_class", "magnitude_class", "nan_kind", "nan_label",
+           "code_class", "exponent_field", "float_class", "int_class", "magnitude_class", "magnitude_of", "nan_kind",
+           "nan_label",
            "top_bit"]

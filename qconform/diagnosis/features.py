@@ -56,7 +56,10 @@ class Column:
     def says(self, value: int, negated: bool = False) -> str:
         if not self.name:  # a yes/no feature: each value is a whole clause
             return self.label(1 - value if negated else value)
-        return f"{self.name} {'is not' if negated else 'is'} {self.label(value)}"
+        label = self.label(value)
+        if negated and label.startswith("not "):  # "is not not a tie" reads "is a tie"
+            return f"{self.name} is {label[4:]}"
+        return f"{self.name} {'is not' if negated else 'is'} {label}"
 
 
 YES_NO = ("no", "yes")
@@ -100,6 +103,7 @@ class Features:
     def __init__(self) -> None:
         self.columns: dict[str, Column] = {}
         self.strings = Strings()
+        self.thinned = 0  # outputs whose elements were sampled
 
     # -- columns ------------------------------------------------------------------------------
     def _put(self, out: dict[str, np.ndarray], column: Column, values, n: int) -> None:
@@ -111,15 +115,17 @@ class Features:
         self._put(out, Column(key, kind, name, self.strings.label), self.strings(text), n)
 
     def operand(self, out, role: str, t: dtypes.ElemType, bits: np.ndarray, n: int) -> None:
-        """A code's class, and the parts of it a kernel may test on their own."""
-        bits = np.asarray(bits).reshape(-1).astype(np.uint64)
+        """A code's class, and the parts of it a kernel may test on their own (``bits``: one code per
+        row, or a single code every row shares)."""
+        bits = np.asarray(bits).astype(np.uint64)
         k = f"operand:{role}:{'float' if t.is_float else 'int'}"
+        cls = codes.code_class(bits, t)
         self._put(out, Column(k + ":class", "operand", role,
-                              codes.FLOAT_LABELS if t.is_float else codes.INT_LABELS, 1), codes.code_class(bits, t), n)
+                              codes.FLOAT_LABELS if t.is_float else codes.INT_LABELS, 1), cls, n)
         if t.is_float:
             fmt = t.float_format
             self._put(out, Column(k + ":magnitude", "operand", role, codes.MAGNITUDE_LABELS, 0),
-                      codes.magnitude_class(bits, t), n)
+                      codes.magnitude_of(cls), n)
             if fmt.nan_style != "e8m0":
                 self._put(out, Column(k + ":exponent", "operand", f"{role}'s exponent field", codes.EXPONENT_LABELS),
                           codes.exponent_field(bits, t), n)
@@ -134,9 +140,11 @@ class Features:
 
     # -- one case ------------------------------------------------------------------------------
     def case_rows(self, case: Case, deviating: Mapping[str, np.ndarray] | None = None,
-                  reading: str | None = None, elements: bool = True) -> Rows:
+                  reading: str | None = None, elements: bool = True, sample: int | None = None) -> Rows:
         """The rows of one case: one per compared element of each output (``elements``), or one for
-        the case itself. ``deviating``: output name -> flat indices of its deviating elements."""
+        the case itself. ``deviating``: output name -> flat indices of its deviating elements.
+        ``sample``: at most about so many elements per output, evenly spaced (few deviating ones are
+        all kept)."""
         if not elements:
             out: dict[str, np.ndarray] = {}
             self.case_facts(out, case, 1)
@@ -149,6 +157,10 @@ class Features:
         for i, (name, expected) in enumerate(zip(case.output_names, chosen.outputs)):
             mask = case.dont_care[i]
             keep = np.flatnonzero(~np.asarray(mask, bool).reshape(-1)) if mask is not None else np.arange(expected.size)
+            dev_here = np.asarray(deviating[name], np.int64) if deviating and name in deviating else None
+            n = len(keep)
+            keep = thin_indices(keep, sample, dev_here)
+            self.thinned += len(keep) < n
             n = len(keep)
             if not n:
                 continue
@@ -166,10 +178,12 @@ class Features:
             self.case_facts(out, case, n)
             self.group_facts(out, case, n)
             dev = np.zeros(n, bool)
-            if deviating and name in deviating:
-                dev = np.isin(keep, np.asarray(deviating[name], np.int64))
+            if dev_here is not None:
+                hit = np.zeros(expected.size, bool)
+                hit[dev_here] = True
+                dev = hit[keep]
             parts.append(Rows(n, out, dev))
-        return concat(parts)
+        return parts[0] if len(parts) == 1 else concat(parts)
 
     def operands(self, out, case: Draft, shape, keep: np.ndarray, seen: Seen | None) -> None:
         """Each operand's code at every element of the first output (``case``: the case's draft, or a
@@ -188,13 +202,13 @@ class Features:
             if arg is None:
                 continue
             t = dtypes.get(arg.type)
+            if arg.value.size == 1 and arg.value.shape != tuple(shape):  # one code for every element
+                self.operand(out, role, t, t.to_bits(arg.value).reshape(()), n)
+                continue
             if bits is None:
-                if arg.value.shape == tuple(shape):
-                    bits = t.to_bits(arg.value)
-                elif arg.value.size == 1:
-                    bits = np.broadcast_to(t.to_bits(arg.value).reshape(()), shape)
-                else:
+                if arg.value.shape != tuple(shape):
                     continue
+                bits = t.to_bits(arg.value)
             flat = np.asarray(bits).reshape(-1)[keep]
             self.operand(out, role, t, flat, n)
             if role in ("the scale", "the zero point") and arg.value.size > 1:
@@ -213,16 +227,23 @@ class Features:
         n = len(keep)
         ev = None if t.is_integer else _decoded(expected, t).reshape(-1)[keep]
         self._put(out, Column("value:tie", "value", "the value rounded", TIE_LABELS), tie_class(v, t), n)
+        d, half = tie_distance(exact, t)
         for p in NEAR_PRECISIONS:
             fmt = dtypes.get(p).float_format
             if t.is_integer or fmt.mbits > t.float_format.mbits:
                 self._put(out, _flag(f"value:near:{p}", "value", f"the value rounded is within half a {p} ulp of a tie "
                                      "(and not one)", f"the value rounded is not within half a {p} ulp of a tie"),
-                          near_tie(exact, t, fmt.mbits), n)
+                          (d <= half * 2.0 ** -fmt.mbits) & (d > 0), n)
         if t.is_integer or t.float_format.mbits < 23:
             self._put(out, _flag("value:near2", "value", "the value rounded is within two float32 ulps of a tie",
-                                 "the value rounded is not within two float32 ulps of a tie"),
-                      near_tie(exact, t, 23, 4.0, True), n)
+                                 "the value rounded is not within two float32 ulps of a tie"), d <= half * 2.0 ** -21, n)
+        with np.errstate(all="ignore"):
+            inexact = np.isfinite(exact) & (v != exact)
+        self._put(out, _flag("value:inexact", "value", "the value rounded was itself rounded on the way (its exact value "
+                             "is not representable where it was computed)", "the value rounded is exact"), inexact, n)
+        self._put(out, _flag("value:precision-decides", "value", "rounding the exact value instead would give another "
+                             "result (the precision it was computed in decides)", "rounding the exact value would give "
+                             "the same result"), precision_decides(v, exact, t), n)
         ranged = range_class(v, t, zero)
         self._put(out, Column("value:range", "value", "the value rounded", RANGE_LABELS), ranged, n)
         self._put(out, _flag("value:outside", "value", "the value rounded lies outside the output type's finite range",
@@ -353,6 +374,20 @@ def _signs(data) -> str:
     return f"{'zero or ' if zero else 'all '}{side}"
 
 
+#: Deviating elements of one output kept whole under a sample (a rare deviation is never sampled away).
+FEW = 1024
+
+
+def thin_indices(keep: np.ndarray, sample: int | None, deviating: np.ndarray | None) -> np.ndarray:
+    """``keep`` evenly thinned to about ``sample`` elements, with every deviating one where they are few."""
+    if not sample or len(keep) <= sample:
+        return keep
+    out = keep[np.linspace(0, len(keep) - 1, sample).astype(np.int64)]
+    if deviating is not None and 0 < len(deviating) <= FEW:
+        out = np.union1d(out, np.intersect1d(keep, deviating))
+    return np.unique(out)
+
+
 def concat(parts: Sequence[Rows]) -> Rows:
     """Rows of several cases as one: a column a part lacks is ``NA`` there."""
     parts = [p for p in parts if p.n]
@@ -410,18 +445,32 @@ def tie_class(v: np.ndarray, t: dtypes.ElemType) -> np.ndarray:
         return np.where(tie, np.where(np.where(tie, lo, 0) % 2 == 0, 1, 2), 0)
 
 
-def near_tie(exact: np.ndarray, t: dtypes.ElemType, mbits: int, halves: float = 1.0, ties: bool = False) -> np.ndarray:
-    """Within ``halves`` half-ulps of a precision with ``mbits`` of a tie of t (an exact tie counts
-    only with ``ties``)."""
+def tie_distance(exact: np.ndarray, t: dtypes.ElemType) -> tuple[np.ndarray, np.ndarray]:
+    """(the distance of |exact| from the nearest tie between two neighbours of t, half of |exact|'s
+    binade 2^e); within half an ulp of a precision with m mantissa bits is d <= half * 2^-m. A value
+    that is not finite is at an infinite distance."""
     with np.errstate(all="ignore"):
         a = np.abs(exact)
         u = _ulp(exact, t)
-        mid = (np.floor(a / u) + 0.5) * u
-        d = np.abs(a - mid)
-        e = np.floor(np.log2(np.where(np.isfinite(a) & (a != 0), a, 1.0)))
-        half = np.exp2(e - mbits - 1) * halves
-        near = np.isfinite(a) & (d <= half)
-    return near & ((d > 0) | ties)
+        finite = np.isfinite(a)
+        d = np.where(finite, np.abs(a - (np.floor(a / u) + 0.5) * u), np.inf)
+        e = np.floor(np.log2(np.where(finite & (a != 0), a, 1.0)))
+    return d, np.exp2(e - 1)
+
+
+def precision_decides(v: np.ndarray, exact: np.ndarray, t: dtypes.ElemType) -> np.ndarray:
+    """Where rounding ``exact`` to the output type gives another value than rounding ``v`` (the value
+    the spec rounds, computed in its precision): a kernel computing in another precision differs
+    exactly there."""
+    from qconform.oracle import floats
+
+    with np.errstate(all="ignore"):
+        both = np.isfinite(v) & np.isfinite(exact)
+        if t.is_integer:
+            return both & (np.rint(v) != np.rint(exact))
+        if t.float_format.nan_style == "e8m0":
+            return np.zeros(v.shape, bool)
+        return both & (floats.round_to_format(np.where(both, v, 0), t) != floats.round_to_format(np.where(both, exact, 0), t))
 
 
 def range_class(v: np.ndarray, t: dtypes.ElemType, zero: np.ndarray | None) -> np.ndarray:
@@ -529,5 +578,5 @@ def _matmul_param(arg, out_shape) -> np.ndarray | None:
     return None
 
 
-__all__ = ["Column", "Features", "KINDS", "NA", "Rows", "WIDTHS", "concat", "near_tie", "range_class",
-           "rounding_class", "tie_class"]
+__all__ = ["Column", "Features", "KINDS", "NA", "Rows", "WIDTHS", "concat", "range_class", "rounding_class",
+           "thin_indices", "tie_class", "tie_distance"]

@@ -65,15 +65,15 @@ def relate(t: dtypes.ElemType, expected_flat: np.ndarray, where: np.ndarray, act
         return out
     e_nan, a_nan = t.is_nan_bits(e), t.is_nan_bits(a)
     cls_e, cls_a = codes.code_class(e, t), codes.code_class(a, t)
-    if t.is_float:
-        inf_a = np.isin(cls_a, (10, 11))
-        finite_e = ~e_nan & ~np.isin(cls_e, (10, 11))
-        zero_a, zero_e = np.isin(cls_a, (0, 1)), np.isin(cls_e, (0, 1))
-        ends_a, ends_e = np.isin(cls_a, (8, 9)), np.isin(cls_e, (8, 9))
-    else:
+    if t.is_float:  # codes.FLOAT_LABELS: 0, 1 zeros; 8, 9 ±max; 10, 11 ±Inf
+        inf_a = (cls_a == 10) | (cls_a == 11)
+        finite_e = ~e_nan & (cls_e != 10) & (cls_e != 11)
+        zero_a, zero_e = cls_a <= 1, cls_e <= 1
+        ends_a, ends_e = (cls_a == 8) | (cls_a == 9), (cls_e == 8) | (cls_e == 9)
+    else:  # codes.INT_LABELS: 0 zero; 1, 2 the type's ends
         inf_a, finite_e = np.zeros(len(a), bool), np.ones(len(a), bool)
         zero_a, zero_e = cls_a == 0, cls_e == 0
-        ends_a, ends_e = np.isin(cls_a, (1, 2)), np.isin(cls_e, (1, 2))
+        ends_a, ends_e = (cls_a == 1) | (cls_a == 2), (cls_e == 1) | (cls_e == 2)
     both = ~e_nan & ~a_nan
     oe, oa = _ordinal(e, t), _ordinal(a, t)
     d = oa - oe

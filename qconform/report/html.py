@@ -318,7 +318,7 @@ def _characterisation(report: dict) -> str:
             said = "<br>".join(_e(d["sentence"]) for d in descs[:2]) or _e(g.get("everything", ""))
             said += "".join(f"<br>{_e(str(s['cases']))} case(s): {_e(s['problem'])}" for s in g.get("structural") or ())
             rel = (g.get("relations") or [None])[0]
-            what = _e(f"{rel['relation']} ({rel['elements']} of {g['deviating']})") if rel else ""
+            what = _e(f"{rel['relation']} ({rel['elements']} of {g.get('related', g['deviating'])})") if rel else ""
             rows.append(f"<tr><td>{_e(g['label'])}</td><td>{len(g['unexplained'])}</td><td>{said}</td>"
                         f"<td>{what}</td></tr>")
         out.append("<table class='cases diag'><tr><th>group</th><th>unexplained</th><th>what they have in common"

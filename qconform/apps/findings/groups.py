@@ -134,7 +134,7 @@ def characterised(mechanism: str, ids: Sequence[str], section: Mapping[str, Any]
         for g in section.get("groups") or ():
             if mine & set(g.get("unexplained") or ()):
                 rel = (g.get("relations") or [None])[0]
-                what = f" {relation_sentence(rel, g['deviating'])}" if rel else ""
+                what = f" {relation_sentence(rel, g.get('related', g['deviating']))}" if rel else ""
                 said = [d["sentence"] for d in (g.get("descriptions") or [])[:1]] or \
                     ([g["everything"]] if g.get("everything") else [])
                 out += [f"{g['label']}: {s}{what}" for s in said]
