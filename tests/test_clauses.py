@@ -111,6 +111,8 @@ def test_dynamic_quantize_zero_range_requires_only_what_the_formula_gives(corpus
     ("granularity-edges", {"granularity-per-tensor", "granularity-blocked"}, {"QuantizeLinear", "DequantizeLinear"}),  # 10
     ("constant-operand", None, {"QuantizeLinear", "DequantizeLinear", "QLinearMatMul", "DynamicQuantizeLinear"}),  # 11
     ("signed-zero", {"q-float8-zero-point"}, {"QuantizeLinear"}),  # 12
+    ("code-classes", {"input-codes"}, {"QuantizeLinear", "DequantizeLinear"}),
+    ("block-sizes", {"granularity-block-sizes"}, {"QuantizeLinear", "DequantizeLinear"}),
 ])
 def test_each_new_family_is_in_the_corpus_with_its_clause(corpus, family, clause, ops):
     cases = [c for c in corpus.cases if c.family == family]

@@ -1,7 +1,8 @@
 """A certification's report, assembled the one way both front-ends (``qconform certify`` and the pytest
 plugin) assemble it: the per-case records into report.json (``report.model.build``), the diagnosis's
-ranking of deviation models over the run's failures, and the gate (baseline, expiry, the floor of
-collected cases). ``report/`` only renders and writes what this returns.
+ranking of deviation models over the run's failures, the characterisation of what no model explains
+and of the runner's errors, and the gate (baseline, expiry, the floor of collected cases). ``report/``
+only renders and writes what this returns.
 """
 from __future__ import annotations
 
@@ -14,12 +15,18 @@ def assemble(records: list[dict], collected: list[dict], run_meta: dict, *, case
     """The report of a run, as both front-ends build it: the records, the diagnosis ranking and the
     gate (the floor: ``min_cases``, else the whole corpus unless a selection was made). Returns the
     report and the whole runner texts too long for it (for ``write``)."""
+    from qconform.diagnosis import characterise
     from qconform.diagnosis.diagnose import report_section
     from qconform.apps import baseline as baseline_mod
 
     texts: dict[str, str] = {}
     report = model.build(records, collected, run_meta, texts)
     report["diagnosis"] = report_section(records, cases_of, strict_nan=strict_nan, profile=profile)
+    try:
+        report["characterisation"] = characterise.report_section(records, cases_of, report["diagnosis"])
+    except Exception as exc:  # noqa: BLE001 - advice only: a report is never lost to it, but it shows
+        report["characterisation"] = {"groups": [], "overall": None, "errors": [],
+                                      "problem": f"{type(exc).__name__}: {exc}"}
     floor = min_cases if min_cases is not None else (0 if filters else corpus_size)
     report["gate"] = baseline_mod.gate(report, baseline, today, min_cases=floor, filtered=bool(filters))
     return report, texts

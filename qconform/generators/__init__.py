@@ -7,7 +7,8 @@ from typing import Callable, Iterable, Iterator
 
 from qconform.case import Draft
 from qconform.generators import basic, examples
-from qconform.generators import (codec_edges, constant_operand, defaults, explored, floatkinds, fp8_zero_point,
+from qconform.generators import (block_sizes, code_classes, codec_edges, constant_operand, defaults, explored,
+                                    floatkinds, fp8_zero_point,
                                     granularity, granularity_edges, ignored_attributes, negative_axis, packing, precision,
                                     random, saturation, shapes, signed_zero, special_scales, specials, tie_positions, ties)
 from qconform.generators import dynamic_quantize, ms_quant, patterns, qlinear_matmul
@@ -35,6 +36,8 @@ FAMILIES: dict[str, Callable[[], Iterable[Draft]]] = {
     fp8_zero_point.FAMILY: fp8_zero_point.generate,
     signed_zero.FAMILY: signed_zero.generate,
     constant_operand.FAMILY: constant_operand.generate,
+    code_classes.FAMILY: code_classes.generate,
+    block_sizes.FAMILY: block_sizes.generate,
     **dynamic_quantize.entries(),
     **qlinear_matmul.entries(),
     **ms_quant.entries(),

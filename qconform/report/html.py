@@ -297,6 +297,43 @@ def _diagnosis(report: dict) -> str:
             f"<th>failing</th><th>explained by (cases)</th><th>unexplained</th></tr>{rows}</table>")
 
 
+def _characterisation(report: dict) -> str:
+    """What the failures no model explains have in common, and where the runner raises: a lead where
+    the diagnosis has no name (qconform/docs/diagnosis.md#characterisation)."""
+    ch = report.get("characterisation") or {}
+    groups, errors, ov = ch.get("groups") or [], ch.get("errors") or [], ch.get("overall")
+    if not groups and not errors:
+        return ""
+    out = ['<h2 id="characterisation">What no known deviation explains, characterised</h2><p class=meta>For the '
+           "failing cases no deviation model reproduces: the simplest description that separates their deviating "
+           "elements from the conforming ones (those cases' other elements and the group's passing cases), with its "
+           "precision and recall, and what the deviating elements hold instead. A lead for the vendor, never a "
+           "verdict.</p>"]
+    if ov and ov.get("descriptions"):
+        out.append(f"<p><b>Across {ov['groups']} groups:</b> {_e(ov['descriptions'][0]['sentence'])}</p>")
+    if groups:
+        rows = []
+        for g in groups:
+            descs = g.get("descriptions") or []
+            said = "<br>".join(_e(d["sentence"]) for d in descs[:2]) or _e(g.get("everything", ""))
+            said += "".join(f"<br>{_e(str(s['cases']))} case(s): {_e(s['problem'])}" for s in g.get("structural") or ())
+            rel = (g.get("relations") or [None])[0]
+            what = _e(f"{rel['relation']} ({rel['elements']} of {g.get('related', g['deviating'])})") if rel else ""
+            rows.append(f"<tr><td>{_e(g['label'])}</td><td>{len(g['unexplained'])}</td><td>{said}</td>"
+                        f"<td>{what}</td></tr>")
+        out.append("<table class='cases diag'><tr><th>group</th><th>unexplained</th><th>what they have in common"
+                   f"</th><th>what the deviating elements hold</th></tr>{''.join(rows)}</table>")
+    if errors:
+        rows = "".join(
+            f"<tr><td>{e['cases']} {_e(e['verdict'])}</td><td><code>{_e(e['cause'])}</code><br><span class=meta>e.g. "
+            f"{_e(', '.join(e['examples'][:2]))}</span></td><td>"
+            + ("<br>".join(_e(d["sentence"]) for d in (e.get("descriptions") or [])[:2]) or "-") + "</td></tr>"
+            for e in errors)
+        out.append("<h3>Errors on valid cases, by cause</h3><table class='cases diag'><tr><th>cases</th><th>cause</th>"
+                   f"<th>which cases raise it</th></tr>{rows}</table>")
+    return "".join(out)
+
+
 def _reasons(report: dict) -> str:
     """Why the runner refused what it refused: each distinct reason once, with its case count
     (every case's verdict is in report.json)."""
@@ -345,6 +382,7 @@ clauses: <a href="semantics.html">the semantics</a> (every decision with the spe
 <h2>Verdict per op version</h2>
 {_scopes(scoped)}
 {_rollup(report)}
+{_characterisation(report)}
 <p class="printonly meta">Every failing case, with every differing element, is in report.html (on screen) and
 report.json beside this document; printed: the verdicts, and one example per behaviour above.</p>
 <section class="caselist">

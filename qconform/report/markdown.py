@@ -101,6 +101,14 @@ def render(report: dict) -> str:
         lines += ["", "Diagnosis (known deviations that reproduce the failures exactly):", ""]
         lines += [f"- `{o['model']}` explains {o['explained']} failing case(s)"
                   for o in diag["overall"] if o.get("explained")][:MAX_ROWS]
+    from qconform.diagnosis.characterise import lines as characterised
+
+    said = characterised(report.get("characterisation"))
+    if said:
+        lines += ["", "What no known deviation explains, characterised (qconform/docs/diagnosis.md#characterisation):", ""]
+        lines += [f"- {line}" for line in said[:MAX_ROWS]]
+        if len(said) > MAX_ROWS:
+            lines.append(f"- … {len(said) - MAX_ROWS} more in report.html")
     if diag.get("errors"):
         lines += ["", "Diagnosis errors (a qconform bug: a deviation model raised instead of computing a case):", ""]
         lines += [f"- {e['error']} ({e['cases']} case(s))" for e in diag["errors"]][:MAX_ROWS]

@@ -45,12 +45,17 @@ def main(args) -> int:
     digest = corpus.verify(corpus.DEFAULT_ROOT)
     reports: dict[str, list[dict]] = {}
     identities: dict[str, dict] = {}
+    characterised: dict[str, dict] = {}
     for r in args.from_report:
         try:
-            name, failures, identities[name] = load_report(Path(r), digest)
+            name, failures, identities[name], said = load_report(Path(r), digest)
         except (OSError, ValueError, KeyError) as exc:
             print(f"qconform: {exc}", file=sys.stderr)
             return 2
+        if said:  # slices of one runner: each its own characterisation, put side by side
+            mine = characterised.setdefault(name, {"groups": [], "overall": None, "errors": []})
+            mine["groups"] += said.get("groups") or []
+            mine["errors"] += said.get("errors") or []
         seen = {f["id"] for f in reports.get(name, ())}
         reports.setdefault(name, []).extend(f for f in failures if f["id"] not in seen)  # slices of one runner
     if args.runners:
@@ -84,7 +89,8 @@ def main(args) -> int:
             shutil.rmtree(out / name)
         try:
             res = generate(name, out, failures=reports.get(name), select=args.cases, limit=args.max_per_runtime,
-                           rediagnose=args.rediagnose, identity=identities.get(name))
+                           rediagnose=args.rediagnose, identity=identities.get(name),
+                           characterisation=characterised.get(name))
         except Exception as exc:  # noqa: BLE001 - one runtime failing must not lose the others
             print(f"qconform: {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
             status = 1

@@ -34,10 +34,11 @@ def _disagrees(obs: Observation, g: Group, must_reject: bool) -> bool:
 
 def generate(runtime: str, out: Path, *, failures: Sequence[Mapping[str, Any]] | None = None, rediagnose: bool = False,
              select: str | None = None, limit: int = 0, log: Callable[[str], None] = print,
-             identity: Mapping[str, Any] | None = None) -> Outcome:
+             identity: Mapping[str, Any] | None = None, characterisation: Mapping[str, Any] | None = None) -> Outcome:
     """Write the findings of one runtime (see the module docstring); what was written and skipped.
     ``identity``: the report's runner identity, for a runner with no template of its own (loaded
-    again from its ``load`` entry; the scripts load it the same way)."""
+    again from its ``load`` entry; the scripts load it the same way). ``characterisation``: the
+    report's, for the failures no model names (without a report: the run's own)."""
     from qconform import corpus
     from qconform.facts import SOURCES
     from qconform.runner import resolve
@@ -59,11 +60,13 @@ def generate(runtime: str, out: Path, *, failures: Sequence[Mapping[str, Any]] |
         outcome.skipped.extend(skipped)
     else:
         if failures is None:
-            failures = run_corpus(runner, index, select, log)
+            records = run_corpus(runner, index, select, log)
+            failures = [r for r in records if r["verdict"] in (FAIL, ERROR)]
+            characterisation = characterise(records, index)
         ids = {f["id"] for f in failures}
         failures = _diagnosed(runner, failures, index, log, rediagnose)
         cases = index.cases_of(ids)
-        groups = observed_groups(runtime, failures, cases)
+        groups = observed_groups(runtime, failures, cases, characterisation)
     if limit and len(groups) > limit:
         groups.sort(key=lambda g: (-g.cases, g.key))
         for g in groups[limit:]:
@@ -104,18 +107,32 @@ def _pipeline(runner):
 
 
 def run_corpus(runner, index, select: str | None, log: Callable[[str], None]) -> list[dict]:
-    """The failing cases of a runner over the corpus (``select``: fnmatch over case ids), diagnosed."""
+    """The records of a runner over the corpus (``select``: fnmatch over case ids), failures diagnosed:
+    the engine's record of each case (a crash or timeout read as an error)."""
     pipeline = _pipeline(runner)
-    failures = []
+    records = []
     refs = [r for r in index.refs if not select or fnmatchcase(r.id, select)]
     log(f"  running {len(refs)} case(s)")
     for cid, case in sorted(index.cases_of([r.id for r in refs]).items()):
         obs = observe(pipeline, case)
+        rec = dict(obs.record or {"id": cid})
+        rec.update(verdict=obs.verdict, problem=obs.message)
         if obs.verdict == FAIL:
-            failures.append({"id": cid, "verdict": FAIL, "diagnosis": obs.diagnosis or [], "problem": obs.message})
-        elif obs.verdict == ERROR:
-            failures.append({"id": cid, "verdict": ERROR, "problem": obs.message})
-    return failures
+            rec["diagnosis"] = obs.diagnosis or []
+        records.append(rec)
+    return records
+
+
+def characterise(records: Sequence[Mapping[str, Any]], index) -> dict[str, Any] | None:
+    """What the failures no model names and the errors have in common (``qconform.diagnosis.characterise``,
+    as a certification's report says it); None where it breaks (the findings are written without it)."""
+    from qconform.diagnosis import characterise as ch
+    from qconform.diagnosis.diagnose import report_section
+
+    try:
+        return ch.report_section(records, index.cases_of, report_section(records, index.cases_of))
+    except Exception:  # noqa: BLE001 - advice only
+        return None
 
 
 def _diagnosed(runner, failures: Sequence[Mapping[str, Any]], index, log, rediagnose: bool = False) -> list[dict]:

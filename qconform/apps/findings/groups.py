@@ -32,6 +32,8 @@ class Group:
     platform: str = ""  # the fact's platform condition
     cases: int = 0  # failing cases in the group (0: not counted, a fact)
     case_ids: list[str] = field(default_factory=list)  # a few of them, for the README
+    #: what the failing cases have in common where no model names them (qconform.diagnosis.characterise)
+    characterised: list[str] = field(default_factory=list)
 
 
 def slug(text: str, limit: int = 72) -> str:
@@ -119,10 +121,36 @@ def _size(case) -> int:
     return n + sum(int(np.size(o)) for o in case.expected)
 
 
-def observed_groups(runtime: str, failures: Sequence[Mapping[str, Any]], cases: Mapping[str, Any]) -> list[Group]:
+def characterised(mechanism: str, ids: Sequence[str], section: Mapping[str, Any] | None, limit: int = 3) -> list[str]:
+    """The characterisation's sentences for a group of failures no model names: the descriptions of the
+    (op version, types) groups its unexplained cases fall in, and of the error causes its cases
+    raised (report.json's ``characterisation``)."""
+    from qconform.diagnosis.characterise import relation_sentence
+
+    if not section:
+        return []
+    mine, out = set(ids), []
+    if mechanism == "unexplained":
+        for g in section.get("groups") or ():
+            if mine & set(g.get("unexplained") or ()):
+                rel = (g.get("relations") or [None])[0]
+                what = f" {relation_sentence(rel, g.get('related', g['deviating']))}" if rel else ""
+                said = [d["sentence"] for d in (g.get("descriptions") or [])[:1]] or \
+                    ([g["everything"]] if g.get("everything") else [])
+                out += [f"{g['label']}: {s}{what}" for s in said]
+    elif mechanism.startswith("error: "):
+        for e in section.get("errors") or ():
+            if mine & set(e.get("ids") or e.get("examples") or ()):
+                out += [f"{e['cause']}: {d['sentence']}" for d in (e.get("descriptions") or [])[:1]]
+    return out[:limit]
+
+
+def observed_groups(runtime: str, failures: Sequence[Mapping[str, Any]], cases: Mapping[str, Any],
+                    characterisation: Mapping[str, Any] | None = None) -> list[Group]:
     """Failing cases grouped by (op, mechanism); ``failures``: report.json failure entries (id,
     verdict, problem, and ``diagnosis`` where the case was diagnosed); ``cases``: the corpus cases
-    by id (for sizes). Keys are unique: a slug shared by two mechanisms gets a hash suffix."""
+    by id (for sizes); ``characterisation``: the run's (report.json's), for what the failures no model
+    names have in common. Keys are unique: a slug shared by two mechanisms gets a hash suffix."""
     from qconform.diagnosis.models import get
 
     members: dict[tuple[str, str], list[str]] = {}
@@ -158,13 +186,14 @@ def observed_groups(runtime: str, failures: Sequence[Mapping[str, Any]], cases: 
                 evidence = " ".join(p.evidence for p in parts)
                 kind = FAIL
             groups.append(Group(runtime, k, _op_versions(ids), mech, ordered, does, evidence=evidence, kind=kind,
-                                cases=len(ids), case_ids=ordered[:5]))
+                                cases=len(ids), case_ids=ordered[:5],
+                                characterised=characterised(mech, ids, characterisation)))
     return groups
 
 
-def load_report(path: Path, digest: str) -> tuple[str, list[dict], dict]:
-    """(runner name, failure entries, runner identity) of a report.json written over the corpus with
-    ``digest``."""
+def load_report(path: Path, digest: str) -> tuple[str, list[dict], dict, dict | None]:
+    """(runner name, failure entries, runner identity, characterisation) of a report.json written over
+    the corpus with ``digest``."""
     path = Path(path)
     if path.is_dir():
         path = path / "report.json"
@@ -178,4 +207,4 @@ def load_report(path: Path, digest: str) -> tuple[str, list[dict], dict]:
     name = runtime_name(data["runner"])  # onnxruntime on an execution provider: that variant's name
     if "[" in name:
         raise ValueError(f"{path}: no script template for {name} (templates: {', '.join(TEMPLATES)})")
-    return name, list(data.get("failures", ())), dict(data["runner"])
+    return name, list(data.get("failures", ())), dict(data["runner"]), data.get("characterisation")

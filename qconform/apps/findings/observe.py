@@ -19,6 +19,7 @@ class Observation:
     outputs: list[np.ndarray] | None
     message: str = ""
     diagnosis: list[str] | None = None  # a failure's deviation models, where the pipeline diagnoses
+    record: dict | None = None  # the engine's record of the case (``CaseRecord.to_dict``)
 
 
 def case_of(ref: str, index) -> tuple[Any, bool]:
@@ -47,7 +48,7 @@ def observe(runner, case, must_reject: bool = False) -> Observation:
             return Observation(Probe.of(call.kind), list(call.outputs) if call.kind == Call.OK else None, call.message)
         res = pipeline.judge(case)
     verdict = ERROR if res.verdict in FAULTS else res.verdict
-    return Observation(verdict, res.outputs, res.record.problem or "", res.record.diagnosis)
+    return Observation(verdict, res.outputs, res.record.problem or "", res.record.diagnosis, res.record.to_dict())
 
 
 def storable(arr: np.ndarray) -> tuple[np.ndarray, Any]:

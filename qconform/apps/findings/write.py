@@ -78,6 +78,9 @@ def render_readme(g: Group, tpl: Template, case, version: str, platform_label: s
                 f"**What the spec says** ([{case.clause}]({link}#{case.clause})):", ""]
     for a, q in quotes:
         out += [q, f"> — [{a}]({link}#{a})", ""]
+    if g.characterised:
+        out += ["**What the failing cases have in common** (qconform's characterisation of what no deviation model "
+                "explains):", ""] + [f"- {line}" for line in g.characterised] + [""]
     if g.mechanism == "unexplained" and obs.outputs is not None:
         from qconform.diagnosis.diagnose import localise
 
@@ -218,6 +221,7 @@ def write_finding(out: Path, g: Group, tpl: Template, case, obs: Observation, ve
         "mechanism": g.mechanism, "kind": g.kind, "fact": g.fact, "versions": g.versions, "platform": g.platform,
         "case": case.id, "clause": case.clause, "reading": reading.name,
         "readings": [r.name for r in case.readings], "does": " ".join(g.does.split()), "cases": g.cases,
+        **({"characterised": list(g.characterised)} if g.characterised else {}),
         "package": tpl.package, "seen_on": seen_on, "platform_label": label,
         "verdict": obs.verdict,
         "shows": line, "data_sha256": _files_digest(tmp, data_files),
