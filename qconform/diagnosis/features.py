@@ -155,7 +155,7 @@ class Features:
         seen = look(node) if node is not None else None
         parts = []
         for i, (name, expected) in enumerate(zip(case.output_names, chosen.outputs)):
-            mask = case.dont_care[i]
+            mask = chosen.dont_care[i]  # the reading compared: its own undefined elements
             keep = np.flatnonzero(~np.asarray(mask, bool).reshape(-1)) if mask is not None else np.arange(expected.size)
             dev_here = np.asarray(deviating[name], np.int64) if deviating and name in deviating else None
             n = len(keep)
