@@ -98,3 +98,41 @@ def test_onnxruntime_at_its_default_level_shows_the_mul_fusion_named(tmp_path):
     from qconform.report.certificate import certified
 
     assert certified(report["runner"]).startswith("onnxruntime-optimized (onnxruntime ")
+
+
+def _folded_branch_model():
+    """x -> DQ -> Add <- DQ <- Q <- Neg <- DQ <- constant: at ORT_ENABLE_ALL onnxruntime folds the constant
+    branch on the CPU before the EP sees the graph; the rest is a QDQ Add the EP runs."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    node = helper.make_node
+    nodes = [node("DequantizeLinear", ["cq", "s", "z"], ["cf"], name="n0_DequantizeLinear"),
+             node("Neg", ["cf"], ["c"], name="n1_Neg"),
+             node("QuantizeLinear", ["c", "s", "z"], ["cq2"], name="n2_QuantizeLinear"),
+             node("DequantizeLinear", ["cq2", "s", "z"], ["c2"], name="n3_DequantizeLinear"),
+             node("DequantizeLinear", ["xq", "s", "z"], ["xf"], name="n4_DequantizeLinear"),
+             node("Add", ["xf", "c2"], ["a"], name="n5_Add"),
+             node("QuantizeLinear", ["a", "s", "z"], ["yq"], name="n6_QuantizeLinear")]
+    inits = [numpy_helper.from_array(np.array(0.5, np.float32), "s"),
+             numpy_helper.from_array(np.array(128, np.uint8), "z"),
+             numpy_helper.from_array(np.full((3, 4), 120, np.uint8), "cq")]
+    graph = helper.make_graph(nodes, "folded", [helper.make_tensor_value_info("xq", TensorProto.UINT8, [3, 4])],
+                              [helper.make_tensor_value_info("yq", TensorProto.UINT8, [3, 4])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+
+
+@pytest.mark.needs("onnxruntime_qnn")
+def test_optimize_1_never_credits_a_constant_folded_node_to_the_ep():
+    """The same model: with optimisations off every node runs on the EP; at optimize=1 the folded
+    branch was computed by onnxruntime's CPU, so the case is unsupported on the EP, never a pass."""
+    import numpy as np
+
+    from qconform.runner import Unsupported, resolve
+
+    x = {"xq": np.arange(130, 142, dtype=np.uint8).reshape(3, 4)}
+    off = resolve("onnxruntime-qnn", {"optimize": "0"}).prepare(_folded_branch_model())
+    assert off(x)[0].shape == (3, 4)
+    with pytest.raises(Unsupported, match=r"n0_DequantizeLinear, n1_Neg, n2_QuantizeLinear were computed by "
+                                          r"onnxruntime before QNNExecutionProvider saw the graph"):
+        resolve("onnxruntime-qnn", {"optimize": "1"}).prepare(_folded_branch_model())(x)
