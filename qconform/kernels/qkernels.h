@@ -107,8 +107,8 @@ QK_FN int qk_is_int(int kind) { return kind >= QK_INT2 && kind <= QK_INT32; }
  * Specials, per style and saturate mode: the ONNX Cast tables quoted by QuantizeLinear.
  *
  *   what          | FN (e4m3fn) | FNUZ        | IEEE (e5m2, f16, bf16, f32) | NONE (f4, f6)
- *   NaN           | NaN (signed)| NaN (0x80)  | NaN (signed)                | +max
- *   -0            | -0          | 0           | -0                          | -0
+ *   NaN           | NaN (signed)| NaN (0x80)  | NaN (signed)                | +max (f6: unspecified, a don't-care)
+ *   -0            | -0          | 0           | -0                          | -0 (f6 too: "-0.0 | -0.0")
  *   saturate=1:
  *     +-Inf       | +-max       | +-max (24+), NaN (19-23) | +-max          | +-max
  *     |[x]| > max | +-max       | +-max       | +-max                       | +-max
@@ -138,7 +138,7 @@ QK_FN qk_u32 qk_nan_code(qk_kind_info f, qk_u32 neg) {
     case QK_STYLE_FNUZ: return 1u << (f.width - 1);                                 /* 0x80       */
     case QK_STYLE_IEEE: return ((((1u << f.ebits) - 1u) << f.mbits) | (1u << (f.mbits - 1))) | sign;
     case QK_STYLE_E8M0: return 0xFFu;
-    case QK_STYLE_NONE: return f.max_code;                  /* "NaN | 6" (float4.md): +max */
+    case QK_STYLE_NONE: return f.max_code;                  /* "NaN | 6" (float4.md): +max; float6's is unspecified */
     default:            return 0u;                          /* INT: undefined, see header */
   }
 }
@@ -244,7 +244,6 @@ QK_FN qk_u32 qk_encode_parts(qk_u32 neg, qk_u64 sig, int lsb_exp, int is_nan, in
   mag = sig ? qk_round_mag(sig, lsb_exp, f, &overflow) : 0u;
   if (overflow) return qk_special_code(f, qk_overflow_action(f.style, saturate, 0, fnuz_inf_saturates), neg);
   if (mag == 0u && f.style == QK_STYLE_FNUZ) return 0u; /* fnuz has no -0: its slot is NaN */
-  if (mag == 0u && f.style == QK_STYLE_NONE && f.width == 6) return 0u; /* float6.md: "-0 saturates to 0" */
   return mag | (neg ? qk_sign_bit(f) : 0u);
 }
 
