@@ -52,10 +52,34 @@ def _facts(args) -> int:
     return 0
 
 
+def _version() -> str:
+    """qconform's version and the corpus it ships (what a certificate is measured against)."""
+    from qconform import __version__, corpus
+
+    try:
+        idx = corpus.index(corpus.DEFAULT_ROOT)
+        shipped = f"corpus {idx.digest[:12]}… ({len(idx):,} cases)"
+    except corpus.CorpusError as exc:
+        shipped = f"corpus unreadable: {exc}"
+    return f"qconform {__version__}, {shipped}"
+
+
+class _Version(argparse.Action):
+    """``--version``, read only when asked (the corpus index is not read for every command)."""
+
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(_version())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Every subcommand and its options."""
     parser = argparse.ArgumentParser(prog="qconform", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action=_Version, help="qconform's version and the corpus it ships")
     sub = parser.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("golden", help="the golden corpus")
     gsub = g.add_subparsers(dest="golden_cmd", required=True)

@@ -136,3 +136,12 @@ def test_a_report_path_that_is_a_file_fails_before_the_first_case(tmp_path):
     assert str(taken) in c.stderr and "Traceback" not in c.stderr and len(c.stderr.strip().splitlines()) == 1
     assert "cases" not in c.stdout  # no progress: nothing ran
     assert taken.read_text() == "not a directory"
+
+
+def test_version_names_qconform_and_its_corpus():
+    from qconform import __version__, corpus
+
+    r = subprocess.run([sys.executable, "-m", "qconform.cli", "--version"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    idx = corpus.index(corpus.DEFAULT_ROOT)
+    assert r.stdout.strip() == f"qconform {__version__}, corpus {idx.digest[:12]}… ({len(idx):,} cases)"
