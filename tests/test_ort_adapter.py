@@ -397,6 +397,9 @@ def test_resolve_and_options():
         resolve("onnxruntime", {"threads": "many"})
     with pytest.raises(RunnerError, match="unknown execution provider.*NoSuchExecutionProvider"):
         resolve("onnxruntime", {"providers": "NoSuchExecutionProvider"})
+    with pytest.raises(RunnerError, match=r"CPUExecutionProvidr \(did you mean CPUExecutionProvider\?\); "
+                                          r"available in this build: .*CPUExecutionProvider"):
+        resolve("onnxruntime", {"providers": "CPUExecutionProvidr"})
 
 
 def test_cuda_provider_when_absent_or_present():

@@ -326,7 +326,12 @@ class OnnxRuntimeRunner(BaseRunner):
         known = set(ort.get_all_providers()) | set(_PLUGINS)
         bad = [p for p in providers if p not in known]
         if bad:
-            raise TypeError(f"unknown execution provider(s) {', '.join(bad)}; known: {', '.join(sorted(known))}")
+            import difflib
+
+            close = {b: difflib.get_close_matches(b, sorted(known), n=1, cutoff=0.6) for b in bad}
+            hint = "; ".join(f"did you mean {c[0]}?" for c in close.values() if c)
+            raise TypeError(f"unknown execution provider(s) {', '.join(bad)}" + (f" ({hint})" if hint else "")
+                            + f"; available in this build: {', '.join(ort.get_available_providers())}")
         missing = [p for p in providers if p not in ort.get_available_providers() and p not in _PLUGINS]
         if missing:
             raise Unsupported(
