@@ -27,9 +27,13 @@ def helper_model(case) -> onnx.ModelProto:
                                                              list(arg.value.shape)))
     outputs = [helper.make_tensor_value_info(name, dtypes.get(t).onnx, list(a.shape))
                for name, t, a in zip(case.output_names, case.output_types, case.expected)]
-    node = helper.make_node(case.op, node_inputs, list(case.output_names), domain=case.domain or None,
-                            **case.attrs)
-    graph = helper.make_graph([node], case.id.replace("/", "_"), graph_inputs, outputs, initializer=inits)
+    if case.is_graph:  # a QDQ pattern: its nodes, named n<i>_<op>
+        nodes = [helper.make_node(n.op, list(n.inputs), list(n.outputs), name=f"n{i}_{n.op}", domain=n.domain or None,
+                                  **dict(n.attrs)) for i, n in enumerate(case.graph)]
+    else:
+        nodes = [helper.make_node(case.op, node_inputs, list(case.output_names), domain=case.domain or None,
+                                  **case.attrs)]
+    graph = helper.make_graph(nodes, case.id.replace("/", "_"), graph_inputs, outputs, initializer=inits)
     if case.domain == MS_DOMAIN:
         opsets = [helper.make_opsetid("", MS_COMPANION_OPSET), helper.make_opsetid(MS_DOMAIN, case.opset)]
         ir = _ir_version(MS_COMPANION_OPSET)

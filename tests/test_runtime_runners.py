@@ -11,9 +11,13 @@ import pytest
 from conftest import run_pytest
 
 from qconform import tools
-from qconform.runner import EXTRAS, RunnerError, resolve
+from qconform.runner import EXTRAS, RunnerError, resolve, runtime_name
 
-SLICE = "opset_21 and (family_basic or family_specials or family_ties)"
+#: The single-node quantization ops at opset 21 (the QDQ patterns are tested per runtime in test_patterns
+#: and test_qnn: a compiling runtime would compile each one here too); a runtime that declares a scope
+#: (QNN runs no single Q/DQ node) runs the basic cases of its scope instead.
+SLICE = "opset_21 and (op_QuantizeLinear or op_DequantizeLinear) and (family_basic or family_specials or family_ties)"
+SCOPED_SLICE = "opset_21 and family_basic and not (op_QuantizeLinear or op_DequantizeLinear)"
 #: What each runtime's runner needs besides its package (qconform.tools names).
 ALSO_NEEDS = {"tinygrad": ("clang",)}
 
@@ -32,8 +36,12 @@ def test_a_missing_runtime_names_the_extra_to_install(name):
 def test_a_runtime_runner_gives_every_case_of_a_slice_a_verdict(name, tmp_path):
     runner = resolve(name)
     ident = runner.describe()
-    assert ident["name"] == name and ident["version"] and ident["device"]
-    r = run_pytest(f"--runner={name}", f"--report={tmp_path}", "-q", "--tb=no", "-m", SLICE, timeout=900)
+    assert runtime_name(ident) == name and ident["version"] and ident["device"]  # a variant: its runner's name
+    from qconform.runtimes import RUNTIMES
+
+    scoped = bool(RUNTIMES[name].scope) if name in RUNTIMES else False
+    r = run_pytest(f"--runner={name}", f"--report={tmp_path}", "-q", "--tb=no", "-m",
+                   SCOPED_SLICE if scoped else SLICE, timeout=900)
     rep = json.loads((tmp_path / "report.json").read_text())
     counts = rep["counts"]
     assert counts["crashed"] == counts["timeout"] == 0, r.stdout[-3000:]

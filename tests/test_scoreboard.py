@@ -100,7 +100,8 @@ def test_per_op_version_cells_count_the_cases(board):
             per[case["id"].split("/")[0]]["deviate" if v in DEVIATING else v] += 1
         for ov, cnt in per.items():
             expected[ov][name] = f"{cnt['pass']} / {cnt['deviate']} / {cnt['unsupported']}"
-    assert set(table) == set(expected) == {"QuantizeLinear-13", "DequantizeLinear-13"}
+    assert set(table) == set(expected) == {"QuantizeLinear-13", "DequantizeLinear-13", "qdq.Add-13", "qdq.Mul-13",
+                                           "qdq.MatMul-13", "qdq.Requant-13"}  # the opset-13 QDQ patterns too
     for ov, cells in table.items():
         assert cells == [expected[ov].get(n, "–") for n in RUNNERS]
 
