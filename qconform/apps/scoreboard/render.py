@@ -63,7 +63,13 @@ def _intro(data: Mapping[str, Any]) -> list[tuple[str, str, str]]:
                                                                           for d, n in digests.items()))]
     lines.append(("qconform", "", ", ".join(sorted({rt["qconform_version"] for rt in data["runtimes"]})) or "?"))
     sel = _selection(data)
-    lines.append(("selection", "", " | ".join(sel) + " (a partial scoreboard)" if sel else "the whole corpus"))
+    some = [rt for rt in data["runtimes"] if rt["selection"]]
+    if some and len(some) < len(data["runtimes"]):  # a runtime certified on its declared scope, the rest whole
+        lines.append(("selection", "", "the whole corpus, except " + "; ".join(
+            f"{rt['name']}: {'its declared scope' if rt['selection'] == ['scope'] else '; '.join(rt['selection'])}, "
+            f"{rt['counts'].get('collected', 0):,} cases" for rt in some)))
+    else:
+        lines.append(("selection", "", " | ".join(sel) + " (a partial scoreboard)" if sel else "the whole corpus"))
     incomplete = [rt["name"] for rt in data["runtimes"] if not rt["complete"]]
     if incomplete:
         lines.append(("INCOMPLETE runs", "", ", ".join(incomplete) + " (cases that did not run count as not-run)"))
