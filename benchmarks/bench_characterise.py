@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     ch = report.get("characterisation") or {}
     unexplained = sum(len(g["unexplained"]) for g in ch.get("groups") or ())
     errors = sum(e["cases"] for e in ch.get("errors") or ())
-    took = float(ch.get("seconds") or 0.0)
+    took = float(report["timing"].get("characterisation_s") or 0.0)
     duration = float(report["timing"].get("duration_s") or wall)
     counts = report["counts"]
     print(f"machine: {machine()}")

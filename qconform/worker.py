@@ -232,6 +232,8 @@ class Session:
             why = "timed out" if self.admitted else f"no handshake within {w.handshake_timeout:g}s"
         except (ConnectionError, OSError) as exc:
             why = "closed by the controller" if isinstance(exc, ConnectionError) else f"connection failed: {exc}"
+            if getattr(self, "expired", False):  # the deadline cut it (_expire), not the peer
+                why = f"no handshake within {w.handshake_timeout:g}s"
         except Exception as exc:  # noqa: BLE001 - a worker bug on one request: said, and the worker stays up
             why = f"refused: {type(exc).__name__}: {exc}"
             self._say(f"the worker failed on request {self.seq}: {type(exc).__name__}: {exc}")
@@ -252,6 +254,7 @@ class Session:
 
     def _expire(self) -> None:
         """The handshake deadline: a peer that has not proved itself by now is cut off."""
+        self.expired = True
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:

@@ -27,6 +27,9 @@ def assemble(records: list[dict], collected: list[dict], run_meta: dict, *, case
     except Exception as exc:  # noqa: BLE001 - advice only: a report is never lost to it, but it shows
         report["characterisation"] = {"groups": [], "overall": None, "errors": [],
                                       "problem": f"{type(exc).__name__}: {exc}"}
+    took = report["characterisation"].pop("seconds", None)  # how long it took is timing, not a finding
+    if took is not None:
+        report["timing"]["characterisation_s"] = took
     floor = min_cases if min_cases is not None else (0 if filters else corpus_size)
     report["gate"] = baseline_mod.gate(report, baseline, today, min_cases=floor, filtered=bool(filters))
     return report, texts
