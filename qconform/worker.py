@@ -112,6 +112,7 @@ class Session:
         self.seq = 0
         self.beats = 0
         self.admitted = False
+        self.expired = False  # set by the handshake deadline (_expire)
 
     def handshake(self) -> None:
         """Raises Refusal (or a transport error); on return the peer is a controller of this
@@ -232,7 +233,7 @@ class Session:
             why = "timed out" if self.admitted else f"no handshake within {w.handshake_timeout:g}s"
         except (ConnectionError, OSError) as exc:
             why = "closed by the controller" if isinstance(exc, ConnectionError) else f"connection failed: {exc}"
-            if getattr(self, "expired", False):  # the deadline cut it (_expire), not the peer
+            if self.expired:  # the deadline cut it (_expire), not the peer
                 why = f"no handshake within {w.handshake_timeout:g}s"
         except Exception as exc:  # noqa: BLE001 - a worker bug on one request: said, and the worker stays up
             why = f"refused: {type(exc).__name__}: {exc}"
