@@ -39,6 +39,10 @@ def _facts(args) -> int:
     try:
         if args.facts_cmd == "drift":
             return drift.main(args)
+        if args.facts_cmd == "packing":
+            from qconform.apps import packing_check
+
+            return packing_check.main(args)
         files = facts.load_all()
         if args.facts_cmd == "render":
             docs.RENDERED.write_text(docs.render(files, facts.SOURCES))
@@ -165,6 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
     drift.add_arguments(fsub.add_parser(
         "drift", help="run the bundled third-party runners and propose the facts to add, close or re-bound "
                       "(exit 1 when they drifted)"))
+    from qconform.apps import packing_check
+
+    packing_check.add_arguments(fsub.add_parser(
+        "packing", help="whether a runtime gives a packed model's nodes the same outputs as their single models "
+                        "(what certify --pack rests on); --write keeps it in the runtime's facts file"))
     fsub.add_parser("render", help="rewrite qconform/docs/facts.md from the facts files")
     fsub.add_parser("fmt", help="rewrite the facts files in their canonical form")
     exp = sub.add_parser("explore", help="findings of pytest --explore")

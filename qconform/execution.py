@@ -46,6 +46,9 @@ class Options:
     profile: str = "default"
     diagnose: bool = True
     diagnose_per_group: int | None = 16
+    #: run the cases of a batch that share a pack key as one model (``qconform.packing``); only a
+    #: pass is taken from a packed run, everything else is judged alone
+    pack: bool = False
 
 
 @dataclass
@@ -138,6 +141,89 @@ class Pipeline:
 
     def run(self, case_id: str) -> CaseResult:
         return self.judge(self.cases.case(case_id))
+
+    @property
+    def packs(self) -> bool:
+        """Whether this pipeline judges a batch as a whole (the pools then hand it ``run_many``)."""
+        return self.options.pack
+
+    def run_many(self, case_ids: Sequence[str]) -> list[CaseResult]:
+        """A batch of cases by id, packed where ``options.pack`` says so (``judge_many``)."""
+        return self.judge_many([self.cases.case(cid) for cid in case_ids])
+
+    def judge_many(self, cases: Sequence[Any]) -> list[CaseResult]:
+        """Every case's result, as ``judge`` gives it, in order. With ``options.pack``, the cases that
+        share a pack key run as packed models first; a case takes a packed verdict only where it
+        passes, every other case is judged alone (its own single model: its own verdict, diagnosis
+        and reproducer)."""
+        results: list[CaseResult | None] = [None] * len(cases)
+        if self.options.pack and len(cases) > 1:
+            self._judge_packed(cases, results)
+        return [r if r is not None else self.judge(c) for c, r in zip(cases, results)]
+
+    def _judge_packed(self, cases: Sequence[Any], results: list) -> None:
+        from qconform.compare import compare
+
+        def probe(i: int) -> bool:
+            results[i] = self.judge(cases[i])
+            return results[i].verdict == PASS
+
+        o = self.options
+        for i, (outputs, seconds) in self.packed(cases, probe).items():
+            outcome = compare(cases[i], outputs, strict_nan=o.strict_nan, profile=o.profile)
+            if outcome.verdict != PASS:
+                continue  # judged alone: a deviation is always its own single model's
+            rec = CaseRecord.judged(cases[i], outcome)
+            rec.packed = True
+            res = CaseResult(rec, "", seconds)
+            if self.keep_outputs:
+                res.outputs = list(outputs)
+            results[i] = res
+
+    def packed(self, cases: Sequence[Any], probe: Callable[[int], bool]) -> dict[int, tuple[list, float]]:
+        """The outputs the runner gives each case inside packed models, by position in ``cases``
+        (with each case's share of the call's seconds): the one packing path of the engine and of
+        ``qconform facts packing``. Per pack key (``packing.groups``) the first case runs alone first
+        (``probe(i)``, the caller's single run): where it does not succeed, the runtime would refuse
+        or fail a packed model too, and the group is not packed. A packed model the runtime refuses
+        or fails is cut: without the part its message names (``c<i>_``), else in halves, down to
+        ``packing.MIN_PACK`` cases; the cases left out have no packed outputs (they run alone)."""
+        from qconform import packing as packing_mod
+
+        out: dict[int, tuple[list, float]] = {}
+
+        def run(part: list[tuple[int, Any]]) -> None:
+            if len(part) < packing_mod.MIN_PACK:
+                return
+            try:
+                model = packing_mod.pack([m for _, m in part])
+                feeds = packing_mod.feeds([cases[i].feeds for i, _ in part])
+            except Exception:  # noqa: BLE001 - a pack qconform cannot build: its cases run alone
+                return
+            result, seconds = self.call_model(model, feeds)
+            if result.kind == Call.OK:
+                try:
+                    outs = packing_mod.split(result.outputs, [len(m.graph.output) for _, m in part])
+                except ValueError:
+                    return
+                out.update((i, (o, seconds / len(part))) for (i, _), o in zip(part, outs))
+                return
+            if result.kind not in (Call.ERROR, Call.UNSUPPORTED):
+                return
+            named = packing_mod.named_parts(result.message, len(part))
+            if len(named) == 1:
+                run([p for j, p in enumerate(part) if j not in named])
+            else:
+                run(part[:len(part) // 2])
+                run(part[len(part) // 2:])
+
+        for members in packing_mod.groups(cases):
+            if not probe(members[0][0]):
+                continue
+            rest = members[1:]
+            for at in range(0, len(rest), packing_mod.MAX_PACK):
+                run(rest[at:at + packing_mod.MAX_PACK])
+        return out
 
     def call(self, case) -> tuple[CallResult, float]:
         """The runner on one case: build its model, prepare it (or reuse an identical one), call it.

@@ -32,6 +32,10 @@ READY = "ready"
 STARTUP_TIMEOUT = 300.0
 #: The longest run of one group handed to one worker at a time.
 RUN = 512
+#: A worker's notice before it runs a batch as a whole (``Pipeline.run_many``: packing):
+#: ``(PACKING, keys)``. If the worker crashes or hangs before answering, the pool replays those items
+#: one by one in a fresh worker, so a crash is attributed to the item that causes it alone.
+PACKING = "\x00packing"
 
 
 class Worker(Protocol):
@@ -131,21 +135,42 @@ def _serve(conn, job: Job) -> None:
             for item in msg[1]:
                 conn.send((job.key(item), job.failed(item, ERROR, why)))
         return
-    for scope, batch in _incoming(conn):
+    # a worker that runs a batch as a whole (packing): the pool is told first, so that a crash or a
+    # hang inside it replays the batch one by one instead of blaming its first item
+    many = getattr(worker, "run_many", None) if getattr(worker, "packs", False) else None
+    for scope, batch, alone in _incoming(conn):
         worker.scope = scope
+        if many is not None and not alone and len(batch) > 1:
+            conn.send((PACKING, [job.key(item) for item in batch]))
+            try:
+                results = many(batch)
+            except Exception:  # a qconform bug in the batch path: the items one by one, as below
+                results = None
+            if results is not None:
+                if not _answer(conn, job, batch, results):
+                    return
+                continue
         for item in batch:
-            key = job.key(item)
             try:
                 res = worker.run(item)
             except Exception as exc:  # a qconform bug on one item: that item's error, the run goes on
                 why = f"qconform failed on this item: {type(exc).__name__}: {exc}"
                 res = job.failed(item, ERROR, why, traceback.format_exc())
-            try:
-                conn.send((key, res))
-            except (BrokenPipeError, ConnectionError, EOFError):
-                return  # the controller is gone (killed with its machine, its Dask worker): nobody to answer
-            except Exception as exc:  # e.g. a result that cannot be pickled
-                conn.send((key, job.failed(item, ERROR, f"result cannot be transferred: {exc}")))
+            if not _answer(conn, job, [item], [res]):
+                return
+
+
+def _answer(conn, job: Job, items: list[Any], results: list[Any]) -> bool:
+    """Send each item's result in order; False when the controller is gone (killed with its
+    machine, its Dask worker): nobody to answer."""
+    for item, res in zip(items, results):
+        try:
+            conn.send((job.key(item), res))
+        except (BrokenPipeError, ConnectionError, EOFError):
+            return False
+        except Exception as exc:  # e.g. a result that cannot be pickled
+            conn.send((job.key(item), job.failed(item, ERROR, f"result cannot be transferred: {exc}")))
+    return True
 
 
 class _Lane:
@@ -156,6 +181,8 @@ class _Lane:
         self.child = Child(_serve, (pool.job,), pool.memory_mb)
         self.pending: deque[Any] = deque()  # handed to this worker, no result yet, in order
         self.run_of: dict[str, str] = {}  # pending key -> the run it was handed over in (its first key)
+        self.packing: set[str] = set()  # keys the worker said it is running as one call (PACKING)
+        self.alone: set[str] = set()  # keys to replay one by one (their packed call crashed or hung)
         self.ready = False
         self.last = time.monotonic()
 
@@ -173,7 +200,8 @@ class _Lane:
         for i in range(1, len(items) + 1):  # batches never straddle two runs
             if i == len(items) or i - start >= self.pool.batch or \
                     self.run_of[key(items[i])] != self.run_of[key(items[start])]:
-                self.child.send((self.run_of[key(items[start])], items[start:i]))
+                alone = any(key(item) in self.alone for item in items[start:i])
+                self.child.send((self.run_of[key(items[start])], items[start:i], alone))
                 start = i
 
     def restart(self) -> None:
@@ -206,6 +234,16 @@ class _Lane:
         # the head item started when the message before it arrived (results come strictly in order)
         since = max(self.last, self.child.last_arrival) if self.child.inbox_empty() else self.last
         got = self.child.receive(None if timeout is None else max(0.0, since + timeout - time.monotonic()))
+        while isinstance(got, tuple) and got and got[0] == PACKING:
+            self.packing = set(got[1])
+            got = self.child.receive(None if timeout is None else max(0.0, since + timeout - time.monotonic()))
+        if got in (Child.TIMEOUT, Child.GONE) and head in self.packing:
+            # a packed call crashed or hung: no verdict from it; its items again, one by one
+            self.child.kill()
+            self.alone |= self.packing
+            self.packing = set()
+            self.restart()
+            return
         if got is Child.TIMEOUT:
             self.child.kill()
             self._settle(TIMEOUT, f"no result within --case-timeout={timeout:g}s; worker killed")
@@ -219,6 +257,8 @@ class _Lane:
                 raise RuntimeError(f"worker answered {key!r} while {head!r} was due")
             self.pending.popleft()
             self.run_of.pop(key, None)
+            self.packing.discard(key)
+            self.alone.discard(key)
             self.pool.done[key] = res
             self.last = time.monotonic()
 
@@ -227,6 +267,7 @@ class _Lane:
         head = self.pending.popleft()
         key = self.pool.job.key(head)
         self.run_of.pop(key, None)
+        self.alone.discard(key)
         self.pool.done[key] = self.pool.job.failed(head, verdict, why)
         if self.pending:
             self.restart()
@@ -299,4 +340,4 @@ def local_pool(job: Job, *, isolate: bool = True, workers: int = 1, timeout: flo
     return InProcessPool(job, worker)
 
 
-__all__ = ["InProcessPool", "IsolatedPool", "Job", "RUN", "READY", "STARTUP_TIMEOUT", "Worker", "local_pool", "runs"]
+__all__ = ["InProcessPool", "IsolatedPool", "Job", "PACKING", "RUN", "READY", "STARTUP_TIMEOUT", "Worker", "local_pool", "runs"]

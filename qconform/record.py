@@ -19,7 +19,7 @@ from qconform.verdicts import INFO, NOT_RUN, Verdict
 STATIC = ("op", "domain", "opset", "types", "family", "clause", "readings", "output_types", "output_names")
 #: Fields written only where they say something (absent otherwise, in memory as in report.json).
 OPTIONAL = ("diagnosis", "diagnosis_errors", "diagnosis_step", "evidence", "traceback", "information", "runner_did",
-            "duration_s")
+            "duration_s", "packed")
 
 
 @dataclass
@@ -51,6 +51,7 @@ class CaseRecord:
     information: str | None = None  # an information case: why the text makes the model invalid
     runner_did: str | None = None  # ... and what the runner did with it, a phrase ("rejected it (...)")
     duration_s: float | None = None  # the runner's time on the case, where a front-end measured it
+    packed: bool | None = None  # True: the verdict (a pass) came from a packed model (qconform.packing)
 
     # -- how the engine and the front-ends make one --------------------------------------------
     @classmethod

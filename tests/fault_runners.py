@@ -62,3 +62,38 @@ class FaultRunner(CpuRefRunner):
             return out
 
         return run
+
+
+class PackCrashRunner(CpuRefRunner):
+    """Dies (a segfault) on any model of more than one node -- a packed model of single-node cases --
+    and runs every single model healthily: a crash inside a packed run must never be any case's verdict."""
+
+    name = "pack-crash"
+
+    def prepare(self, model):
+        healthy = super().prepare(model)
+
+        def run(feeds):
+            if len(model.graph.node) > 1 and model.graph.name.startswith("packed_"):
+                ctypes.string_at(0)
+            return healthy(feeds)
+
+        return run
+
+
+class PackDiffersRunner(CpuRefRunner):
+    """Healthy alone; inside a packed model it flips the lowest bit of every integer output: what
+    ``qconform facts packing`` must measure as differing."""
+
+    name = "pack-differs"
+
+    def prepare(self, model):
+        healthy = super().prepare(model)
+        packed = model.graph.name.startswith("packed_")
+
+        def run(feeds):
+            out = healthy(feeds)
+            return [o ^ np.ones_like(o) if packed and o.dtype.kind in "iu" and o.dtype.itemsize <= 4 else o
+                    for o in out]
+
+        return run

@@ -55,6 +55,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--worker-memory-mb", type=int, default=0, metavar="MB",
                    help="address-space limit of each runner worker (default: none)")
     p.add_argument("--batch", type=int, default=64, metavar="N", help="cases per round trip to a worker (default 64)")
+    p.add_argument("--pack", action="store_true",
+                   help="run the cases of one op version and type signature as nodes of one model (one session, "
+                        "one compile, one round trip); only passes are taken from a packed model, every other case "
+                        "runs alone. Used only where the runtime's facts file holds a measurement over this corpus "
+                        "showing packed and single runs equivalent (qconform facts packing); the report says which "
+                        "cases ran packed, or why none did")
     p.add_argument("--state", default=None, metavar="FILE",
                    help="keep each finished case in FILE (JSON lines) and, rerun with the same command, read back "
                         "the cases done before: a long run stopped part way resumes")
@@ -169,8 +175,12 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         by_behaviour = base is not None and base.diagnose_every_failure(args.diagnose == "on")
     except baseline_mod.BaselineError as exc:
         raise _Usage(str(exc)) from None
+    packing = _packing(ident, index.digest, None if patterns else (scope or {}).get("cases")) if args.pack else None
+    if packing:
+        print(f"qconform certify: {'packing' if packing['used'] else 'not packing'}: {packing['why']}", file=sys.stderr)
     options = Options(str(golden), args.runner, opts, bool(args.strict_nan), args.profile, args.diagnose == "on",
-                      None if by_behaviour else args.diagnose_per_group or None)
+                      None if by_behaviour else args.diagnose_per_group or None,
+                      pack=bool(packing and packing["used"] and not args.offline))
     state = StateFile(Path(args.state), STATE_FORMAT,
                       {"corpus": index.digest, "runner": ident, "options": dataclasses.asdict(options)}) \
         if args.state else None
@@ -232,7 +242,8 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
                     "front_end": "qconform certify",
                     "command_line": shlex.join(["qconform", getattr(args, "cmd", None) or "certify", *argv]),
                     "baseline": writer.baseline_identity(args.baseline) if args.baseline else None,
-                    **({"scope": scope} if scope else {})})
+                    **({"scope": scope} if scope else {}),
+                    **({"packing": {**packing, "cases": sum(1 for r in records if r.packed)}} if packing else {})})
     report, texts = assemble([r.to_dict() for r in records], [s.to_dict() for s in stubs.values()], run_meta,
                                     cases_of=index.cases_of, baseline=base,
                                     today=_dt.date.today(), min_cases=args.min_cases, filters=filters,
@@ -243,6 +254,38 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     written = writer.write(Path(args.report), report, texts)
     _summary(report, written)
     return status
+
+
+def _packing(ident: dict, corpus_digest: str, scope: list[str] | None = None) -> dict:
+    """Whether ``--pack`` may pack this runtime, and why: only on a measurement in its facts file
+    (``qconform facts packing``) for its version on this platform, over this corpus -- the whole
+    of it, or the runtime's declared ``scope`` when that is what runs -- that found no case whose
+    packed outputs differ from its single model's."""
+    from qconform import facts
+    from qconform.apps.packing_check import runtime_version, selection_words
+    from qconform.runner import runtime_name
+
+    source = runtime_name(ident)
+    version = runtime_version(source, ident) if source in facts.RUNNER_SOURCES else ""
+    refused = {"asked": True, "used": False}
+    if ident.get("remote") or source not in facts.RUNNER_SOURCES:
+        why = "only a bundled runtime run on this machine can be shown to pack equivalently (qconform facts packing)"
+        return {**refused, "why": f"{source} runs unpacked: {why}"}
+    m = facts.load(source).packing_here(version)
+    how = f"measure it: qconform facts packing --runner {ident.get('name', source)} --write"
+    if m is None:
+        return {**refused, "why": f"{source} {version} runs unpacked: no measurement on this platform shows packed "
+                                  f"and single runs equivalent ({how})"}
+    where = f"qconform/facts/{source}.toml, {m.date}"
+    if m.corpus != corpus_digest[:12] or m.selection not in {selection_words([]), selection_words(scope or [])}:
+        return {**refused, "why": f"{source} {version} runs unpacked: its packing was measured on {m.selection} of "
+                                  f"corpus {m.corpus or '?'}, not on the whole of this corpus ({where}; {how})"}
+    if not m.equivalent:
+        return {**refused, "why": f"{source} {version} runs unpacked: {m.differing:,} of {m.compared:,} cases gave "
+                                  f"other outputs packed than alone ({where})"}
+    return {"asked": True, "used": True,
+            "why": f"{source} {version} gave the same outputs packed and alone for all {m.compared:,} cases compared "
+                   f"({where}); a packed run decides only passes, every other case ran alone"}
 
 
 def _scope(ident: dict) -> dict | None:

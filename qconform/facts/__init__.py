@@ -29,7 +29,7 @@ import functools
 import importlib
 import re
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 
@@ -141,11 +141,39 @@ class Measured:
 
 
 @dataclass(frozen=True)
+class Packing:
+    """Whether packed and single runs gave the same outputs on one version and platform of the source
+    (``qconform facts packing``): every case of ``selection`` run both ways, bit for bit.
+    ``qconform certify --pack`` packs only where an entry covers the runtime and says ``differing = 0``."""
+
+    version: str
+    platform: str = ""
+    date: str = ""
+    selection: str = "the whole corpus"
+    corpus: str = ""  # the corpus's digest (its first 12 hex digits): a new corpus is measured again
+    compared: int = 0  # cases whose packed and single runs both gave outputs (compared bit for bit)
+    differing: int = 0  # ... of which the outputs differ
+    how: str = ""
+
+    @property
+    def equivalent(self) -> bool:
+        return self.compared > 0 and self.differing == 0
+
+
+@dataclass(frozen=True)
 class FactFile:
     source: str
     path: Path
     measured: tuple[Measured, ...]
     facts: tuple[Fact, ...] = field(default=())
+    packing: tuple[Packing, ...] = field(default=())
+
+    def packing_here(self, version: str, feats: frozenset[str] | None = None,
+                     machine: str | None = None) -> Packing | None:
+        """The packing measurement covering ``version`` on this platform, if any (the latest)."""
+        found = [p for p in self.packing
+                 if _same_version(p.version, version) and plat.condition_holds(p.platform, feats, machine)]
+        return found[-1] if found else None
 
     def measured_here(self, version: str, feats: frozenset[str] | None = None,
                       machine: str | None = None) -> Measured | None:
@@ -256,7 +284,7 @@ def parse(source: str, text: str, path: Path | None = None, known_readings: set[
         raise FactsError(f"{where}: not TOML: {exc}") from None
     if data.get("source") != source:
         raise FactsError(f"{where}: source = {data.get('source')!r}, expected {source!r}")
-    unknown = sorted(set(data) - {"source", "measured", "fact"})
+    unknown = sorted(set(data) - {"source", "measured", "fact", "packing"})
     if unknown:
         raise FactsError(f"{where}: unknown top-level key(s) {', '.join(unknown)}")
     measured = []
@@ -270,7 +298,27 @@ def parse(source: str, text: str, path: Path | None = None, known_readings: set[
         measured.append(Measured(str(m["version"]), m.get("platform", ""), m.get("date", ""), m.get("how", "")))
     readings = _readings() if known_readings is None else known_readings
     facts = tuple(_fact(source, raw, f"{where}: fact #{n}", readings) for n, raw in enumerate(data.get("fact", []), 1))
-    return FactFile(source, Path(where), tuple(measured), facts)
+    return FactFile(source, Path(where), tuple(measured), facts, _packing(data.get("packing", []), where))
+
+
+_PACKING_KEYS = tuple(f.name for f in fields(Packing))
+
+
+def _packing(raws: list[dict], where: str) -> tuple[Packing, ...]:
+    out = []
+    for n, raw in enumerate(raws, 1):
+        unknown = sorted(set(raw) - set(_PACKING_KEYS))
+        if unknown or not raw.get("version"):
+            raise FactsError(f"{where}: packing #{n}: needs a version; known keys: {', '.join(_PACKING_KEYS)}"
+                             + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
+        try:
+            plat.check_condition(raw.get("platform", ""))
+        except plat.ConditionError as exc:
+            raise FactsError(f"{where}: packing #{n}: {exc}") from None
+        if not all(isinstance(raw.get(k, 0), int) and raw.get(k, 0) >= 0 for k in ("compared", "differing")):
+            raise FactsError(f"{where}: packing #{n}: compared and differing are counts of cases")
+        out.append(Packing(**{k: raw[k] for k in _PACKING_KEYS if k in raw}))
+    return tuple(out)
 
 
 def path_of(source: str) -> Path:
@@ -370,6 +418,15 @@ def dump(ff: FactFile) -> str:
             if getattr(m, key):
                 lines.append(f"{key} = {_q(getattr(m, key))}")
         lines.append("")
+    for p in ff.packing:
+        lines.append("[[packing]]")
+        for key in _PACKING_KEYS:
+            value = getattr(p, key)
+            if isinstance(value, int):
+                lines.append(f"{key} = {value}")
+            elif value or key == "version":
+                lines.append(f"{key} = {_q(value)}")
+        lines.append("")
     for f in ff.facts:
         lines.append("[[fact]]")
         for key in _FACT_KEYS:
@@ -392,6 +449,6 @@ def with_facts(ff: FactFile, facts: list[Fact], measured: list[Measured] | None 
     return replace(ff, facts=tuple(facts), measured=tuple(ff.measured if measured is None else measured))
 
 
-__all__ = ["DRIFT_COMMAND", "FAILING_KINDS", "Fact", "FactFile", "FactsError", "KINDS", "Measured", "PROBE",
+__all__ = ["DRIFT_COMMAND", "FAILING_KINDS", "Fact", "FactFile", "FactsError", "KINDS", "Measured", "PROBE", "Packing",
            "RUNNER_SOURCES", "SOURCES", "Source", "all_facts", "dump", "load", "load_all", "next_id", "parse",
            "path_of", "with_facts", "write"]

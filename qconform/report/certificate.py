@@ -174,6 +174,18 @@ def overall(report: dict, scoped: list[dict] | None = None) -> str:
     return f"{head}: {', '.join(parts)}."
 
 
+def packing_line(report: dict) -> str:
+    """What ``certify --pack`` did, in one sentence ('' when it was not asked for): how many passes
+    came from packed models and the measurement that allows it, or why every case ran alone."""
+    p = (report.get("invocation") or {}).get("packing")
+    if not p:
+        return ""
+    if not p.get("used"):
+        return f"packing asked for and not used: {p.get('why', '')}"
+    return (f"{p.get('cases', 0):,} passes came from packed models (many cases' nodes in one model); every "
+            f"other verdict is its case's own single model's: {p.get('why', '')}")
+
+
 def unauthenticated(report: dict) -> str:
     """What a reader must know when the runtime's identity was not proved: a device worker reached
     without a shared secret, or an offline results folder without a valid MAC ('' when proved or

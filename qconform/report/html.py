@@ -104,6 +104,8 @@ def _badge(verdict: str) -> str:
 
 def _identity(report: dict) -> str:
     """What was tested, on what, with which suite: the block a customer reads first."""
+    from qconform.report.certificate import packing_line
+
     r, p, corpus, inv = report["runner"], report["platform"], report["corpus"], report["invocation"]
     host = None
     if r.get("remote") and isinstance(r.get("platform"), dict):  # a device worker: it ran there, this host judged
@@ -131,6 +133,7 @@ def _identity(report: dict) -> str:
                   f"case file's SHA-256) · profile {_e(inv.get('profile', ''))}"),
         ("command", f"<code>{_e(inv.get('command_line') or ' '.join(inv.get('args', [])))}</code>"),
         ("date", f"{_e(report['timing'].get('started', ''))} · {_e(report['timing'].get('duration_s', ''))} s"),
+        *([("packing", _e(packing_line(report)))] if packing_line(report) else []),
         ("accepted deviations", (f"baseline <code>{_e(base['path'])}</code> SHA-256 <code>{_e(base.get('sha256'))}</code>"
                                  if base else "none (no baseline)")),
         ("report digest", f"<code>{_e((report.get('integrity') or {}).get('content_sha256', ''))}</code> "

@@ -27,7 +27,7 @@ def render(report: dict) -> str:
         head = f"⚠️ deviates: {deviating} deviation(s), every one accepted by the baseline (no new ones)"
     else:
         head = "✅ passed" if ok else "❌ failed"
-    from qconform.report.certificate import coverage, unauthenticated
+    from qconform.report.certificate import coverage, packing_line, unauthenticated
 
     unverified = unauthenticated(report)
     if unverified and head.startswith("✅"):  # a pass nobody can attribute is not a green tick
@@ -46,6 +46,8 @@ def render(report: dict) -> str:
               "| " + " | ".join(str(c.get(v, 0)) for v in shown) + f" | {c['collected']} |", ""]
     for msg in g.get("messages", []):
         lines.append(f"- ❌ {msg}")
+    if packing_line(report):
+        lines.append(f"- {packing_line(report)}")
     if g.get("baselined"):
         lines.append(f"- {g['baselined']} known deviation(s) covered by `{g['baseline']}`")
     for s in g.get("stale", []):

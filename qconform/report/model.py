@@ -116,7 +116,7 @@ def _case_row(rec: Mapping[str, Any]) -> dict:
         row["readings"] = readings
         if rec.get("reading"):
             row["reading"] = rec["reading"]
-    for key in ("mismatches", "masked"):
+    for key in ("mismatches", "masked", "packed"):
         if rec.get(key):
             row[key] = rec[key]
     return row
