@@ -178,3 +178,15 @@ def test_the_facts_files_keep_a_packing_measurement():
     with pytest.raises(facts.FactsError, match="packing #1"):
         facts.parse("onnxruntime", 'source = "onnxruntime"\n[[packing]]\ncompared = 3\n')
     assert np.all([p.version for p in ff.packing])
+
+
+def test_facts_drift_says_when_a_recorded_packing_equivalence_no_longer_holds():
+    from qconform.apps.facts_drift import Drift
+
+    equivalent = facts.Packing("1.0", compared=10)
+    differing = facts.Packing("1.0", compared=10, differing=2)
+    for recorded, now, drifted in ((equivalent, [], False), (equivalent, ["X/a"], True),
+                                   (differing, ["X/a"], False), (differing, [], True)):
+        d = Drift("onnxruntime", "1.0", "1.0", "here", packing=(recorded, 10, now))
+        assert d.packing_drifted is drifted and d.drifted is drifted
+        assert ("changed: measure again" in d.text()) is drifted

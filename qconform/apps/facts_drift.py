@@ -48,10 +48,21 @@ class Drift:
     new: list[tuple[facts.Fact, list[str]]] = field(default_factory=list)  # (proposed fact, case ids)
     measured_added: facts.Measured | None = None
     proposed: facts.FactFile | None = None
+    #: the packing measurement re-run on the observed cases, where one is recorded for the installed
+    #: version here: (recorded, compared now, ids differing now)
+    packing: tuple[facts.Packing, int, list[str]] | None = None
+
+    @property
+    def packing_drifted(self) -> bool:
+        """A recorded equivalence that no longer holds, or a recorded difference no longer seen."""
+        if self.packing is None:
+            return False
+        recorded, compared, differing = self.packing
+        return bool(differing) == recorded.equivalent and compared > 0
 
     @property
     def drifted(self) -> bool:
-        return bool(self.changed or self.new or self.measured_added)
+        return bool(self.changed or self.new or self.measured_added or self.packing_drifted)
 
     def text(self) -> str:
         lines = [f"{self.source} {self.installed} on {self.platform}, against the facts recorded for "
@@ -76,6 +87,14 @@ class Drift:
         if self.measured_added:
             m = self.measured_added
             lines.append(f"  measured: add {m.version} on {m.platform!r} ({m.how})")
+        if self.packing is not None:
+            recorded, compared, differing = self.packing
+            was = "equivalent" if recorded.equivalent else f"{recorded.differing:,} of {recorded.compared:,} differing"
+            now = (f"{len(differing):,} of {compared:,} observed cases differ packed and alone"
+                   + (f" (e.g. {', '.join(differing[:3])})" if differing else ""))
+            verdict = ("changed: measure again with qconform facts packing --write" if self.packing_drifted
+                       else "still holds")
+            lines.append(f"  packing (recorded {recorded.date}: {was}): now {now}; {verdict}")
         if not self.drifted:
             lines.append("  no drift: the recorded facts describe this version on this platform")
         return "\n".join(lines)
@@ -238,9 +257,29 @@ def run(source: str, golden: Path, against: str | None = None, whole: bool = Fal
     installed = src.version()
     if installed is None:
         raise facts.FactsError(f"{source} is not installed here")
-    examples = frozenset(f.example for f in facts.load(source).facts)
-    results = observe(src.runner, golden, select=() if whole else src.check, also=examples, diagnose=True)
-    return compute(source, results, installed, against)
+    ff = facts.load(source)
+    examples = frozenset(f.example for f in ff.facts)
+    select = () if whole else src.check
+    results = observe(src.runner, golden, select=select, also=examples, diagnose=True)
+    drift = compute(source, results, installed, against)
+    recorded = ff.packing_here(installed)
+    if recorded is not None:  # what certify --pack rests on: re-measured on the same cases
+        drift.packing = _packing_now(src.runner, golden, recorded, select)
+    return drift
+
+
+def _packing_now(runner: str, golden: Path, recorded: facts.Packing, select: tuple[str, ...]
+                 ) -> tuple[facts.Packing, int, list[str]]:
+    from fnmatch import fnmatchcase
+
+    from qconform import corpus as corpus_mod
+    from qconform.apps.packing_check import measure
+    from qconform.execution import Pipeline
+    from qconform.runner import resolve
+
+    cases = [c for c in corpus_mod.load(golden).cases if not select or any(fnmatchcase(c.id, g) for g in select)]
+    m = measure(Pipeline.local(resolve(runner)), cases)
+    return recorded, m.compared, m.differing
 
 
 def from_report(path: Path, golden: Path, against: str | None = None) -> Drift:
