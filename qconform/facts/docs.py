@@ -69,6 +69,12 @@ def render(files, sources: Mapping[str, Any]) -> str:
                 f"{m.version}" + (f" on {m.platform}" if m.platform else "") + (f" ({m.date})" if m.date else "")
                 + (f": {m.how}" if m.how else "") for m in ff.measured) + ".")
             out.append("")
+        for p in ff.packing:  # what qconform certify --pack rests on
+            state = "the same outputs" if p.equivalent else f"**{p.differing:,} differ**"
+            out.append(f"Packing ({p.version}" + (f" on {p.platform}" if p.platform else "") + f", {p.date}, "
+                       f"corpus `{p.corpus}`, {p.selection}): {p.compared:,} cases compared packed and alone, "
+                       f"{state}" + (f". {p.how}" if p.how else "") + ".")
+            out.append("")
         out.append("| id | versions | platform | kind | op-version | cases | example | what it does | what the spec says |")
         out.append("|---|---|---|---|---|---|---|---|---|")
         for f in ff.facts:
