@@ -254,6 +254,62 @@ def test_a_custom_runners_report_gives_reproducers_that_load_that_runner(tmp_pat
         assert findings.mark_line(output) == m["shows"]
 
 
+READING_RUNNER = '''
+"""A runtime whose outputs are one permitted reading of the case ($READING: its index) or, unset,
+every bit of the first reading inverted (a deviation)."""
+import os
+
+import numpy as np
+from qconform import corpus
+from qconform.runners.cpu_ref import CpuRefRunner
+
+
+class ReadingNpu(CpuRefRunner):
+    name = "reading-npu"
+
+    def describe(self):
+        return {"name": self.name, "version": "1.0"}
+
+    def prepare(self, model):
+        idx = corpus.index(corpus.DEFAULT_ROOT)
+        case = next(idx.case(r.id) for r in idx.refs if r.id.replace("/", "_") == model.graph.name)
+
+        def run(inputs):
+            which = os.environ.get("READING")
+            if which is None:
+                return [~o.view(f"u{o.itemsize}") for o in case.readings[0].outputs]
+            return [o.copy() for o in case.readings[int(which)].outputs]
+
+        return run
+'''
+
+
+def test_a_reproducer_for_a_case_with_two_readings_prints_ok_for_either(tmp_path: Path, monkeypatch) -> None:
+    """repro.py compares with every reading the text permits (readings.npz), dtype and shape first:
+    a runtime giving any of them is OK, one giving none is a MISMATCH."""
+    from qconform import cli
+
+    case_id = "QuantizeLinear-19/float32-float8e4m3fn/basic/per-tensor"  # zero point added, or skipped
+    runner_file = tmp_path / "reading_runner.py"
+    runner_file.write_text(READING_RUNNER, encoding="utf-8")
+    monkeypatch.delenv("READING", raising=False)
+    report_dir = tmp_path / "report"
+    assert cli.main(["certify", "--runner", f"{runner_file}:ReadingNpu", "-j", "1", "--case", case_id,
+                     "--report", str(report_dir)]) == 1
+    out = tmp_path / "out"
+    assert findings.main(_args(["--from-report", str(report_dir), "--out", str(out)])) == 0
+    (directory,) = [p.parent for p in out.glob(f"*/*/{findings.META}")]
+    assert (directory / "readings.npz").is_file()
+    tpl = findings.generic_template("reading-npu", {"load": json.loads(
+        (report_dir / "report.json").read_text())["runner"]["load"]})
+    rc, output = findings.run_script(directory, tpl)
+    assert rc == 1 and findings.MARK in output, output
+    for which in ("0", "1"):
+        monkeypatch.setenv("READING", which)
+        rc, output = findings.run_script(directory, tpl)
+        assert rc == 0 and "OK: the outputs are" in output and findings.MARK not in output, (which, output)
+
+
 def test_a_report_that_cannot_say_how_to_load_its_runner_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
     """An older report of a vendor's runner, with no ``load`` entry: one line, nothing run or written."""
     report = _report(tmp_path / "report.json", [{"id": "QuantizeLinear-13/float32-int8/specials/extremes",

@@ -5,7 +5,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,11 @@ def _indent(text: str, n: int = 4) -> str:
 
 
 def render_script(tpl: Template, title: str, coded: Mapping[str, Any], has_skip: bool,
-                  must_reject: str = "") -> str:
+                  must_reject: str = "", others: Sequence[str] = ()) -> str:
     """repro.py for one finding. ``coded``: tensor name -> qconform ElemType of the arrays held as
-    codes; ``must_reject``: why the model is invalid (the script then expects the runtime to refuse it)."""
+    codes; ``must_reject``: why the model is invalid (the script then expects the runtime to refuse it);
+    ``others``: the other readings the text permits (readings.npz), each of which the script accepts
+    as it accepts expected.npz -- the same dtype and shape first, then every compared element's bits."""
     lines = [f'"""{title} (see README.md). Exit status 1 when the outputs differ from expected.npz."""\n',
              "import os\nimport numpy as np\n", tpl.imports.rstrip("\n") + "\n"]
     if coded:
@@ -68,6 +70,20 @@ def render_script(tpl: Template, title: str, coded: Mapping[str, Any], has_skip:
         return "".join(lines)
     lines.append('except Exception as exc:\n    raise SystemExit(f"expected: {expected}\\n'
                  f'{MARK} the run raised {{type(exc).__name__}}: {{exc}}")\n')
+    if others:  # another permitted reading, bit for bit (same dtype and shape), is as good as expected.npz
+        skip = "skip.get(k, False)" if has_skip else "False"
+        lines.append(f"OTHERS = {list(others)!r}  # the other readings the text permits (readings.npz)\n"
+                     'readings = dict(np.load("readings.npz"))\n'
+                     "for reading in OTHERS:\n"
+                     "    keys = {name: f\"{reading}/{name}\" for name in expected}\n"
+                     "    got = {name: np.asarray(actual[name]) for name in expected}\n"
+                     "    if all((got[n].dtype, got[n].shape) == (readings[k].dtype, readings[k].shape) and not (\n"
+                     "            (got[n].view(f\"u{got[n].itemsize}\") != readings[k].view(f\"u{got[n].itemsize}\"))\n"
+                     f"            & ~((got[n] != got[n]) & (readings[k] != readings[k])) & ~{skip}).any()\n"
+                     "           for n, k in keys.items()):\n"
+                     "        print(f\"OK: the outputs are reading '{reading}', which the text also permits "
+                     "(expected.npz holds another)\")\n"
+                     "        raise SystemExit(0)\n")
     show = ('(lambda v: f"{int(v):#x}") if name in CODES else str' if coded else "str")
     lines.append("bad = 0\nfor name, e in expected.items():\n    a = np.asarray(actual[name])\n")
     etype = "TYPES.get(name, e.dtype)" if coded else "e.dtype"
@@ -110,8 +126,10 @@ def mark_line(output: str) -> str:
 
 
 def normalise(text: str) -> str:
-    """Addresses and clock times out of a script's output (they differ from run to run)."""
+    """Addresses, clock times and this machine's install paths out of a script's output (they
+    differ from run to run and from machine to machine)."""
     text = re.sub(r"0x[0-9a-fA-F]{8,}", "0x…", text)
+    text = re.sub(r"[^\s'\"]*/site-packages/", "<site-packages>/", text)
     return re.sub(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d+)?", "<time>", text)
 
 

@@ -114,7 +114,9 @@ def render_readme(g: Group, tpl: Template, case, version: str, platform_label: s
         out += ["Elements that differ (values, then bits):", ""] + rows + [""]
     files = ["`model.onnx`: the single-node model", "`inputs.npz`: the graph inputs",
              "`expected.npz`: the outputs the spec gives"
-             + (" (none: the model must be rejected)" if g.kind == "must-reject" else ""),
+             + (" (none: the model must be rejected)" if g.kind == "must-reject" else "")
+             + ("; `readings.npz`: the outputs of every other reading the text permits (the script accepts "
+                "each)" if len(case.readings) > 1 and g.kind != "must-reject" else ""),
              "`actual.npz`: the outputs " + tpl.runtime + " returned" if obs.outputs is not None else
              "no `actual.npz`: the run raised (the output above)"]
     if coded:
@@ -180,11 +182,17 @@ def write_finding(out: Path, g: Group, tpl: Template, case, obs: Observation, ve
     if obs.outputs is not None:
         write_npz(tmp / "actual.npz", {n: storable(a)[0] for n, a in zip(case.output_names, obs.outputs)})
     skips = {} if must_reject else skip_mask(case, obs.outputs, reading)
+    others = [] if must_reject else [r for r in case.readings if r is not reading]
+    if others:  # every other reading the text permits: the script says OK for any of them
+        write_npz(tmp / "readings.npz", {f"{r.name}/{n}": storable(a)[0]
+                                         for r in others for n, a in zip(case.output_names, r.outputs)})
+        skips.update({f"{r.name}/{n}": m for r in others for n, m in skip_mask(case, obs.outputs, r).items()})
     if skips:
         write_npz(tmp / "skip.npz", skips)
     reason = re.sub(r"\s*\(\[[\w-]+\]\(#[\w-]+\)\)", "", " ".join(g.spec.split())) or "see README.md"
     (tmp / "repro.py").write_text(render_script(tpl, _title(g, tpl), coded, bool(skips),
-                                                reason if must_reject else ""), encoding="utf-8")
+                                                reason if must_reject else "", [r.name for r in others]),
+                                  encoding="utf-8")
     outputs = set()  # each run's output, normalised
     for k in range(VERIFY_RUNS):
         rc, output = run_script(tmp, tpl)
@@ -199,6 +207,7 @@ def write_finding(out: Path, g: Group, tpl: Template, case, obs: Observation, ve
         shutil.rmtree(tmp)
         return None, "", f"{VERIFY_RUNS} runs printed different outputs: the runtime's outputs differ from run to run"
     data_files = ["model.onnx", "inputs.npz", "expected.npz", "actual.npz", "skip.npz", "repro.py"]
+    data_files += ["readings.npz"] if (tmp / "readings.npz").is_file() else []
     seen_on, shown = [version], (version, normalise(output))
     old_meta = final / META
     if old_meta.is_file():

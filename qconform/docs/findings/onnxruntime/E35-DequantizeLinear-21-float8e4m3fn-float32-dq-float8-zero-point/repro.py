@@ -22,7 +22,7 @@ print("onnxruntime", ort.__version__)
 try:
     so = ort.SessionOptions(); so.log_severity_level = 4  # the error, if any, is raised below anyway
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession("model.onnx", so, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession("model.onnx", so, providers=['CPUExecutionProvider'])
     feeds = {k: to_ort(k, v) if k in CODES else ort.OrtValue.ortvalue_from_numpy(v) for k, v in inputs.items()}
     outs = dict(zip([o.name for o in sess.get_outputs()], sess.run_with_ort_values(None, feeds)))
     actual = {k: from_ort(k, o) if o.element_type() == CODES.get(k) else o.numpy() for k, o in outs.items()}

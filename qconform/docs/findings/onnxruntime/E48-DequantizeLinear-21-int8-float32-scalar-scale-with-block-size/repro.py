@@ -9,7 +9,7 @@ print("onnxruntime", ort.__version__)
 try:
     so = ort.SessionOptions(); so.log_severity_level = 4  # the error, if any, is raised below anyway
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession("model.onnx", so, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession("model.onnx", so, providers=['CPUExecutionProvider'])
     actual = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, inputs)))
 except Exception as exc:
     raise SystemExit(f"expected: {expected}\nMISMATCH: the run raised {type(exc).__name__}: {exc}")
