@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO
 
 from qconform import facts, runner, runtimes
@@ -65,3 +67,16 @@ def test_declarations_and_runner_modules_import_no_runtime_and_change_no_environ
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
     heavy, changed = json.loads(out.stdout.strip().splitlines()[-1])
     assert heavy == [] and changed == {}
+
+
+def test_an_ep_wheel_names_the_runtime_it_bundles(tmp_path):
+    """onnxruntime-openvino's certificate names OpenVINO's own version (what computed the bits), read
+    from the versioned library name its wheel ships in onnxruntime/capi."""
+    pytest.importorskip("onnxruntime")
+    from qconform.runners.onnxruntime_runner import bundled_sdk
+
+    for name in ("libopenvino.so", "libopenvino.so.2541", "libopenvino.so.2025.4.1", "libopenvino_c.so.2025.4.1"):
+        (tmp_path / name).write_bytes(b"")
+    assert bundled_sdk("OpenVINOExecutionProvider", tmp_path) == "OpenVINO 2025.4.1"
+    assert bundled_sdk("CUDAExecutionProvider", tmp_path) == ""
+    assert bundled_sdk("OpenVINOExecutionProvider", tmp_path / "absent") == ""

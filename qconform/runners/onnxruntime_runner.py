@@ -295,6 +295,29 @@ def _not_on(target: str, profile: str) -> str:
             f"did is not credited to {target}")
 
 
+#: The runtime an execution provider's wheel bundles, read from its shared library's versioned name
+#: (onnxruntime-openvino 1.24.1 ships ``libopenvino.so.2025.4.1``): the software that computed the bits.
+_BUNDLED = {"OpenVINOExecutionProvider": ("OpenVINO", re.compile(r"libopenvino\.so\.(\d+\.\d+\.\d+)$"), "CPU")}
+
+
+def bundled_sdk(provider: str, capi: Path) -> str:
+    """'OpenVINO 2025.4.1' for the OpenVINO EP's wheel ('' where the provider bundles nothing known)."""
+    if provider not in _BUNDLED:
+        return ""
+    name, pattern, _ = _BUNDLED[provider]
+    found = sorted({m.group(1) for p in (capi.iterdir() if capi.is_dir() else ()) if (m := pattern.match(p.name))})
+    return f"{name} {found[-1]}" if found else ""
+
+
+def _distribution_of_onnxruntime() -> str:
+    """The installed distribution that provides the ``onnxruntime`` import package (a variant's own
+    name, e.g. onnxruntime-openvino, where one is installed)."""
+    from importlib import metadata
+
+    names = [d for d in metadata.packages_distributions().get("onnxruntime", []) if d]
+    return sorted(names, key=lambda d: (d.lower() == "onnxruntime", d))[0] if names else "onnxruntime"
+
+
 class OnnxRuntimeRunner(BaseRunner):
     """Runs case models with onnxruntime (see the module docstring for options and the adapter)."""
 
@@ -386,6 +409,15 @@ class OnnxRuntimeRunner(BaseRunner):
                                    f"{self.providers[0]}, or the case is unsupported",
             }
             info["device"] = str(self.ep_options.get("backend_type") or self.device)
+        elif self.providers[0] != "CPUExecutionProvider":  # an EP built into a variant's wheel
+            sdk = bundled_sdk(self.providers[0], Path(ort.__file__).parent / "capi")
+            info["execution_provider"] = {
+                "name": self.providers[0], "package": _distribution_of_onnxruntime(),
+                "version": ort.__version__, **({"sdk": sdk} if sdk else {}),
+            }
+            default = _BUNDLED[self.providers[0]][2] if self.providers[0] in _BUNDLED else ""
+            info["device"] = str(self.ep_options.get("device_type")
+                                 or (f"{default} (the provider's default device_type)" if default else self.device))
         return info
 
     def _session_options(self) -> ort.SessionOptions:
