@@ -62,6 +62,8 @@ def needs_of(item) -> list[str]:
 
 
 def pytest_runtest_setup(item):
+    if item.get_closest_marker("slow") and not item.config.getoption("--run-slow"):
+        pytest.skip("slow (minutes): run with --run-slow")
     for name in needs_of(item):
         if name not in tools.TOOLS:
             raise ValueError(f"{item.nodeid}: needs({name!r}) names no tool of qconform.tools")
@@ -73,6 +75,9 @@ def pytest_runtest_setup(item):
 def pytest_addoption(parser):
     parser.addoption("--full-sweep", action="store_true",
                      help="also run cpu-kernel over all 2^32 float32 inputs of every full sweep (~15 min, 2 cores)")
+    parser.addoption("--run-slow", action="store_true",
+                     help="also run the tests marked slow (whole-corpus regeneration and other checks of many "
+                          "minutes; the default run stays under 15 minutes on 2 cores)")
     parser.addoption("--emulated-aarch64", action="store_true",
                      help="also certify onnxruntime's aarch64 build under qemu-user (root; ~5 min the first time)")
 

@@ -18,6 +18,9 @@ from qconform.runner import EXTRAS, RunnerError, resolve, runtime_name
 #: (QNN runs no single Q/DQ node) runs the basic cases of its scope instead.
 SLICE = "opset_21 and (op_QuantizeLinear or op_DequantizeLinear) and (family_basic or family_specials or family_ties)"
 SCOPED_SLICE = "opset_21 and family_basic and not (op_QuantizeLinear or op_DequantizeLinear)"
+#: IREE compiles one module per case (minutes for SLICE on 2 cores): the basic cases of the same ops;
+#: ``--run-slow`` gives it SLICE too.
+COMPILING_SLICE = {"iree": "opset_21 and (op_QuantizeLinear or op_DequantizeLinear) and family_basic"}
 #: What each runtime's runner needs besides its package (qconform.tools names).
 ALSO_NEEDS = {"tinygrad": ("clang",)}
 
@@ -33,15 +36,17 @@ def test_a_missing_runtime_names_the_extra_to_install(name):
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.needs(EXTRAS[n], *ALSO_NEEDS.get(n, ())))
                                   for n in sorted(EXTRAS)])
-def test_a_runtime_runner_gives_every_case_of_a_slice_a_verdict(name, tmp_path):
+def test_a_runtime_runner_gives_every_case_of_a_slice_a_verdict(name, tmp_path, request):
     runner = resolve(name)
     ident = runner.describe()
     assert runtime_name(ident) == name and ident["version"] and ident["device"]  # a variant: its runner's name
     from qconform.runtimes import RUNTIMES
 
     scoped = bool(RUNTIMES[name].scope) if name in RUNTIMES else False
-    r = run_pytest(f"--runner={name}", f"--report={tmp_path}", "-q", "--tb=no", "-m",
-                   SCOPED_SLICE if scoped else SLICE, timeout=900)
+    slice_ = SCOPED_SLICE if scoped else SLICE
+    if name in COMPILING_SLICE and not request.config.getoption("--run-slow"):
+        slice_ = COMPILING_SLICE[name]
+    r = run_pytest(f"--runner={name}", f"--report={tmp_path}", "-q", "--tb=no", "-m", slice_, timeout=900)
     rep = json.loads((tmp_path / "report.json").read_text())
     counts = rep["counts"]
     assert counts["crashed"] == counts["timeout"] == 0, r.stdout[-3000:]
