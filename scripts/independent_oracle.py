@@ -433,7 +433,9 @@ class Computed:
         self.codes, self.int_zero, self.rounded_sum = codes, int_zero, 0
 
 
-def compute_ql(case, out_t: str):
+def operands(case, absent_zp_type: str):
+    """x, scale and zero point as raw codes and decoded values, and each element's scale index.
+    An absent zero point is 0 of absent_zp_type."""
     x, s, zp = (list(case.inputs) + [None, None])[:3]
     attrs = case.attrs
     tx, xb = flat_bits(x)
@@ -441,13 +443,17 @@ def compute_ql(case, out_t: str):
     if zp is not None:
         tz, zb = flat_bits(zp)
     else:
-        tz, zb = out_t, np.zeros(max(len(sb), 1), dtype=np.uint64)
+        tz, zb = absent_zp_type, np.zeros(max(len(sb), 1), dtype=np.uint64)
     sidx = scale_index(x.value.shape, s.value.shape, attrs.get("axis", 1), attrs.get("block_size", 0))
-    opset, sat = case.opset, attrs.get("saturate", 1)
-    divs = ql_divisions(opset, case.domain, tx, ts, attrs.get("precision", 0))
-    xs = [decode(tx, int(b)) for b in xb]
-    ss = [decode(ts, int(b)) for b in sb]
-    zs = [decode(tz, int(b)) for b in zb]
+    values = ([decode(tx, int(b)) for b in xb], [decode(ts, int(b)) for b in sb], [decode(tz, int(b)) for b in zb])
+    return (xb, tx, sb, ts, zb, tz, sidx), values
+
+
+def compute_ql(case, out_t: str):
+    raw, (xs, ss, zs) = operands(case, out_t)
+    _, tx, _, ts, _, _, sidx = raw
+    opset, sat = case.opset, case.attrs.get("saturate", 1)
+    divs = ql_divisions(opset, case.domain, tx, ts, case.attrs.get("precision", 0))
     is_int = out_t in INTS
 
     cache: dict[str, list] = {}
@@ -482,26 +488,16 @@ def compute_ql(case, out_t: str):
         return c
 
     alternatives = [(d, z) for d in divs for z in (ZP_READINGS if not is_int else ZP_READINGS[:1])]
-    return divs, reading, alternatives, ("quotient-exact", "zero-point-added"), (xb, tx, sb, ts, zb, tz, sidx)
+    return divs, reading, alternatives, ("quotient-exact", "zero-point-added"), raw
 
 
 DQ_READINGS = ("multiply-in-output-type", "multiply-in-float32-then-round", "multiply-exact-then-round")
 
 
 def compute_dq(case, out_t: str):
-    x, s, zp = (list(case.inputs) + [None, None])[:3]
-    attrs = case.attrs
-    tx, xb = flat_bits(x)
-    ts, sb = flat_bits(s)
-    if zp is not None:
-        tz, zb = flat_bits(zp)
-    else:
-        tz, zb = tx, np.zeros(max(len(sb), 1), dtype=np.uint64)
-    sidx = scale_index(x.value.shape, s.value.shape, attrs.get("axis", 1), attrs.get("block_size", 0))
+    raw, (xs, ss, zs) = operands(case, case.inputs[0].type)
+    tx, sidx = raw[1], raw[6]
     T = PFMT[out_t]
-    xs = [decode(tx, int(b)) for b in xb]
-    ss = [decode(ts, int(b)) for b in sb]
-    zs = [decode(tz, int(b)) for b in zb]
     ds = [v_add(xs[i], v_neg(zs[si])) if tx in FLOATS else fin(signed(xs[i]) - signed(zs[si]))
           for i, si in enumerate(sidx)]
 
@@ -521,7 +517,7 @@ def compute_dq(case, out_t: str):
         return Computed(out)
 
     comps = list(DQ_READINGS if out_t in ("float16", "bfloat16") else (DQ_READINGS[0], DQ_READINGS[2]))
-    return comps, reading, [(c, "") for c in comps], ("multiply-exact-then-round", ""), (xb, tx, sb, ts, zb, tz, sidx)
+    return comps, reading, [(c, "") for c in comps], ("multiply-exact-then-round", ""), raw
 
 
 def output_type(case) -> str:
@@ -551,10 +547,14 @@ def hexcode(t: str, v) -> str:
     return f"0x{int(v):0{(WIDTH[t] + 3) // 4}x}"
 
 
+def empty_result(cid: str, skipped: tuple = ()) -> dict:
+    return {"id": cid, "rows": [], "dis": [], "a": [], "b": [], "b2": [], "c": None, "d": [], "e": [],
+            "f": [], "nan_bits": 0, "skipped": list(skipped)}
+
+
 def check_case(case) -> dict:
-    """Every reading of one case: counts, disagreements and the side reports (a)-(d)."""
-    res = {"id": case.id, "group": case.draft.id.split("/")[0], "rows": [], "dis": [], "a": [], "b": [],
-           "b2": [], "c": None, "d": [], "e": [], "f": [], "nan_bits": 0, "skipped": []}
+    """Every reading of one case: counts, disagreements and the side reports (a)-(f)."""
+    res = empty_result(case.id)
     out_t = output_type(case)
     golden_types = {DTYPE_NAME.get(r.outputs[0].dtype.name, r.outputs[0].dtype.name) for r in case.readings}
     if golden_types != {out_t}:
@@ -654,16 +654,12 @@ def _work(ids: list[str]) -> list[dict]:
     for cid in ids:
         case = _IDX.case(cid)
         if case.information:
-            out.append({"id": cid, "group": cid.split("/")[0], "rows": [], "dis": [], "a": [], "b": [],
-                        "b2": [], "c": None, "d": [], "e": [], "f": [], "nan_bits": 0,
-                        "skipped": [(cid, "*", "information case")]})
+            out.append(empty_result(cid, ((cid, "*", "information case"),)))
             continue
         try:
             out.append(check_case(case))
         except Exception as exc:  # a crash is reported, never counted as agreement
-            out.append({"id": cid, "group": cid.split("/")[0], "rows": [], "dis": [], "a": [], "b": [],
-                        "b2": [], "c": None, "d": [], "e": [], "f": [], "nan_bits": 0,
-                        "skipped": [(cid, "*", f"crash: {type(exc).__name__}: {exc}")]})
+            out.append(empty_result(cid, ((cid, "*", f"crash: {type(exc).__name__}: {exc}"),)))
     return out
 
 
@@ -753,24 +749,20 @@ def report(idx, results, out_scope, args, say, lines) -> int:
         say(f"## {title}: {len(items)} elements in {len(cases)} cases")
         for e in items[:args.examples * 2]:
             say(f"- {fmt(e)}")
-    cs = [r["c"] for r in results if r["c"]]
-    say()
-    say(f"## (c) cases where no reading equals the text's plain reading (exact quotient or product, "
-        f"rounded once, zero point added, saturate as the text says): {len(cs)}")
-    byc: dict[tuple, list[str]] = defaultdict(list)
-    for cid, first in cs:
-        byc[(cid.split("/")[0], first)].append(cid)
-    for (grp, first), cids in sorted(byc.items()):
-        say(f"- {grp}, first division/multiplication reading `{first}`: {len(cids)} cases, e.g. `{cids[0]}`")
-    ds = [e for r in results for e in r["d"]]
-    say()
-    say(f"## (d) permitted readings (semantics.md) whose result no reading of the case carries: "
-        f"{len(ds)} in {len({e[0] for e in ds})} cases")
-    byd: dict[tuple, list[str]] = defaultdict(list)
-    for cid, name in ds:
-        byd[(cid.split("/")[0], name)].append(cid)
-    for (grp, name), cids in sorted(byd.items()):
-        say(f"- {grp} `{name}`: {len(cids)} cases, e.g. `{cids[0]}`")
+    def grouped(title: str, pairs: list[tuple[str, str]], what: str) -> None:
+        say()
+        say(f"## {title}: {len(pairs)} in {len({cid for cid, _ in pairs})} cases")
+        by: dict[tuple, list[str]] = defaultdict(list)
+        for cid, name in pairs:
+            by[(cid.split("/")[0], name)].append(cid)
+        for (grp, name), cids in sorted(by.items()):
+            say(f"- {grp}, {what} `{name}`: {len(cids)} cases, e.g. `{cids[0]}`")
+
+    grouped("(c) cases where no reading equals the text's plain reading (exact quotient or product, rounded "
+            "once, zero point added, saturate as the text says)", [r["c"] for r in results if r["c"]],
+            "first division/multiplication reading")
+    grouped("(d) permitted readings (semantics.md) whose result no reading of the case carries",
+            [e for r in results for e in r["d"]], "reading")
     es = [e for r in results for e in r["e"]]
     say()
     say(f"## (e) readings the case carries that semantics.md does not permit, or a first reading that is "
