@@ -805,7 +805,7 @@ def report(idx, results, out_scope, args, say, lines) -> int:
         f"{sum(reasons.values())} skipped ({reason_text})")
     if args.md:
         def git(*a):
-            return subprocess.run(["git", *a], capture_output=True, text=True, cwd=Path(__file__).parent).stdout.strip()
+            return subprocess.run(["git", *a], capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent).stdout.strip()
         golden = git("log", "-1", "--format=%H", "--", "qconform/golden")
         head = ["# Independent oracle: QuantizeLinear / DequantizeLinear", "",
                 f"Run {datetime.date.today().isoformat()} with `python scripts/independent_oracle.py "
