@@ -594,7 +594,8 @@ def check_case(case) -> dict:
         if key not in alternatives:
             res["e"].append((case.id, r.name, "not a reading semantics.md permits for this case"))
         if n == 0 and key != first_key:
-            res["e"].append((case.id, r.name, f"readings[0] is not the strict reading {'+'.join(k for k in first_key if k)}"))
+            strict = "+".join(k for k in first_key if k)
+            res["e"].append((case.id, r.name, f"readings[0] is not the strict reading {strict}"))
         try:
             mine = get(key)
         except KeyError:
@@ -805,7 +806,8 @@ def report(idx, results, out_scope, args, say, lines) -> int:
         f"{sum(reasons.values())} skipped ({reason_text})")
     if args.md:
         def git(*a):
-            return subprocess.run(["git", *a], capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent).stdout.strip()
+            root = Path(__file__).resolve().parent.parent
+            return subprocess.run(["git", *a], capture_output=True, text=True, cwd=root).stdout.strip()
         golden = git("log", "-1", "--format=%H", "--", "qconform/golden")
         head = ["# Independent oracle: QuantizeLinear / DequantizeLinear", "",
                 f"Run {datetime.date.today().isoformat()} with `python scripts/independent_oracle.py "
