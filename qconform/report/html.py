@@ -102,6 +102,15 @@ def _badge(verdict: str) -> str:
     return f'<span class="v" style="background:{colour};color:{fg}">{_e(verdict)}</span>'
 
 
+def _plain(value) -> str:
+    """A value as a reader reads it, not as Python prints it: lists joined, mappings as 'key value'."""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{k} {_plain(v)}" for k, v in value.items())
+    return str(value)
+
+
 def _identity(report: dict) -> str:
     """What was tested, on what, with which suite: the block a customer reads first."""
     from qconform.report.certificate import packing_line
@@ -110,16 +119,18 @@ def _identity(report: dict) -> str:
     host = None
     if r.get("remote") and isinstance(r.get("platform"), dict):  # a device worker: it ran there, this host judged
         host, p = p, {**r["platform"], "packages": p.get("packages")}
-    opts = ", ".join(f"{k}={v}" for k, v in sorted((r.get("options") or {}).items())) or "none"
+    opts = ", ".join(f"{k}={_plain(v)}" for k, v in sorted((r.get("options") or {}).items())) or "none"
     extra = {k: v for k, v in r.items()
-             if k not in ("name", "version", "device", "options", "platform", "source", "load")}
+             if k not in ("name", "version", "device", "options", "platform", "source", "load", "execution_provider")}
+    ep = r.get("execution_provider") or {}
     src = r.get("source") or {}
     pk = p.get("packages") or {}
     packages = ", ".join(f"{k} {v}" for k, v in sorted(pk.items()))
     base = inv.get("baseline")
     rows = [
         ("runner", f"<b>{_e(r.get('name', '?'))}</b> {_e(r.get('version', ''))} on {_e(r.get('device', '?'))}"),
-        ("runner options", _e(opts) + ("".join(f" · {_e(k)}: {_e(v)}" for k, v in sorted(extra.items())))),
+        ("runner options", _e(opts) + ("".join(f" · {_e(k)}: {_e(_plain(v))}" for k, v in sorted(extra.items())))),
+        *([("execution provider", _e(" · ".join(f"{k} {_plain(v)}" for k, v in ep.items())))] if ep else []),
         ("runner source", f"<code>{_e(src.get('path', '?'))}</code> SHA-256 <code>{_e(src.get('sha256', ''))}</code>"
                           if src else "not known"),
         ("platform", f"{_e(p.get('cpu', '?'))} · {_e(p.get('label', ''))} · {_e(p.get('platform', ''))} · "
