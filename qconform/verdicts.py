@@ -78,6 +78,7 @@ class Stale(StrEnum):
     UNMATCHED = "unmatched"  # no case of the run matches it
     FIXED = "fixed"  # its cases ran, and some pass now: the deviation it accepted is gone there
     NOT_DEVIATING = "not-deviating"  # its cases ran, none deviates, none passes (unsupported, information)
+    REDUNDANT = "redundant"  # its cases still deviate, accepted by an entry before it (a behaviour entry)
 
 
 class Status(StrEnum):

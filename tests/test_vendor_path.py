@@ -159,6 +159,26 @@ def test_baseline_refresh_removes_exactly_the_stale_entries_the_gate_reports():
         == ["A-1/t/basic/x", "A-1/t/basic/z"]
 
 
+def test_an_entry_shadowed_by_a_behaviour_entry_is_redundant_not_fixed():
+    """A per-case entry (written when the case was not diagnosed) whose case a behaviour entry before
+    it now accepts: stale as *redundant* -- its case still deviates -- never "its cases now fail"."""
+    import datetime
+
+    entries = [{"id": "A-1/t/*", "diagnosis": "none", "reason": "unexplained, accepted"},
+               {"id": "A-1/t/basic/y", "reason": "accepted case by case"}]
+    report = {"counts": {"collected": 1}, "cases": [{"id": "A-1/t/basic/y", "verdict": "fail"}],
+              "failures": [{"id": "A-1/t/basic/y", "verdict": "fail", "diagnosis": []}]}
+    gate = baseline.gate(json.loads(json.dumps(report)), baseline.parse({"qconform_baseline": 1, "entries": entries}),
+                         datetime.date(2026, 1, 1))
+    (stale,) = gate["stale"]
+    assert stale["id"] == "A-1/t/basic/y" and stale["state"] == "redundant" and "#1" in stale["why"]
+    assert "now fail" not in stale["why"] and gate["passed"]
+    assert baseline.stale_lines(gate) == ["1 redundant baseline entry (an entry before each accepts its cases): "
+                                          "qconform baseline refresh removes them"]
+    refreshed, dropped, _ = baseline.refresh({"entries": entries}, report)
+    assert [d["id"] for d in dropped] == ["A-1/t/basic/y"] and len(refreshed["entries"]) == 1
+
+
 def test_certify_forwards_pytest_options_and_writes_a_report(tmp_path):
     r = subprocess.run([*QCONFORM, "certify", "--runner", "cpu-ref", "-k", "QuantizeLinear-13 and per-tensor", "-q"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=300)

@@ -157,12 +157,13 @@ def stale_entries(entries: list[Entry], report: dict, today: _dt.date, filtered:
     gate lists these entries; ``baseline refresh`` removes exactly these."""
     named = {f["id"]: behaviour(f) for f in report.get("failures") or ()}
     live = [e for e in entries if not e.expired(today)]
-    used = set()
+    used, covering = set(), {}
     for case in report["cases"]:
         if case["verdict"] in DEVIATING:
             entry = next((e for e in live if e.matches(case["id"], named.get(case["id"]))), None)
             if entry is not None:
                 used.add(entry.number)
+                covering[case["id"]] = entry.number
     out = []
     for e in live:
         if e.number in used:
@@ -172,10 +173,29 @@ def stale_entries(entries: list[Entry], report: dict, today: _dt.date, filtered:
         if not matching and filtered:
             continue
         now = sorted({c["verdict"] for c in matching})
-        why = "matches no case in this run" if not matching else "its cases now " + "/".join(now)
-        state = Stale.UNMATCHED if not matching else Stale.FIXED if PASS in now else Stale.NOT_DEVIATING
+        before = sorted({covering[c["id"]] for c in matching if c["id"] in covering})
+        if before:  # shadowed, not fixed: an earlier entry (a behaviour that covers these cases now) accepts them
+            why = (f"its cases still deviate and entr{'y' if len(before) == 1 else 'ies'} "
+                   f"{', '.join(f'#{n}' for n in before)} before it accept{'s' if len(before) == 1 else ''} them: "
+                   "this entry is redundant")
+            state = Stale.REDUNDANT
+        else:
+            why = "matches no case in this run" if not matching else "its cases now " + "/".join(now)
+            state = Stale.UNMATCHED if not matching else Stale.FIXED if PASS in now else Stale.NOT_DEVIATING
         out.append((e, {**e.as_dict(), "why": why, "cases": len(matching), "state": state}))
     return out
+
+
+def stale_lines(gate_: dict) -> list[str]:
+    """What a front-end's terminal says of the stale entries: one line each, and the redundant ones
+    (an entry before each accepts their cases) in one line."""
+    redundant = [e for e in gate_.get("stale") or [] if e.get("state") == Stale.REDUNDANT]
+    lines = [f"stale baseline entry {e['entry']} ({e['id']}): {e['why']}"
+             for e in gate_.get("stale") or [] if e not in redundant]
+    if redundant:
+        lines.append(f"{len(redundant)} redundant baseline entr{'y' if len(redundant) == 1 else 'ies'} (an entry "
+                     "before each accepts its cases): qconform baseline refresh removes them")
+    return lines
 
 
 def gate(report: dict, baseline: Baseline | None, today: _dt.date, *, min_cases: int = 0,

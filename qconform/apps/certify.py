@@ -335,8 +335,10 @@ def _summary(report: dict, written: list[Path]) -> None:
     print(", ".join(f"{c[v]:,} {v}" for v in VERDICTS if c.get(v)) + f" — {c['collected']:,} cases in "
           f"{report['timing']['duration_s']:.1f} s")
     print(overall(report))
-    for entry in gate["stale"]:
-        print(f"stale baseline entry {entry['entry']} ({entry['id']}): {entry['why']}")
+    from qconform.apps.baseline import stale_lines
+
+    for line in stale_lines(gate):
+        print(line)
     for msg in gate["messages"]:
         print(f"gate: {msg}")
     for p in written:

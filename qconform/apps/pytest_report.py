@@ -295,8 +295,10 @@ def _summary(tr, config: pytest.Config, state: _State) -> None:
     tr.section("qconform report")
     tr.write_line(f"collected {c['collected']}, reported {c['reported']}, ran {c['ran']}"
                   + ("" if report["complete"] else f" — INCOMPLETE ({c[NOT_RUN]} not run)"))
-    for entry in gate["stale"]:
-        tr.write_line(f"stale baseline entry {entry['entry']} ({entry['id']}): {entry['why']}", yellow=True)
+    from qconform.apps.baseline import stale_lines
+
+    for line in stale_lines(gate):
+        tr.write_line(line, yellow=True)
     if gate["baselined"]:
         tr.write_line(f"{gate['baselined']} deviation(s) covered by baseline {gate['baseline']}")
     for msg in gate["messages"]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from html import escape
 
 from qconform.verdicts import CRASHED, ERROR, FAIL, INFO, NOT_RUN, PASS, TIMEOUT, UNSUPPORTED, VERDICTS, Conformance, \
-    Status
+    Stale, Status
 
 #: Colour per verdict and heat-map status (the totals, the failure badges, the matrix).
 COLOURS = {PASS: "#2e7d32", Status.PARTIAL: "#9ccc65", FAIL: "#c62828", ERROR: "#ef6c00", CRASHED: "#ef6c00",
@@ -239,9 +239,15 @@ def _fixed(report: dict) -> str:
     for e in g.get("expired") or []:
         out.append(f'<div class="banner bad">The acceptance of <code>{_e(e["id"])}</code> expired on '
                    f'{_e(e["expires"])}: its deviations count as new.</div>')
-    if g.get("stale"):
-        items = "".join(f"<li><code>{_e(s['id'])}</code>: {_e(s['why'])}</li>" for s in g["stale"])
+    stale = [s for s in g.get("stale") or [] if s.get("state") != Stale.REDUNDANT]
+    if stale:
+        items = "".join(f"<li><code>{_e(s['id'])}</code>: {_e(s['why'])}</li>" for s in stale)
         out.append(f'<div class="banner warn">Accepted deviations this run no longer shows<ul>{items}</ul></div>')
+    redundant = len(g.get("stale") or []) - len(stale)
+    if redundant:
+        out.append(f'<div class="banner warn">{redundant} baseline entr{"y" if redundant == 1 else "ies"} accepted '
+                   "nothing: an entry before each (a behaviour this run names) accepts its cases; "
+                   "<code>qconform baseline refresh</code> removes them.</div>")
     return "".join(out)
 
 

@@ -51,8 +51,12 @@ def render(report: dict) -> str:
     if g.get("baselined"):
         lines.append(f"- {g['baselined']} known deviation(s) covered by `{g['baseline']}`")
     for s in g.get("stale", []):
-        if s.get("state") != Stale.FIXED:
+        if s.get("state") not in (Stale.FIXED, Stale.REDUNDANT):
             lines.append(f"- ⚠️ stale baseline entry `{s['id']}`: {s['why']}")
+    redundant = sum(1 for s in g.get("stale", []) if s.get("state") == Stale.REDUNDANT)
+    if redundant:
+        lines.append(f"- {redundant} redundant baseline entr{'y' if redundant == 1 else 'ies'}: an entry before each "
+                     "accepts its cases (`qconform baseline refresh` removes them)")
 
     new: dict[str, Counter] = defaultdict(Counter)
     accepted: dict[str, Counter] = defaultdict(Counter)
