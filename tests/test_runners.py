@@ -32,6 +32,7 @@ class RoundHalfAway(CpuRefRunner):
         return run
 
 
+@pytest.mark.slow  # the default run: cpu-ref passes opset 10, 13 and 21 (test_each_bundled_runner_runs_the_suite)
 def test_cpu_ref_passes_the_whole_corpus(corpus):
     runner = CpuRefRunner()
     failures = [c.id for c in corpus.cases if compare(c, prepare(runner, build_model(c))(c.feeds)).verdict != "pass"]

@@ -56,6 +56,7 @@ def _report(d: Path) -> dict:
     return json.loads((d / "report.json").read_text())
 
 
+@pytest.mark.slow
 def test_the_example_runner_has_no_error_over_the_default_corpus(tmp_path):
     r = run_pytest(f"--runner={EXAMPLES / 'my_runner.py'}:MyRunner", f"--report={tmp_path}", "-q", "--tb=no",
                    timeout=900)
@@ -63,6 +64,15 @@ def test_the_example_runner_has_no_error_over_the_default_corpus(tmp_path):
     assert counts["collected"] == len(corpus.index(corpus.DEFAULT_ROOT)), counts
     assert counts["error"] == counts["crashed"] == counts["timeout"] == 0, (counts, r.stdout[-2000:])
     assert counts["pass"] > 1000 and counts["unsupported"] > 0
+
+
+def test_the_example_runner_has_no_error_over_opset_21(tmp_path):
+    """The default run's share of the whole-corpus check above (--run-slow)."""
+    r = run_pytest(f"--runner={EXAMPLES / 'my_runner.py'}:MyRunner", f"--report={tmp_path}", "-q", "--tb=no",
+                   "-m", "opset_21", timeout=900)
+    counts = _report(tmp_path)["counts"]
+    assert counts["error"] == counts["crashed"] == counts["timeout"] == 0, (counts, r.stdout[-2000:])
+    assert counts["pass"] > 100 and counts["unsupported"] > 0
 
 
 def test_the_bytes_example_carries_the_types_numpy_lacks(tmp_path):
