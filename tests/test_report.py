@@ -190,10 +190,10 @@ def test_a_runner_raising_megabytes_keeps_report_json_small(tmp_path):
     golden = copy_group(tmp_path / "golden", "QuantizeLinear-10")
     out = tmp_path / "out"
     r = run_pytest(f"--runner={SUPPORT}:LoudRunner", f"--golden={golden}", f"--report={out}", "-q", "--tb=no",
-                   "-p", "no:randomly", "-k", "not float32-uint8", timeout=900)  # 37 cases: 220 MB of messages
+                   "-p", "no:randomly", "-k", "int32", timeout=900)  # 26 cases: 160 MB of messages
     report = json.loads((out / "report.json").read_text())
     assert (out / "report.json").stat().st_size <= 10 * 1024 * 1024
-    assert report["counts"]["error"] == report["counts"]["collected"] >= 30, (report["counts"], r.stdout[-2000:])
+    assert report["counts"]["error"] == report["counts"]["collected"] >= 20, (report["counts"], r.stdout[-2000:])
     assert all(c["verdict"] == "error" for c in report["cases"])
     (kept,) = {re.search(r"the whole text: (texts/\w+\.txt)\]$", f["problem"]).group(1) for f in report["failures"]}
     whole = (out / kept).read_text()
