@@ -157,19 +157,24 @@ class Pipeline:
         passes, every other case is judged alone (its own single model: its own verdict, diagnosis
         and reproducer)."""
         results: list[CaseResult | None] = [None] * len(cases)
+        models: dict[int, Any] = {}  # built once for packing, reused by the single runs
         if self.options.pack and len(cases) > 1:
-            self._judge_packed(cases, results)
-        return [r if r is not None else self.judge(c) for c, r in zip(cases, results)]
+            self._judge_packed(cases, results, models)
+        return [r if r is not None else self._judge_built(c, models.get(i)) for i, (c, r) in enumerate(zip(cases, results))]
 
-    def _judge_packed(self, cases: Sequence[Any], results: list) -> None:
+    def _judge_built(self, case, model) -> CaseResult:
+        """``judge``, with the case's model already built (None: build it here)."""
+        return self.judge(case) if model is None else self.judge_call(case, *self.call_model(model, case.feeds))
+
+    def _judge_packed(self, cases: Sequence[Any], results: list, models: dict[int, Any]) -> None:
         from qconform.compare import compare
 
-        def probe(i: int) -> bool:
-            results[i] = self.judge(cases[i])
+        def probe(i: int, model) -> bool:
+            results[i] = self._judge_built(cases[i], model)
             return results[i].verdict == PASS
 
         o = self.options
-        for i, (outputs, seconds) in self.packed(cases, probe).items():
+        for i, (outputs, seconds) in self.packed(cases, probe, models).items():
             outcome = compare(cases[i], outputs, strict_nan=o.strict_nan, profile=o.profile)
             if outcome.verdict != PASS:
                 continue  # judged alone: a deviation is always its own single model's
@@ -180,14 +185,16 @@ class Pipeline:
                 res.outputs = list(outputs)
             results[i] = res
 
-    def packed(self, cases: Sequence[Any], probe: Callable[[int], bool]) -> dict[int, tuple[list, float]]:
+    def packed(self, cases: Sequence[Any], probe: Callable[[int, Any], bool],
+               models: dict[int, Any] | None = None) -> dict[int, tuple[list, float]]:
         """The outputs the runner gives each case inside packed models, by position in ``cases``
         (with each case's share of the call's seconds): the one packing path of the engine and of
         ``qconform facts packing``. Per pack key (``packing.groups``) the first case runs alone first
-        (``probe(i)``, the caller's single run): where it does not succeed, the runtime would refuse
-        or fail a packed model too, and the group is not packed. A packed model the runtime refuses
-        or fails is cut: without the part its message names (``c<i>_``), else in halves, down to
-        ``packing.MIN_PACK`` cases; the cases left out have no packed outputs (they run alone)."""
+        (``probe(i, model)``, the caller's single run): where it does not succeed, the runtime would
+        refuse or fail a packed model too, and the group is not packed. A packed model the runtime
+        refuses or fails is cut: without the part its message names (``c<i>_``), else in halves, down
+        to ``packing.MIN_PACK`` cases; the cases left out have no packed outputs (they run alone).
+        ``models`` (where given) receives every case's model built here, for the caller's single runs."""
         from qconform import packing as packing_mod
 
         out: dict[int, tuple[list, float]] = {}
@@ -217,8 +224,11 @@ class Pipeline:
                 run(part[:len(part) // 2])
                 run(part[len(part) // 2:])
 
-        for members in packing_mod.groups(cases):
-            if not probe(members[0][0]):
+        groups = packing_mod.groups(cases)
+        if models is not None:
+            models.update(m for g in groups for m in g)
+        for members in groups:
+            if not probe(*members[0]):
                 continue
             rest = members[1:]
             for at in range(0, len(rest), packing_mod.MAX_PACK):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
 
@@ -48,11 +47,9 @@ def test_an_information_case_is_never_packed(index):
     assert cases and packing.groups(cases) == []
 
 
-@pytest.mark.parametrize("runner", ["cpu-ref", "onnxruntime"])
+@pytest.mark.parametrize("runner", ["cpu-ref", pytest.param("onnxruntime", marks=pytest.mark.needs("onnxruntime"))])
 def test_a_packed_batch_gives_the_records_of_single_runs(index, runner):
     """The same record for every case, packed or not, but the packed mark; some cases did run packed."""
-    if runner == "onnxruntime":
-        pytest.importorskip("onnxruntime")
     cases = _slice(index, "QuantizeLinear-21/float32-", 70) + _slice(index, "DequantizeLinear-21/int8-", 40)
     r = resolve(runner, {})
     single = [Pipeline.local(r, diagnose=True).judge(c) for c in cases]
@@ -125,8 +122,8 @@ def _facts_with(monkeypatch, *entries: facts.Packing) -> None:
     monkeypatch.setattr(facts, "load", load)
 
 
+@pytest.mark.needs("onnxruntime")
 def test_certify_packs_only_on_an_equivalence_measured_for_this_corpus(monkeypatch, index):
-    pytest.importorskip("onnxruntime")
     from qconform.apps.packing_check import runtime_version
 
     ident = {"name": "onnxruntime", "version": runtime_version("onnxruntime", {})}  # the installed one
@@ -148,10 +145,10 @@ def test_certify_packs_only_on_an_equivalence_measured_for_this_corpus(monkeypat
     assert not certify._packing(ident, digest)["used"]
 
 
-def test_certify_pack_same_verdicts_and_says_which_cases_ran_packed(monkeypatch, index, tmp_path, capsys):
+@pytest.mark.needs("onnxruntime")
+def test_certify_pack_same_verdicts_and_says_which_cases_ran_packed(monkeypatch, index, tmp_path):
     """The front-end: on an equivalence measurement, --pack gives the unpacked run's verdicts, marks
     the passes that came from packed models, and says so in the report."""
-    pytest.importorskip("onnxruntime")
     from qconform.runner import identity
 
     ident = identity(resolve("onnxruntime", {}), "onnxruntime", {})
@@ -177,7 +174,7 @@ def test_the_facts_files_keep_a_packing_measurement():
     assert facts.dump(ff) == text
     with pytest.raises(facts.FactsError, match="packing #1"):
         facts.parse("onnxruntime", 'source = "onnxruntime"\n[[packing]]\ncompared = 3\n')
-    assert np.all([p.version for p in ff.packing])
+    assert ff.packing and all(p.version and p.corpus for p in ff.packing)
 
 
 def test_facts_drift_says_when_a_recorded_packing_equivalence_no_longer_holds():

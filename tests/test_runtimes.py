@@ -69,10 +69,10 @@ def test_declarations_and_runner_modules_import_no_runtime_and_change_no_environ
     assert heavy == [] and changed == {}
 
 
+@pytest.mark.needs("onnxruntime")
 def test_an_ep_wheel_names_the_runtime_it_bundles(tmp_path):
     """onnxruntime-openvino's certificate names OpenVINO's own version (what computed the bits), read
     from the versioned library name its wheel ships in onnxruntime/capi."""
-    pytest.importorskip("onnxruntime")
     from qconform.runners.onnxruntime_runner import bundled_sdk
 
     for name in ("libopenvino.so", "libopenvino.so.2541", "libopenvino.so.2025.4.1", "libopenvino_c.so.2025.4.1"):

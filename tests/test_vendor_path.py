@@ -13,6 +13,7 @@ import pytest
 from conftest import REPO, run_pytest
 from qconform import corpus
 from qconform.apps import baseline
+from qconform.verdicts import Stale
 
 EXAMPLES = REPO / "qconform" / "examples"
 QCONFORM = [sys.executable, "-m", "qconform.cli"]
@@ -181,7 +182,7 @@ def test_an_entry_shadowed_by_a_behaviour_entry_is_redundant_not_fixed():
     gate = baseline.gate(json.loads(json.dumps(report)), baseline.parse({"qconform_baseline": 1, "entries": entries}),
                          datetime.date(2026, 1, 1))
     (stale,) = gate["stale"]
-    assert stale["id"] == "A-1/t/basic/y" and stale["state"] == "redundant" and "#1" in stale["why"]
+    assert stale["id"] == "A-1/t/basic/y" and stale["state"] == Stale.REDUNDANT and "#1" in stale["why"]
     assert "now fail" not in stale["why"] and gate["passed"]
     assert baseline.stale_lines(gate) == ["1 redundant baseline entry (an entry before each accepts its cases): "
                                           "qconform baseline refresh removes them"]

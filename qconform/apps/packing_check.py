@@ -45,13 +45,15 @@ def measure(pipeline, cases, progress=None) -> Measurement:
     m = Measurement()
     cases = list(cases)
     singles: dict[int, object] = {}
+    models: dict[int, object] = {}  # built once by the packing, run alone here too
 
     def single(i: int):
         if i not in singles:
-            singles[i] = pipeline.call(cases[i])[0]
+            singles[i] = (pipeline.call_model(models[i], cases[i].feeds) if i in models
+                          else pipeline.call(cases[i]))[0]
         return singles[i]
 
-    packed = pipeline.packed(cases, lambda i: single(i).kind == Call.OK)
+    packed = pipeline.packed(cases, lambda i, _model: single(i).kind == Call.OK, models)
     for i, case in enumerate(cases):
         alone = single(i)
         if i in packed and alone.kind == Call.OK:
