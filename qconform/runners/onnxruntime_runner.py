@@ -309,15 +309,6 @@ def bundled_sdk(provider: str, capi: Path) -> str:
     return f"{name} {found[-1]}" if found else ""
 
 
-def _distribution_of_onnxruntime() -> str:
-    """The installed distribution that provides the ``onnxruntime`` import package (a variant's own
-    name, e.g. onnxruntime-openvino, where one is installed)."""
-    from importlib import metadata
-
-    names = [d for d in metadata.packages_distributions().get("onnxruntime", []) if d]
-    return sorted(names, key=lambda d: (d.lower() == "onnxruntime", d))[0] if names else "onnxruntime"
-
-
 class OnnxRuntimeRunner(BaseRunner):
     """Runs case models with onnxruntime (see the module docstring for options and the adapter)."""
 
@@ -412,13 +403,23 @@ class OnnxRuntimeRunner(BaseRunner):
         elif self.providers[0] != "CPUExecutionProvider":  # an EP built into a variant's wheel
             sdk = bundled_sdk(self.providers[0], Path(ort.__file__).parent / "capi")
             info["execution_provider"] = {
-                "name": self.providers[0], "package": _distribution_of_onnxruntime(),
+                "name": self.providers[0], "package": self._variant_distribution(),
                 "version": ort.__version__, **({"sdk": sdk} if sdk else {}),
             }
             default = _BUNDLED[self.providers[0]][2] if self.providers[0] in _BUNDLED else ""
             info["device"] = str(self.ep_options.get("device_type")
                                  or (f"{default} (the provider's default device_type)" if default else self.device))
         return info
+
+    def _variant_distribution(self) -> str:
+        """The wheel this provider comes in, as its runtime declaration names it (onnxruntime-openvino
+        for the OpenVINO EP; onnxruntime where no variant is declared for the providers)."""
+        from qconform.runner import runtime_name
+        from qconform.runtimes import RUNTIMES
+
+        variant = runtime_name({"name": self.name, "providers": list(self.providers), "options": {"optimize": self.level}})
+        rt = RUNTIMES.get(variant)
+        return str(rt.dist) if rt is not None and rt.dist else "onnxruntime"
 
     def _session_options(self) -> ort.SessionOptions:
         so = ort.SessionOptions()
