@@ -21,6 +21,7 @@ checks every code of every type, and the packing against onnx's own ``numpy_help
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -54,7 +55,7 @@ def _type(onnx_type: int) -> dtypes.ElemType:
 def nbytes(onnx_type: int, shape: Sequence[int]) -> int:
     """Bytes a tensor of this type and shape occupies in the ONNX layout."""
     t = _type(onnx_type)
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(int(d) for d in shape)  # math.prod: numpy's costs more than the rest of a small tensor's decoding
     bits = t.bits if t.packed else 8 * t.dtype.itemsize
     return -(-count * bits // 8)
 
@@ -76,7 +77,7 @@ def to_bytes(array: np.ndarray) -> bytes:
 
 def pack(dt: np.dtype, codes: np.ndarray) -> np.ndarray:
     """Raw codes (any shape) of elements of ``dt`` -> the ONNX-layout bytes, as a flat uint8 array."""
-    t = _type(dtypes.get(np.dtype(dt)).onnx)
+    t = dtypes.get(np.dtype(dt))
     codes = np.ascontiguousarray(codes).reshape(-1)
     if not t.packed:
         return codes.astype(t.bits_dtype.newbyteorder("<"), copy=False).view(np.uint8)
@@ -120,8 +121,7 @@ def from_bytes(data: bytes | bytearray | memoryview | np.ndarray, onnx_type: int
     if raw.size != want:
         t = dtypes.get(int(onnx_type))
         raise ValueError(f"{t.name}{list(shape)} takes {want} bytes in the ONNX layout, got {raw.size}")
-    count = int(np.prod(shape, dtype=np.int64))
-    return from_codes(unpack(onnx_type, raw, count), onnx_type).reshape(shape)
+    return from_codes(unpack(onnx_type, raw, math.prod(shape)), onnx_type).reshape(shape)
 
 
 def to_tensor_proto(array: np.ndarray, name: str = "") -> bytes:
@@ -142,10 +142,11 @@ def from_tensor_proto(data: bytes) -> np.ndarray:
     """Serialised TensorProto bytes as a qconform array: ``raw_data`` through ``from_bytes`` (exact
     byte count), else onnx's reading of the typed fields (``float_data``, ``int32_data``, ...)."""
     import onnx
-    from onnx import numpy_helper
 
     t = onnx.TensorProto()
     t.ParseFromString(data)
     if t.raw_data or not any((t.float_data, t.int32_data, t.int64_data, t.double_data, t.uint64_data)):
-        return from_bytes(t.raw_data, t.data_type, list(t.dims))
+        return from_bytes(t.raw_data, t.data_type, t.dims)
+    from onnx import numpy_helper
+
     return numpy_helper.to_array(t)

@@ -110,12 +110,14 @@ class Pipeline:
             self._cases = corpus_mod.Groups(Path(self.options.golden))
         return self._cases
 
-    def _prepare(self, model) -> tuple[Callable | None, CallResult | None]:
+    def _prepare(self, model, key: bytes | None = None) -> tuple[Callable | None, CallResult | None]:
         """The runner's prepared callable for this model (reused for identical model bytes);
-        ``model`` is a ModelProto or its serialised bytes (parsed only when not prepared before)."""
+        ``model`` is a ModelProto or its serialised bytes (parsed only when not prepared before);
+        ``key``, where the caller holds them, the model's bytes (not serialised again)."""
         from qconform.runner import Unsupported, prepare
 
-        key = model if isinstance(model, bytes) else model.SerializeToString()  # bytes hash once, in C
+        if key is None:
+            key = model if isinstance(model, bytes) else model.SerializeToString()  # bytes hash once, in C
         if key in self._prepared:
             self._prepared.move_to_end(key)
             self.prepared_hits += 1
@@ -143,9 +145,10 @@ class Pipeline:
         return self.judge(self.cases.case(case_id))
 
     @property
-    def packs(self) -> bool:
-        """Whether this pipeline judges a batch as a whole (the pools then hand it ``run_many``)."""
-        return self.options.pack
+    def batches(self) -> bool:
+        """Whether this pipeline judges a batch as a whole (the pools then hand it ``run_many``):
+        packing, or a runner that runs many models in one exchange (``run_batch``)."""
+        return self.options.pack or callable(getattr(self.runner, "run_batch", None))
 
     def run_many(self, case_ids: Sequence[str]) -> list[CaseResult]:
         """A batch of cases by id, packed where ``options.pack`` says so (``judge_many``)."""
@@ -155,12 +158,32 @@ class Pipeline:
         """Every case's result, as ``judge`` gives it, in order. With ``options.pack``, the cases that
         share a pack key run as packed models first; a case takes a packed verdict only where it
         passes, every other case is judged alone (its own single model: its own verdict, diagnosis
-        and reproducer)."""
+        and reproducer). The single runs go to the runner together (``call_batch``)."""
         results: list[CaseResult | None] = [None] * len(cases)
         models: dict[int, Any] = {}  # built once for packing, reused by the single runs
         if self.options.pack and len(cases) > 1:
             self._judge_packed(cases, results, models)
+        alone = [i for i, r in enumerate(results) if r is None]
+        if len(alone) > 1 and callable(getattr(self.runner, "run_batch", None)):
+            self._judge_batch(cases, alone, results, models)
         return [r if r is not None else self._judge_built(c, models.get(i)) for i, (c, r) in enumerate(zip(cases, results))]
+
+    def _judge_batch(self, cases: Sequence[Any], which: list[int], results: list, models: dict[int, Any]) -> None:
+        """The cases at ``which`` judged from one ``call_batch`` (a case whose model cannot be built is
+        left for ``judge``, which says so)."""
+        from qconform.model import build_model
+
+        built = []
+        for i in which:
+            if i not in models:
+                try:
+                    models[i] = build_model(cases[i], check=False)
+                except Exception:  # noqa: BLE001 - judge() gives this case its error
+                    continue
+            built.append(i)
+        calls = self.call_batch([models[i] for i in built], [cases[i].feeds for i in built])
+        for i, (result, seconds) in zip(built, calls):
+            results[i] = self.judge_call(cases[i], result, seconds)
 
     def _judge_built(self, case, model) -> CaseResult:
         """``judge``, with the case's model already built (None: build it here)."""
@@ -246,13 +269,26 @@ class Pipeline:
             return CallResult(Call.ERROR, message=f"build_model: {type(exc).__name__}: {exc}"), 0.0
         return self.call_model(model, case.feeds)
 
-    def call_model(self, model, feeds) -> tuple[CallResult, float]:
+    def call_model(self, model, feeds, key: bytes | None = None) -> tuple[CallResult, float]:
         """The runner on a model (a ModelProto, or the bytes a device worker was sent) and its inputs,
         prepared once per identical model: what ``call`` does after building the case's model."""
-        run, refused = self._prepare(model)
+        run, refused = self._prepare(model, key)
         t0 = time.perf_counter()
         result = refused or call(run, feeds)
         return result, time.perf_counter() - t0
+
+    def call_batch(self, models: Sequence[Any], feeds: Sequence[Mapping]) -> list[tuple[CallResult, float]]:
+        """The runner on many models (ModelProtos or bytes) and their inputs: as one exchange where the
+        runner runs a batch at once (``run_batch``: a device worker, one round trip for them all),
+        else one ``call_model`` each. Either way each result is classified by ``isolation.call``."""
+        run_batch = getattr(self.runner, "run_batch", None)
+        if run_batch is None:
+            return [self.call_model(m, f) for m, f in zip(models, feeds)]
+        data = [m if isinstance(m, bytes) else m.SerializeToString() for m in models]
+        out = []
+        for (outcome, seconds), f in zip(run_batch(list(zip(data, feeds))), feeds):
+            out.append((call(_given(outcome), f), seconds))
+        return out
 
     def judge(self, case) -> CaseResult:
         """One case's verdict, record and failure text: the one path every application takes."""
@@ -347,6 +383,18 @@ class Pipeline:
             except Exception as exc:  # noqa: BLE001
                 errors.append(f"localise: {type(exc).__name__}: {exc}")
         return found, errors, step
+
+
+def _given(outcome: Any) -> Callable:
+    """A runner call that already happened elsewhere, as a prepared callable: its outputs, or the
+    exception it ended in (so ``isolation.call`` classifies a batch's results as it does one call's)."""
+
+    def run(_feeds):
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    return run
 
 
 #: The terminal (and JUnit) shows a runner's message up to this many characters; report.json keeps

@@ -1,4 +1,4 @@
-"""The device worker protocol (``qconform worker`` and ``--runner remote:HOST:PORT``), version 2.
+"""The device worker protocol (``qconform worker`` and ``--runner remote:HOST:PORT``), version 3.
 
 Language-neutral on purpose: a device team writes a worker in C or C++ against their SDK from
 ``qconform/docs/protocol.md`` alone. Frames are length-prefixed bytes; headers are JSON; models
@@ -22,9 +22,14 @@ import struct
 from collections.abc import Sequence
 from pathlib import Path
 
-#: Version 2 added heartbeats while a request runs and MACs on the worker's error frames; a peer of
-#: another version is refused in the handshake with one line naming both.
-VERSION = 2
+#: Version 2 added heartbeats while a request runs and MACs on the worker's error frames; version 3
+#: adds ``run_many`` (many cases in one request, their results streamed back in chunks: one round trip
+#: per batch instead of per case). A peer of a version the other does not speak is refused in the
+#: handshake with one line naming both.
+VERSION = 3
+#: The versions this reference speaks (the worker offers them; the controller takes the highest it
+#: shares): a version-2 worker written by a device team still serves, one case per request.
+VERSIONS = (2, 3)
 #: A message's blobs together above this are refused unread (a model or tensor of the corpus is at
 #: most a few MiB; the bound is per message, so one message can never cost more than this).
 MAX_FRAME = 64 * 2**20
@@ -144,7 +149,7 @@ def recv(sock: socket.socket, key: bytes | None = None, limit: int = MAX_FRAME) 
 
 def hello(nonce_w: str, auth: bool) -> dict:
     """The worker's first message (protocol.md, Handshake step 1)."""
-    return {"qconform": "worker", "versions": [VERSION], "nonce": nonce_w, "auth": auth, "heartbeat": HEARTBEAT}
+    return {"qconform": "worker", "versions": list(VERSIONS), "nonce": nonce_w, "auth": auth, "heartbeat": HEARTBEAT}
 
 
 def proof(secret: bytes, role: bytes, server_nonce: str, client_nonce: str) -> str:
@@ -172,6 +177,6 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-__all__ = ["HEARTBEAT", "MAX_FRAME", "MIN_SECRET", "ProtocolError", "SECRET_ENV", "SecretError", "VERSION",
+__all__ = ["HEARTBEAT", "MAX_FRAME", "MIN_SECRET", "ProtocolError", "SECRET_ENV", "SecretError", "VERSION", "VERSIONS",
            "check_secret", "hello", "is_loopback", "new_secret", "nonce", "proof", "read_secret", "recv", "send",
            "session_key"]

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import argparse
 import errno
+import json
 import signal
 import socket
 import sys
 import threading
 import time
+from typing import Callable
 
 from qconform import wire
 from qconform.verdicts import Call
@@ -35,6 +37,15 @@ from qconform.verdicts import Call
 #: How long a runner child may take to start (spawn, imports, the runner's constructor); heartbeats
 #: go out meanwhile, and the case timeout runs only from its READY.
 STARTUP_TIMEOUT = 300.0
+#: A chunk of ``run_many`` results is sent once its outputs reach this many bytes (well under the
+#: controller's bound on one message), or ``FLUSH`` seconds after its first answer arrived (so a slow
+#: case never holds back the answers before it for longer), or when the request is done.
+CHUNK_BYTES = 8 * 2**20
+FLUSH = 0.05
+#: The JSON of a chunk's results stays under this (a header is bounded by ``wire.MAX_HEADER``), and
+#: one message under ``MESSAGE_CHARS`` (a longer runtime message is cut, saying how long it was).
+HEADER_BUDGET = wire.MAX_HEADER * 3 // 4
+MESSAGE_CHARS = 16 * 2**10
 #: ``accept()`` failures that pass: out of descriptors or memory for a moment, a peer gone first.
 TRANSIENT_ACCEPT = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED,
                               errno.EINTR, errno.EAGAIN, errno.EPROTO, errno.EPERM})
@@ -56,10 +67,11 @@ def _die_with_parent() -> None:
 
 
 def _serve_runner(conn, runner_name: str, options: dict[str, str]) -> None:
-    """The child: a request's raw blobs in, ``(kind, message, output TensorProto bytes)`` out, one at a
-    time, through the engine's own runner call (``Pipeline.call_model``: identical models prepared
-    once). Decoding and encoding happen here, beside the runtime, so the worker's own process only
-    moves bytes and its sessions never wait on each other."""
+    """The child: a request's raw blobs and its table of cases in, one ``(kind, message, output
+    TensorProto bytes, seconds)`` out per case, in order, through the engine's own runner call
+    (``Pipeline.call_model``: identical models prepared once). Decoding and encoding happen here,
+    beside the runtime, so the worker's own process only moves bytes and its sessions never wait on
+    each other. A case whose model or tensors do not decode is answered ``refused`` (not run)."""
     _die_with_parent()
     import onnx
 
@@ -80,21 +92,23 @@ def _serve_runner(conn, runner_name: str, options: dict[str, str]) -> None:
             return
         if msg is None:
             return
-        names, blobs = msg
-        try:
-            feeds = {n: from_tensor_proto(b) for n, b in zip(names, blobs[1:])}
-            if not pipeline.knows(blobs[0]):  # a model seen before is not parsed again
-                onnx.ModelProto.FromString(blobs[0])
-        except Exception as exc:  # noqa: BLE001 - a request the controller got wrong: refused, not run
-            answer = ("refused", f"the request does not decode: {type(exc).__name__}: {exc}", [])
-        else:
-            result, _ = pipeline.call_model(blobs[0], feeds)
-            answer = (result.kind, result.message,
-                      [to_tensor_proto(a) for a in result.outputs] if result.kind == "ok" else [])
-        try:
-            conn.send(answer)
-        except (BrokenPipeError, ConnectionError, EOFError):
-            return
+        blobs, cases = msg
+        parsed: dict[int, object] = {}  # model blob -> its ModelProto, parsed once per request
+        for k, inputs in cases:
+            try:
+                feeds = {n: from_tensor_proto(blobs[j]) for n, j in inputs}
+                if k not in parsed and not pipeline.knows(blobs[k]):  # a model prepared before is not parsed again
+                    parsed[k] = onnx.ModelProto.FromString(blobs[k])
+            except Exception as exc:  # noqa: BLE001 - a request the controller got wrong: refused, not run
+                answer = ("refused", f"the request does not decode: {type(exc).__name__}: {exc}", [], 0.0)
+            else:
+                result, seconds = pipeline.call_model(parsed.get(k, blobs[k]), feeds, key=blobs[k])
+                answer = (result.kind, result.message,
+                          [to_tensor_proto(a) for a in result.outputs] if result.kind == "ok" else [], seconds)
+            try:
+                conn.send(answer)
+            except (BrokenPipeError, ConnectionError, EOFError):
+                return
 
 
 class Refusal(Exception):
@@ -113,6 +127,7 @@ class Session:
         self.beats = 0
         self.admitted = False
         self.expired = False  # set by the handshake deadline (_expire)
+        self.version = wire.VERSION  # the protocol version the controller chose in its hello
 
     def handshake(self) -> None:
         """Raises Refusal (or a transport error); on return the peer is a controller of this
@@ -121,9 +136,10 @@ class Session:
         snonce = wire.nonce()
         wire.send(self.sock, wire.hello(snonce, w.secret is not None))
         hello, _ = wire.recv(self.sock, limit=0)
-        if hello.get("version") != wire.VERSION:
+        if hello.get("version") not in wire.VERSIONS:
             raise Refusal(f"protocol version {hello.get('version')!r} is not supported (this worker speaks "
-                          f"{wire.VERSION}; use a controller of the same qconform release line)")
+                          f"{', '.join(map(str, wire.VERSIONS))}; use a controller of the same qconform release line)")
+        self.version = int(hello["version"])
         cnonce = str(hello.get("nonce", ""))
         if len(cnonce) < 32:
             raise Refusal("a client nonce of 16 random bytes (32 hex digits) is required")
@@ -140,18 +156,29 @@ class Session:
         wire.send(self.sock, {"ok": True, "describe": w.identity,
                               **({"proof": wire.proof(w.secret, b"worker", snonce, cnonce)} if w.secret else {})})
 
-    def _await(self, child, seconds: float, seq: int):
+    def _await(self, child, seconds: float, seq: int, due: Callable[[], float] = lambda: float("inf"),
+               flush: Callable[[], None] = lambda: None):
         """The child's next message (or TIMEOUT, GONE), a heartbeat going out every
-        ``wire.HEARTBEAT`` seconds meanwhile: the controller tells a busy device from a silent one."""
+        ``wire.HEARTBEAT`` seconds meanwhile: the controller tells a busy device from a silent one.
+        At ``due()`` (a monotonic time), ``flush()`` sends the answers held so far instead."""
         from qconform.isolation import Child
 
         deadline = time.monotonic() + seconds
+        beat = time.monotonic() + wire.HEARTBEAT
         while True:
-            got = child.receive(max(0.0, min(wire.HEARTBEAT, deadline - time.monotonic())))
-            if got is not Child.TIMEOUT or time.monotonic() >= deadline:
+            now = time.monotonic()
+            got = child.receive(max(0.0, min(beat, deadline, due()) - now))
+            now = time.monotonic()
+            if got is not Child.TIMEOUT or now >= deadline:
                 return got
-            self.beats += 1
-            wire.send(self.sock, {"heartbeat": self.beats, "seq": seq}, (), self.key)
+            if now >= due():
+                flush()
+            elif now >= beat:
+                self.beats += 1
+                wire.send(self.sock, {"heartbeat": self.beats, "seq": seq}, (), self.key)
+            else:
+                continue
+            beat = now + wire.HEARTBEAT
 
     def _child(self, seq: int):
         """The session's runner child, started (and READY) if it is not running: ``(child, None)``, or
@@ -174,30 +201,86 @@ class Session:
         self.child.kill()
         return None, {"kind": Call.ERROR, "message": why}
 
-    def run(self, seq: int, blobs: list[bytes], names: list) -> tuple[dict, list[bytes]]:
-        """One request through the runner child."""
+    def run(self, seq: int, blobs: list[bytes], cases: list[tuple[int, list[tuple[str, int]]]],
+            flush: Callable[[list[tuple[dict, list[bytes]]]], None]) -> None:
+        """The cases of one request through the runner child, in order. The child answers each case as
+        it ends (so a crash or a hang is the case that was running's; the cases after it go to a
+        fresh child); the answers go to ``flush`` in chunks (``CHUNK_BYTES``, ``FLUSH``): a fast
+        runtime's travel together, a slow one's as each ends."""
         from qconform.isolation import Child, describe_exit
 
-        if not all(isinstance(n, str) for n in names) or len(blobs) != len(names) + 1:
-            raise Refusal("a run request carries the model and one tensor per input name")
-        timeout = self.server.timeout
-        child, failed = self._child(seq)
-        if failed is not None:
-            return failed, []
-        child.send((names, blobs))
-        got = self._await(child, timeout, seq)
-        if got is Child.TIMEOUT:
-            child.kill()
-            return {"kind": Call.TIMEOUT, "message": f"no result within {timeout:g}s on the device; "
-                                                  "its runner was killed"}, []
-        if got is Child.GONE:
-            code = child.wait_exit()
-            child.kill()
-            return {"kind": Call.CRASHED, "message": f"the device's runner {describe_exit(code)}"}, []
-        kind, message, out = got
-        if kind == "refused":
-            raise Refusal(message)
-        return {"kind": kind, "message": message}, out
+        timeout, done = self.server.timeout, 0
+        held: list[tuple[dict, list[bytes]]] = []
+        since, size, chars = 0.0, 0, 0  # when the first held answer arrived; their outputs' bytes, JSON's characters
+
+        def send() -> None:
+            nonlocal held, size, chars
+            if held:
+                flush(held)
+            held, size, chars = [], 0, 0
+
+        def due() -> float:
+            return since + FLUSH if held else float("inf")
+
+        while done < len(cases):
+            child, failed = self._child(seq)
+            if failed is not None:  # the runner cannot start: every case left says so
+                held += [(failed, [])] * (len(cases) - done)
+                break
+            child.send((blobs, cases[done:]))
+            while done < len(cases):
+                got = self._await(child, timeout, seq, due, send)
+                if got is Child.TIMEOUT:
+                    child.kill()
+                    answer = {"kind": Call.TIMEOUT, "message": f"no result within {timeout:g}s on the device; "
+                                                               "its runner was killed"}, []
+                elif got is Child.GONE:
+                    code = child.wait_exit()
+                    child.kill()
+                    answer = {"kind": Call.CRASHED, "message": f"the device's runner {describe_exit(code)}"}, []
+                else:
+                    kind, message, out, seconds = got
+                    if len(message) > MESSAGE_CHARS:
+                        message = f"{message[:MESSAGE_CHARS]}… [{len(message):,} characters in all]"
+                    answer = {"kind": kind, "message": message, "seconds": round(seconds, 6)}, out
+                said = len(json.dumps(answer[0])) + 20  # its share of the chunk's header
+                if held and chars + said >= HEADER_BUDGET:
+                    send()
+                if not held:
+                    since = time.monotonic()
+                held.append(answer)
+                size += sum(len(b) for b in answer[1])
+                chars += said
+                done += 1
+                if size >= CHUNK_BYTES or time.monotonic() >= due():
+                    send()
+                if got is Child.TIMEOUT or got is Child.GONE:
+                    break  # the rest to a fresh child
+        send()
+
+    @staticmethod
+    def cases_of(header: dict, blobs: list[bytes]) -> list[tuple[int, list[tuple[str, int]]]]:
+        """A request's cases as ``(model blob, [(input name, tensor blob), ...])``; Refusal for a
+        request that does not say them in the protocol's terms."""
+        if header.get("op") == "run":
+            names = list(header.get("inputs") or [])
+            if not all(isinstance(n, str) for n in names) or len(blobs) != len(names) + 1:
+                raise Refusal("a run request carries the model and one tensor per input name")
+            return [(0, [(n, i + 1) for i, n in enumerate(names)])]
+        cases, n = header.get("cases"), len(blobs)
+        ok = isinstance(cases, list) and len(cases) > 0
+        out = []
+        for c in cases if ok else ():
+            model, inputs = (c.get("model"), c.get("inputs")) if isinstance(c, dict) else (None, None)
+            if not (isinstance(model, int) and 0 <= model < n and isinstance(inputs, list) and
+                    all(isinstance(x, list) and len(x) == 2 and isinstance(x[0], str) and isinstance(x[1], int)
+                        and 0 <= x[1] < n for x in inputs)):
+                ok = False
+                break
+            out.append((model, [(x[0], x[1]) for x in inputs]))
+        if not ok:
+            raise Refusal("a run_many request lists its cases as {\"model\": blob, \"inputs\": [[name, blob], ...]}")
+        return out
 
     def serve(self) -> None:
         w, served, why = self.server, 0, "closed by the controller"
@@ -218,14 +301,15 @@ class Session:
                 if seq != self.seq + 1:
                     raise Refusal(f"sequence number {seq!r} where {self.seq + 1} was due (a replay?)")
                 self.seq = seq
-                if header.get("op") == "run":
-                    answer, out = self.run(seq, blobs, list(header.get("inputs") or []))
-                    served += 1
-                elif header.get("op") == "describe":
-                    answer, out = {"describe": w.identity}, []
-                else:
-                    raise Refusal(f"unknown op {header.get('op')!r}")
-                wire.send(self.sock, {**answer, "seq": seq}, out, self.key)
+                op = header.get("op")
+                if op == "describe":
+                    wire.send(self.sock, {"describe": w.identity, "seq": seq}, (), self.key)
+                    continue
+                if op not in ("run", "run_many") or (op == "run_many" and self.version < 3):
+                    raise Refusal(f"unknown op {op!r}")
+                cases = self.cases_of(header, blobs)
+                self.run(seq, blobs, cases, self._answer_run if op == "run" else self._answer_many)
+                served += len(cases)
         except (Refusal, wire.ProtocolError) as exc:
             why = f"refused: {exc}"
             self._say(str(exc))
@@ -243,7 +327,21 @@ class Session:
                 self.child.close()
             self.sock.close()
             w.ended(self)
-            w.log(f"{self.peer}: {why} ({served} request(s) run)")
+            w.log(f"{self.peer}: {why} ({served} case(s) run)")
+
+    def _answer_run(self, chunk: list[tuple[dict, list[bytes]]]) -> None:
+        """Version 2's answer: the one case's kind and message, its outputs as blobs."""
+        ((answer, out),) = chunk
+        if answer["kind"] == "refused":
+            raise Refusal(answer["message"])
+        answer = {k: v for k, v in answer.items() if k != "seconds"}
+        wire.send(self.sock, {**answer, "seq": self.seq}, out, self.key)
+
+    def _answer_many(self, chunk: list[tuple[dict, list[bytes]]]) -> None:
+        """Version 3's answer: one message per chunk of results, each result saying how many of the
+        message's blobs are its outputs."""
+        results = [{**answer, "outputs": len(out)} for answer, out in chunk]
+        wire.send(self.sock, {"results": results, "seq": self.seq}, [b for _, out in chunk for b in out], self.key)
 
     def _say(self, error: str) -> None:
         """The worker's last word: an error frame, with its MAC in an authenticated session so the

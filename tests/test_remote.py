@@ -4,6 +4,7 @@ their case; hostile clients never get anything executed; hostile workers never c
 verdict per case."""
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import socket
@@ -221,7 +222,7 @@ def test_hostile_clients_never_get_anything_run(device, tmp_path):
         return s, _hello(s)
 
     s, hello = connect()  # a wrong secret
-    assert hello["auth"] is True and hello["versions"] == [wire.VERSION]
+    assert hello["auth"] is True and hello["versions"] == list(wire.VERSIONS)
     cn = wire.nonce()
     wire.send(s, {"version": wire.VERSION, "nonce": cn, "proof": wire.proof(b"wrong", b"client", hello["nonce"], cn)})
     assert _closed_with(s) == "authentication failed"
@@ -317,7 +318,7 @@ class HostileWorker:
 
         self.sessions += 1
         try:
-            wire.send(c, wire.hello(wire.nonce(), False))
+            wire.send(c, {**wire.hello(wire.nonce(), False), "versions": [2]})  # a version-2 worker: one case a request
             wire.recv(c, limit=0)
             wire.send(c, {"ok": True, "describe": {"name": "onnxruntime", "version": "1.32.0"}})
             while True:
@@ -545,6 +546,49 @@ def test_the_worker_stays_up_under_a_flood_slow_clients_and_malformed_messages(d
     assert "Traceback" not in log and SECRET not in log
 
 
+def test_a_batch_request_answers_every_case_in_order_and_refuses_only_the_broken_one(device, tmp_path):
+    """Version 3's run_many: one request, many cases (a model two cases share sent once), results in case
+    order in one or more chunks; a case that does not decode is refused alone (not run), a crash is its
+    own case's and the cases after it still run; the session stays open."""
+    from qconform import adapt
+    from qconform.model import build_model
+
+    index = corpus.index(corpus.DEFAULT_ROOT)
+    cases = [index.case(i) for i in sorted(index.by_id) if fnmatch.fnmatch(i, SLICE) and i != CRASH][:3]
+    w = device(f"crash={_model_hex(CRASH)}", secret=SECRET)
+    s, key = _authenticated(w.port, SECRET.encode())
+    blobs: list[bytes] = []
+    table = []
+
+    def add(model: bytes, feeds: dict) -> None:
+        if model not in blobs:
+            blobs.append(model)
+        table.append({"model": blobs.index(model), "inputs": [[n, len(blobs) + k] for k, n in enumerate(feeds)]})
+        blobs.extend(adapt.to_tensor_proto(feeds[n], n) for n in feeds)
+
+    first = build_model(cases[0], check=False).SerializeToString()
+    add(first, cases[0].feeds)
+    add(first, cases[0].feeds)  # the same model again: referenced, not sent twice
+    add(b"\x00not a model", cases[1].feeds)
+    add(bytes.fromhex(_model_hex(CRASH)), index.case(CRASH).feeds)
+    add(build_model(cases[2], check=False).SerializeToString(), cases[2].feeds)
+    wire.send(s, {"op": "run_many", "seq": 1, "cases": table}, blobs, key)
+    results, outs = [], []
+    while len(results) < len(table):
+        answer, out = wire.recv(s, key)
+        if "heartbeat" in answer:
+            continue
+        assert answer["seq"] == 1 and sum(r["outputs"] for r in answer["results"]) == len(out)
+        results += answer["results"]
+        outs += out
+    assert [r["kind"] for r in results] == ["ok", "ok", "refused", "crashed", "ok"]
+    assert "does not decode" in results[2]["message"] and "device's runner" in results[3]["message"]
+    assert outs[0] == outs[1]  # the same model, the same inputs: the same bits
+    wire.send(s, {"op": "describe", "seq": 2}, [], key)
+    assert wire.recv(s, key)[0]["describe"]["name"] == "npu-sim"
+    s.close()
+
+
 def test_a_refused_request_shows_the_workers_reason_and_is_not_run(device, tmp_path):
     """In an authenticated session the worker's refusal carries its MAC, so the controller shows the
     real reason (not 'message authentication failed'); the case is not run, never an error."""
@@ -587,8 +631,10 @@ def test_a_worker_restarted_mid_run_costs_nothing_and_one_gone_stops_the_run(dev
     verdicts = _verdicts(tmp_path / "gone")
     assert rc == 2 and not report["complete"] and "could not be reached again" in report["stopped"]
     assert set(verdicts.values()) <= {"pass", "info", "not-run"}
-    assert sum(v != "not-run" for v in verdicts.values()) == 29  # the 30th was in flight when it died
-    ran = [json.loads(line)["id"] for line in state.read_text().splitlines()[1:]]
+    # the 30th was in flight when it died; of the 29 before it, those whose chunk of results had
+    # reached the controller are judged, the others are not run (never a verdict without outputs)
+    assert sum(v != "not-run" for v in verdicts.values()) <= 29
+    ran = [json.loads(line)["id"] for line in state.read_text().splitlines()[1:]] if state.exists() else []
     assert sorted(ran) == sorted(c for c, v in verdicts.items() if v != "not-run")
     w2.proc.wait()
     back = device(port=w2.port)

@@ -32,16 +32,22 @@ import json
 import os
 import socket
 import time
-from typing import Any
+from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 import onnx
 
 from qconform import adapt, wire
 from qconform.runner import BaseRunner, CaseFault, NotRun, RunnerError, Unsupported
 from qconform.verdicts import ERROR, FAULTS, UNSUPPORTED, Call
 
-#: The answer kinds a worker may give for a run request (protocol.md, "Requests").
+#: The answer kinds a worker may give for a run request (protocol.md, "Requests"): a verdict's, or
+#: ``refused`` (a case of a run_many request the worker would not run: not run, never a verdict).
 OK = Call.OK
+REFUSED = "refused"
+#: A run_many request carries cases up to this many bytes of models and tensors (a larger case alone):
+#: well under a worker's bound on one message (64 MiB by default).
+REQUEST_BYTES = 8 * 2**20
 
 
 def _addresses(spec: str) -> list[tuple[str, int]]:
@@ -95,6 +101,7 @@ class RemoteRunner(BaseRunner):
         self._sock: socket.socket | None = None
         self._key: bytes | None = None
         self._seq = 0
+        self.version = wire.VERSION  # the protocol version of the open session (the highest both speak)
         self._gone = ""  # why the device is gone for good: every later case is not run at once
         self.device: dict[str, Any] = {}
 
@@ -132,9 +139,11 @@ class RemoteRunner(BaseRunner):
         hello, _ = wire.recv(sock, limit=0)
         if hello.get("qconform") != "worker":
             raise wire.ProtocolError(f"{where} is not a qconform worker (its first message: {str(hello)[:120]})")
-        if wire.VERSION not in (hello.get("versions") or []):
+        shared = [v for v in (hello.get("versions") or []) if v in wire.VERSIONS]
+        if not shared:
             raise RunnerError(f"{where} speaks protocol version(s) {hello.get('versions')}, this controller "
-                              f"{wire.VERSION}: install the same qconform release on both sides")
+                              f"{', '.join(map(str, wire.VERSIONS))}: install the same qconform release on both sides")
+        version = max(shared)
         auth = hello.get("auth") is True
         if self._secret is not None and not auth:
             raise RunnerError(f"{where} does not ask for the shared secret, and this controller holds one: "
@@ -148,7 +157,7 @@ class RemoteRunner(BaseRunner):
                               "could answer there (give --runner-opt secret_file=FILE, or --runner-opt insecure=1 "
                               "to accept an unauthenticated device; the report will say so)")
         snonce, cnonce = str(hello.get("nonce", "")), wire.nonce()
-        wire.send(sock, {"version": wire.VERSION, "nonce": cnonce,
+        wire.send(sock, {"version": version, "nonce": cnonce,
                          **({"proof": wire.proof(self._secret, b"client", snonce, cnonce)} if auth else {})})
         welcome, _ = wire.recv(sock, limit=0)
         if "error" in welcome:
@@ -161,15 +170,20 @@ class RemoteRunner(BaseRunner):
         else:
             self._key = None
         self.device = dict(welcome.get("describe") or {})
+        self.version = version
 
     def _drop(self) -> None:
         if self._sock is not None:
             self._sock.close()
         self._sock, self._key = None, None
 
-    def _exchange(self, header: dict, blobs: list[bytes]) -> tuple[dict, list[bytes]]:
-        """One request on the open session: heartbeats while it runs, then its answer."""
+    def _exchange(self, make: Callable[[], tuple[dict, list[bytes]]], take: Callable[[dict, list[bytes]], bool]) -> None:
+        """One request on the open session (``make()`` builds it once the session, and so its
+        protocol version, is known): heartbeats while it runs, then its answers, each handed to
+        ``take`` until it says the request is answered. The ``timeout`` backstop restarts with each
+        answer (a batch's results come in chunks)."""
         sock = self._connect()
+        header, blobs = make()
         self._seq += 1
         seq, deadline = self._seq, time.monotonic() + self.timeout
         sock.settimeout(self.stall)
@@ -188,17 +202,21 @@ class RemoteRunner(BaseRunner):
                 raise _Refused(str(answer["error"]))
             if answer.get("seq") != seq:
                 raise wire.ProtocolError(f"answer to request {answer.get('seq')!r} where {seq} was due")
-            if "heartbeat" not in answer:
-                return answer, out
+            if "heartbeat" in answer:
+                continue
+            if take(answer, out):
+                return
+            deadline = time.monotonic() + self.timeout
 
-    def _request(self, header: dict, blobs: list[bytes]) -> tuple[dict, list[bytes]]:
-        """A request answered, resent after a dropped connection; NotRun when it cannot be."""
+    def _request(self, make: Callable[[], tuple[dict, list[bytes]]], take: Callable[[dict, list[bytes]], bool]) -> None:
+        """A request answered (``_exchange``), sent again after a dropped connection (``make`` then
+        builds what is still unanswered); NotRun when it cannot be."""
         if self._gone:
             raise NotRun(self._gone, stop=True)
         lost = 0
         while True:
             try:
-                return self._exchange(header, blobs)
+                return self._exchange(make, take)
             except _Refused as exc:
                 self._drop()
                 raise NotRun(f"the worker at {self.host}:{self.port} refused the request: {exc}") from None
@@ -212,7 +230,7 @@ class RemoteRunner(BaseRunner):
                 why = str(exc) or type(exc).__name__
                 if lost > self.retries:  # reachable, but it cannot keep a request: every case would pay this
                     self._gone = (f"the connection to the device worker at {self.host}:{self.port} failed {lost} "
-                                  f"times while one case ran (last: {why}); the run stopped")
+                                  f"times while one request ran (last: {why}); the run stopped")
                     raise NotRun(self._gone, stop=True) from None
                 self._reach_again(why)
 
@@ -264,23 +282,95 @@ class RemoteRunner(BaseRunner):
         data = model.SerializeToString()
 
         def run(inputs):
-            names = list(inputs)
-            answer, out = self._request({"op": "run", "inputs": names},
-                                        [data, *(adapt.to_tensor_proto(inputs[n], n) for n in names)])
-            kind = answer.get("kind")
-            if kind == OK:
-                return [adapt.from_tensor_proto(b) for b in out]
-            message = str(answer.get("message", ""))
-            if kind == UNSUPPORTED:
-                raise Unsupported(message)
-            if kind in FAULTS:
-                raise CaseFault(kind, message)
-            if kind == ERROR:
-                raise RuntimeError(message)
-            raise NotRun(f"the worker at {self.host}:{self.port} answered kind {kind!r}, which the protocol "
-                         "does not define")
+            (outcome, _), = self.run_batch([(data, inputs)])
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return outcome
 
         return run
+
+    def run_batch(self, items: Sequence[tuple[bytes, Mapping[str, np.ndarray]]]) -> list[tuple[Any, float]]:
+        """Many models (their bytes) and their inputs through the device, in as few round trips as the
+        worker allows: version 3 ``run_many`` requests of at most ``REQUEST_BYTES`` each, results
+        streamed back in chunks; a version-2 worker one ``run`` per case. Each item's outcome is its
+        outputs or the exception a runner would raise (Unsupported, CaseFault, RuntimeError, NotRun),
+        with the device's seconds for it. A dropped connection resends only what is unanswered."""
+        results: list[tuple[Any, float] | None] = [None] * len(items)
+        encoded: dict[int, list[bytes]] = {}
+        sent: list[int] = []
+
+        def blobs_of(i: int) -> list[bytes]:
+            if i not in encoded:
+                encoded[i] = [adapt.to_tensor_proto(items[i][1][n], n) for n in items[i][1]]
+            return encoded[i]
+
+        def make() -> tuple[dict, list[bytes]]:
+            todo = [i for i, r in enumerate(results) if r is None]
+            if self.version < 3:
+                sent[:] = todo[:1]
+                (i,) = sent
+                return {"op": "run", "inputs": list(items[i][1])}, [items[i][0], *blobs_of(i)]
+            blobs: list[bytes] = []
+            where: dict[bytes, int] = {}  # a model sent once per request, however many cases share it
+            cases, size = [], 0
+            sent.clear()
+            for i in todo:
+                data, feeds = items[i]
+                tensors = blobs_of(i)
+                more = (0 if data in where else len(data)) + sum(len(b) for b in tensors)
+                if sent and size + more > REQUEST_BYTES:
+                    break
+                if data not in where:
+                    where[data] = len(blobs)
+                    blobs.append(data)
+                cases.append({"model": where[data], "inputs": [[n, len(blobs) + k] for k, n in enumerate(feeds)]})
+                blobs += tensors
+                size += more
+                sent.append(i)
+            return {"op": "run_many", "cases": cases}, blobs
+
+        def take(answer: dict, out: list[bytes]) -> bool:
+            if self.version < 3:
+                results[sent[0]] = (self._outcome(answer, out), 0.0)
+                return True
+            given = answer.get("results")
+            waiting = [i for i in sent if results[i] is None]
+            if not isinstance(given, list) or not 0 < len(given) <= len(waiting) or \
+                    not all(isinstance(r, dict) and isinstance(r.get("outputs"), int) and r["outputs"] >= 0
+                            for r in given) or sum(r["outputs"] for r in given) != len(out):
+                raise wire.ProtocolError("a run_many answer that does not match its request")
+            at = 0
+            for i, r in zip(waiting, given):
+                seconds = r.get("seconds")
+                results[i] = (self._outcome(r, out[at:at + r["outputs"]]),
+                              float(seconds) if isinstance(seconds, (int, float)) else 0.0)
+                at += r["outputs"]
+            return len(given) == len(waiting)
+
+        while any(r is None for r in results):
+            try:
+                self._request(make, take)
+            except NotRun as exc:  # refused: the request's unanswered cases; gone: every case left
+                for i in (range(len(items)) if exc.stop else sent):
+                    if results[i] is None:
+                        results[i] = (exc, 0.0)
+        return results  # type: ignore[return-value]
+
+    def _outcome(self, answer: dict, out: list[bytes]) -> Any:
+        """One case's answer as its outputs, or the exception a local runner would have raised."""
+        kind, message = answer.get("kind"), str(answer.get("message", ""))
+        if kind == OK:
+            return [adapt.from_tensor_proto(b) for b in out]
+        if kind == UNSUPPORTED:
+            return Unsupported(message)
+        if kind in FAULTS:
+            return CaseFault(kind, message)
+        if kind == ERROR:
+            return RuntimeError(message)
+        if kind == REFUSED:
+            return NotRun(f"the worker at {self.host}:{self.port} refused the case: {message}")
+        return NotRun(f"the worker at {self.host}:{self.port} answered kind {kind!r}, which the protocol "
+                      "does not define")
 
 
 __all__ = ["RemoteRunner"]
