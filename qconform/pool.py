@@ -17,6 +17,7 @@ these pools.
 """
 from __future__ import annotations
 
+import pickle
 import time
 import traceback
 from collections import deque
@@ -32,10 +33,17 @@ READY = "ready"
 STARTUP_TIMEOUT = 300.0
 #: The longest run of one group handed to one worker at a time.
 RUN = 512
-#: A worker's notice before it runs a batch as a whole (``Pipeline.run_many``: packing):
-#: ``(PACKING, keys)``. If the worker crashes or hangs before answering, the pool replays those items
+#: A worker's notice before a batch whose results may come together (``(TOGETHER, keys)``): a batch
+#: run as a whole (``Pipeline.run_many``: packing, a device's batch) or results streamed in groups.
+#: If the worker crashes or hangs before answering them all, the pool replays the unanswered items
 #: one by one in a fresh worker, so a crash is attributed to the item that causes it alone.
-PACKING = "\x00packing"
+TOGETHER = "\x00together"
+#: A group of results, ``(RESULTS, [(key, result), ...])``, in order: what arrived since the last group.
+RESULTS = "\x00results"
+#: A worker sends the results it holds once this many seconds have passed since its last message
+#: (and at the end of each batch): a pipe message per group instead of per item, while a slow item
+#: is still answered as soon as it ends (so a hang is measured from the item's start, within this).
+FLUSH = 0.05
 
 
 class Worker(Protocol):
@@ -135,19 +143,23 @@ def _serve(conn, job: Job) -> None:
             for item in msg[1]:
                 conn.send((job.key(item), job.failed(item, ERROR, why)))
         return
-    # a worker that runs a batch as a whole (packing): the pool is told first, so that a crash or a
-    # hang inside it replays the batch one by one instead of blaming its first item
-    many = getattr(worker, "run_many", None) if getattr(worker, "packs", False) else None
+    # a worker that runs a batch as a whole (packing, a device's batch) answers it in one group
+    many = getattr(worker, "run_many", None) if getattr(worker, "batches", False) else None
+    out = _Outbox(conn, job)
     for scope, batch, alone in _incoming(conn):
         worker.scope = scope
-        if many is not None and not alone and len(batch) > 1:
-            conn.send((PACKING, [job.key(item) for item in batch]))
+        together = not alone and len(batch) > 1
+        if together:  # the pool is told first: a crash or a hang replays the unanswered items one by one
+            out.notice((TOGETHER, [job.key(item) for item in batch]))
+        if many is not None and together:
             try:
                 results = many(batch)
             except Exception:  # a qconform bug in the batch path: the items one by one, as below
                 results = None
             if results is not None:
-                if not _answer(conn, job, batch, results):
+                for item, res in zip(batch, results):
+                    out.put(item, res)
+                if not out.flush():
                     return
                 continue
         for item in batch:
@@ -156,20 +168,90 @@ def _serve(conn, job: Job) -> None:
             except Exception as exc:  # a qconform bug on one item: that item's error, the run goes on
                 why = f"qconform failed on this item: {type(exc).__name__}: {exc}"
                 res = job.failed(item, ERROR, why, traceback.format_exc())
-            if not _answer(conn, job, [item], [res]):
+            if not out.put(item, res, now=not together):
                 return
+        if not out.flush():
+            return
+    out.close()
 
 
-def _answer(conn, job: Job, items: list[Any], results: list[Any]) -> bool:
-    """Send each item's result in order; False when the controller is gone (killed with its
-    machine, its Dask worker): nobody to answer."""
-    for item, res in zip(items, results):
+class _Outbox:
+    """A worker's results on their way to the pool, in order: held and sent as one group (``RESULTS``)
+    at most ``FLUSH`` seconds after the first of them ended, by a thread if need be, so that a slow
+    or hung item never holds back the answers of the items before it (a Ctrl-C or a timeout loses
+    none of them)."""
+
+    def __init__(self, conn, job: Job) -> None:
+        import threading
+
+        self.conn, self.job = conn, job
+        self.lock = threading.Lock()
+        self.held: list[tuple[Any, Any]] = []
+        self.since = 0.0
+        self.open = True
+        threading.Thread(target=self._tick, daemon=True, name="qconform-results").start()
+
+    def put(self, item: Any, res: Any, now: bool = False) -> bool:
+        """Hold a result (send it ``now``, or with the others once ``FLUSH`` has passed); False when
+        the controller is gone."""
+        with self.lock:
+            if not self.held:
+                self.since = time.monotonic()
+            self.held.append((item, res))
+            if now or time.monotonic() - self.since >= FLUSH:
+                self._send_held()
+            return self.open
+
+    def flush(self) -> bool:
+        with self.lock:
+            self._send_held()
+            return self.open
+
+    def notice(self, msg: tuple) -> None:
+        """A message to the pool after every result before it."""
+        with self.lock:
+            self._send_held()
+            try:
+                self.conn.send(msg)
+            except (BrokenPipeError, ConnectionError, EOFError):
+                self.open = False
+
+    def close(self) -> None:
+        self.flush()
+        self.open = False
+
+    def _send_held(self) -> None:
+        if self.held and self.open:
+            items, results = zip(*self.held)
+            self.open = _answer(self.conn, self.job, items, results)
+        self.held = []
+
+    def _tick(self) -> None:
+        while self.open:
+            time.sleep(FLUSH / 2)
+            with self.lock:
+                if self.held and time.monotonic() - self.since >= FLUSH:
+                    self._send_held()
+
+
+def _answer(conn, job: Job, items: Sequence[Any], results: Sequence[Any]) -> bool:
+    """Send the items' results in order, one message (a group where there are several); False when
+    the controller is gone (killed with its machine, its Dask worker): nobody to answer."""
+    pairs = [(job.key(item), res) for item, res in zip(items, results)]
+    try:
         try:
-            conn.send((job.key(item), res))
+            conn.send(pairs[0] if len(pairs) == 1 else (RESULTS, pairs))  # pickled whole before a byte is written
         except (BrokenPipeError, ConnectionError, EOFError):
-            return False
-        except Exception as exc:  # e.g. a result that cannot be pickled
-            conn.send((job.key(item), job.failed(item, ERROR, f"result cannot be transferred: {exc}")))
+            raise
+        except Exception:  # e.g. a result that cannot be pickled: that item's error, the others as they are
+            for i, (item, res) in enumerate(zip(items, results)):
+                try:
+                    pickle.dumps(res)
+                except Exception as exc:  # noqa: BLE001
+                    pairs[i] = (job.key(item), job.failed(item, ERROR, f"result cannot be transferred: {exc}"))
+            conn.send(pairs[0] if len(pairs) == 1 else (RESULTS, pairs))
+    except (BrokenPipeError, ConnectionError, EOFError):
+        return False
     return True
 
 
@@ -181,7 +263,7 @@ class _Lane:
         self.child = Child(_serve, (pool.job,), pool.memory_mb)
         self.pending: deque[Any] = deque()  # handed to this worker, no result yet, in order
         self.run_of: dict[str, str] = {}  # pending key -> the run it was handed over in (its first key)
-        self.packing: set[str] = set()  # keys the worker said it is running as one call (PACKING)
+        self.packing: set[str] = set()  # keys whose results may come together (TOGETHER), not yet answered
         self.alone: set[str] = set()  # keys to replay one by one (their packed call crashed or hung)
         self.ready = False
         self.last = time.monotonic()
@@ -234,11 +316,11 @@ class _Lane:
         # the head item started when the message before it arrived (results come strictly in order)
         since = max(self.last, self.child.last_arrival) if self.child.inbox_empty() else self.last
         got = self.child.receive(None if timeout is None else max(0.0, since + timeout - time.monotonic()))
-        while isinstance(got, tuple) and got and got[0] == PACKING:
+        while isinstance(got, tuple) and got and got[0] == TOGETHER:
             self.packing = set(got[1])
             got = self.child.receive(None if timeout is None else max(0.0, since + timeout - time.monotonic()))
         if got in (Child.TIMEOUT, Child.GONE) and head in self.packing:
-            # a packed call crashed or hung: no verdict from it; its items again, one by one
+            # inside a batch answered together: which item did it is unknown; the unanswered again, one by one
             self.child.kill()
             self.alone |= self.packing
             self.packing = set()
@@ -252,14 +334,15 @@ class _Lane:
             self.child.kill()
             self._settle(CRASHED, describe_exit(code))
         else:
-            key, res = got
-            if key != head:  # the protocol is strictly in order: anything else is a qconform bug
-                raise RuntimeError(f"worker answered {key!r} while {head!r} was due")
-            self.pending.popleft()
-            self.run_of.pop(key, None)
-            self.packing.discard(key)
-            self.alone.discard(key)
-            self.pool.done[key] = res
+            for key, res in got[1] if got[0] == RESULTS else [got]:
+                head = self.pool.job.key(self.pending[0])
+                if key != head:  # the protocol is strictly in order: anything else is a qconform bug
+                    raise RuntimeError(f"worker answered {key!r} while {head!r} was due")
+                self.pending.popleft()
+                self.run_of.pop(key, None)
+                self.packing.discard(key)
+                self.alone.discard(key)
+                self.pool.done[key] = res
             self.last = time.monotonic()
 
     def _settle(self, verdict: Verdict, why: str) -> None:
@@ -340,4 +423,4 @@ def local_pool(job: Job, *, isolate: bool = True, workers: int = 1, timeout: flo
     return InProcessPool(job, worker)
 
 
-__all__ = ["InProcessPool", "IsolatedPool", "Job", "PACKING", "RUN", "READY", "STARTUP_TIMEOUT", "Worker", "local_pool", "runs"]
+__all__ = ["FLUSH", "InProcessPool", "IsolatedPool", "Job", "RESULTS", "RUN", "READY", "TOGETHER", "STARTUP_TIMEOUT", "Worker", "local_pool", "runs"]

@@ -20,6 +20,7 @@ import pytest
 
 from qconform import corpus as corpus_mod
 from qconform.plugin import default_golden
+from qconform.pool import FLUSH
 from qconform.report import model
 from qconform.runners.cpu_ref import CpuRefRunner
 
@@ -80,6 +81,9 @@ def test_sigint_writes_a_partial_report(tmp_path: Path, golden: Path, isolate: s
             assert proc.poll() is None, proc.communicate()[0][-3000:]
             assert time.monotonic() < deadline, "the run never reached the stalling case"
             time.sleep(0.05)
+        # the cases before the stall ended; their results travel in groups, at most pool.FLUSH seconds
+        # after they end: Ctrl-C a moment later must find every one of them in the report
+        time.sleep(max(1.0, 10 * FLUSH))
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the whole foreground process group
         try:
             output, _ = proc.communicate(timeout=60)
