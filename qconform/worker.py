@@ -29,14 +29,12 @@ import socket
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 from qconform import wire
 from qconform.verdicts import Call
 
-#: How long a runner child may take to start (spawn, imports, the runner's constructor); heartbeats
-#: go out meanwhile, and the case timeout runs only from its READY.
-STARTUP_TIMEOUT = 300.0
 #: A chunk of ``run_many`` results is sent once its outputs reach this many bytes (well under the
 #: controller's bound on one message), or ``FLUSH`` seconds after its first answer arrived (so a slow
 #: case never holds back the answers before it for longer), or when the request is done.
@@ -66,49 +64,135 @@ def _die_with_parent() -> None:
         os._exit(0)
 
 
-def _serve_runner(conn, runner_name: str, options: dict[str, str]) -> None:
-    """The child: a request's raw blobs and its table of cases in, one ``(kind, message, output
-    TensorProto bytes, seconds)`` out per case, in order, through the engine's own runner call
-    (``Pipeline.call_model``: identical models prepared once). Decoding and encoding happen here,
-    beside the runtime, so the worker's own process only moves bytes and its sessions never wait on
-    each other. A case whose model or tensors do not decode is answered ``refused`` (not run)."""
-    _die_with_parent()
-    import onnx
+@dataclass(frozen=True)
+class DeviceJob:
+    """The device's cases as the pools' work (``qconform.pool.Job``): an item is ``(key, model bytes,
+    [(input name, TensorProto bytes), ...])``, a worker the served runner in a child of the session
+    (``qconform.pool.IsolatedPool``: the engine's own isolation, so a crash or a hang is the case that
+    was running's, results come back in groups, a fault inside a group is pinned by replay). Decoding
+    and encoding happen in the child, beside the runtime: the worker's own process only moves bytes."""
 
-    from qconform.adapt import from_tensor_proto, to_tensor_proto
-    from qconform.execution import Pipeline
-    from qconform.runner import resolve
+    runner: str
+    options: tuple[tuple[str, str], ...]
 
-    try:
-        pipeline = Pipeline.local(resolve(runner_name, options))
-    except Exception as exc:  # noqa: BLE001 - said to the controller for every request, as locally
-        conn.send(("failed", f"the runner failed to start on the device: {type(exc).__name__}: {exc}"))
-        return
-    conn.send(("ready", ""))  # the case timeout runs from here: a slow start is never a case's timeout
-    while True:
+    def start(self) -> "_DeviceRunner":
+        _die_with_parent()
+        from qconform.execution import Pipeline
+        from qconform.runner import resolve
+
+        return _DeviceRunner(Pipeline.local(resolve(self.runner, dict(self.options))))
+
+    def key(self, item: tuple) -> str:
+        return item[0]
+
+    def group(self, item: tuple) -> str:
+        return item[0].partition(".")[0]  # the request it came in
+
+    def failed(self, item: tuple, verdict: str, why: str, traceback: str = "") -> tuple:
+        """What the session answers for a case the child could not answer: it crashed or hung there
+        (the pool's words for it, said to be the device's), or the runner could not start."""
+        said = f"the device's runner {why}" if verdict == Call.CRASHED else f"{why} (on the device)"
+        return str(verdict), said, [], 0.0
+
+
+class _DeviceRunner:
+    """The child's side: one case's blobs in, ``(kind, message, output TensorProto bytes, seconds)`` out,
+    through the engine's own runner call (``Pipeline.call_model``: identical models prepared once). A
+    case whose model or tensors do not decode is answered ``refused`` (not run)."""
+
+    scope: str | None = None
+
+    def __init__(self, pipeline) -> None:
+        self.pipeline = pipeline
+
+    def run(self, item: tuple) -> tuple:
+        import onnx
+
+        from qconform.adapt import from_tensor_proto, to_tensor_proto
+
+        _, model, inputs = item
         try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            return
-        if msg is None:
-            return
-        blobs, cases = msg
-        parsed: dict[int, object] = {}  # model blob -> its ModelProto, parsed once per request
-        for k, inputs in cases:
-            try:
-                feeds = {n: from_tensor_proto(blobs[j]) for n, j in inputs}
-                if k not in parsed and not pipeline.knows(blobs[k]):  # a model prepared before is not parsed again
-                    parsed[k] = onnx.ModelProto.FromString(blobs[k])
-            except Exception as exc:  # noqa: BLE001 - a request the controller got wrong: refused, not run
-                answer = ("refused", f"the request does not decode: {type(exc).__name__}: {exc}", [], 0.0)
-            else:
-                result, seconds = pipeline.call_model(parsed.get(k, blobs[k]), feeds, key=blobs[k])
-                answer = (result.kind, result.message,
-                          [to_tensor_proto(a) for a in result.outputs] if result.kind == "ok" else [], seconds)
-            try:
-                conn.send(answer)
-            except (BrokenPipeError, ConnectionError, EOFError):
-                return
+            feeds = {n: from_tensor_proto(b) for n, b in inputs}
+            parsed = model if self.pipeline.knows(model) else onnx.ModelProto.FromString(model)  # parsed once
+        except Exception as exc:  # noqa: BLE001 - a request the controller got wrong: refused, not run
+            return "refused", f"the request does not decode: {type(exc).__name__}: {exc}", [], 0.0
+        result, seconds = self.pipeline.call_model(parsed, feeds, key=model)
+        return (result.kind, result.message,
+                [to_tensor_proto(a) for a in result.outputs] if result.kind == "ok" else [], seconds)
+
+
+class _Answers:
+    """A request's answers on their way to the controller: held and handed to ``flush`` in chunks
+    (``CHUNK_BYTES`` of outputs, ``HEADER_BUDGET`` of header, ``FLUSH`` seconds after the first held
+    one ended, and at the end), and a heartbeat every ``wire.HEARTBEAT`` seconds of silence, by a
+    thread while the session waits for its runner: the controller tells a busy device from a silent one."""
+
+    def __init__(self, session: "Session", flush: Callable[[list[tuple[dict, list[bytes]]]], None],
+                 timed: bool) -> None:
+        self.session, self.flush, self.timed = session, flush, timed
+        self.lock = threading.Lock()
+        self.held: list[tuple[dict, list[bytes]]] = []
+        self.since = self.said = 0.0
+        self.size = self.chars = 0
+        self.done = threading.Event()
+        self.failed: BaseException | None = None
+        self.thread = threading.Thread(target=self._tick, daemon=True, name="qconform-answers")
+
+    def __enter__(self) -> "_Answers":
+        self.said = time.monotonic()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+        if exc[0] is None:
+            with self.lock:
+                self._send()
+        if self.failed is not None and exc[0] is None:
+            raise self.failed
+
+    def add(self, kind: str, message: str, out: list[bytes], seconds: float) -> None:
+        if len(message) > MESSAGE_CHARS:
+            message = f"{message[:MESSAGE_CHARS]}… [{len(message):,} characters in all]"
+        answer = {"kind": kind, "message": message, "seconds": round(seconds, 6)}
+        said = len(json.dumps(answer)) + 20  # its share of the chunk's header
+        with self.lock:
+            if self.failed is not None:
+                raise self.failed
+            if self.held and self.chars + said >= HEADER_BUDGET:
+                self._send()
+            if not self.held:
+                self.since = time.monotonic()
+            self.held.append((answer, out))
+            self.size += sum(len(b) for b in out)
+            self.chars += said
+            if self.size >= CHUNK_BYTES or (self.timed and time.monotonic() - self.since >= FLUSH):
+                self._send()
+
+    def _send(self) -> None:
+        if self.held:
+            self.flush(self.held)
+            self.said = time.monotonic()
+        self.held, self.size, self.chars = [], 0, 0
+
+    def _tick(self) -> None:
+        s = self.session
+        while not self.done.wait(FLUSH / 2):
+            with self.lock:
+                if self.failed is not None:
+                    return
+                now = time.monotonic()
+                try:
+                    if self.timed and self.held and now - self.since >= FLUSH:
+                        self._send()
+                    elif now - self.said >= wire.HEARTBEAT:
+                        s.beats += 1
+                        wire.send(s.sock, {"heartbeat": s.beats, "seq": s.seq}, (), s.key)
+                        self.said = now
+                except BaseException as exc:  # noqa: BLE001 - the session thread raises it
+                    self.failed = exc
+                    return
 
 
 class Refusal(Exception):
@@ -122,7 +206,7 @@ class Session:
     def __init__(self, sock: socket.socket, server: "Worker", peer: str) -> None:
         self.sock, self.server, self.peer = sock, server, peer
         self.key: bytes | None = None
-        self.child = None
+        self.pool = None  # the runner child's pool (qconform.pool.IsolatedPool), started by the first request
         self.seq = 0
         self.beats = 0
         self.admitted = False
@@ -156,107 +240,20 @@ class Session:
         wire.send(self.sock, {"ok": True, "describe": w.identity,
                               **({"proof": wire.proof(w.secret, b"worker", snonce, cnonce)} if w.secret else {})})
 
-    def _await(self, child, seconds: float, seq: int, due: Callable[[], float] = lambda: float("inf"),
-               flush: Callable[[], None] = lambda: None):
-        """The child's next message (or TIMEOUT, GONE), a heartbeat going out every
-        ``wire.HEARTBEAT`` seconds meanwhile: the controller tells a busy device from a silent one.
-        At ``due()`` (a monotonic time), ``flush()`` sends the answers held so far instead."""
-        from qconform.isolation import Child
-
-        deadline = time.monotonic() + seconds
-        beat = time.monotonic() + wire.HEARTBEAT
-        while True:
-            now = time.monotonic()
-            got = child.receive(max(0.0, min(beat, deadline, due()) - now))
-            now = time.monotonic()
-            if got is not Child.TIMEOUT or now >= deadline:
-                return got
-            if now >= due():
-                flush()
-            elif now >= beat:
-                self.beats += 1
-                wire.send(self.sock, {"heartbeat": self.beats, "seq": seq}, (), self.key)
-            else:
-                continue
-            beat = now + wire.HEARTBEAT
-
-    def _child(self, seq: int):
-        """The session's runner child, started (and READY) if it is not running: ``(child, None)``, or
-        ``(None, answer)`` when it could not start."""
-        from qconform.isolation import Child, describe_exit
-
-        if self.child is not None and self.child.alive():
-            return self.child, None
-        self.child = Child(_serve_runner, (self.server.runner, self.server.options), self.server.memory_mb)
-        self.child.start()
-        got = self._await(self.child, STARTUP_TIMEOUT, seq)
-        if isinstance(got, tuple) and got[0] == "ready":
-            return self.child, None
-        if got is Child.TIMEOUT:
-            why = f"the device's runner did not start within {STARTUP_TIMEOUT:g}s"
-        elif got is Child.GONE:
-            why = f"the device's runner died while starting: {describe_exit(self.child.wait_exit())}"
-        else:
-            why = str(got[1])
-        self.child.kill()
-        return None, {"kind": Call.ERROR, "message": why}
-
     def run(self, seq: int, blobs: list[bytes], cases: list[tuple[int, list[tuple[str, int]]]],
             flush: Callable[[list[tuple[dict, list[bytes]]]], None]) -> None:
-        """The cases of one request through the runner child, in order. The child answers each case as
-        it ends (so a crash or a hang is the case that was running's; the cases after it go to a
-        fresh child); the answers go to ``flush`` in chunks (``CHUNK_BYTES``, ``FLUSH``): a fast
-        runtime's travel together, a slow one's as each ends."""
-        from qconform.isolation import Child, describe_exit
+        """The cases of one request through the session's runner child (a ``DeviceJob`` pool), in
+        order; their answers go to ``flush`` in chunks (``_Answers``)."""
+        from qconform.pool import IsolatedPool
 
-        timeout, done = self.server.timeout, 0
-        held: list[tuple[dict, list[bytes]]] = []
-        since, size, chars = 0.0, 0, 0  # when the first held answer arrived; their outputs' bytes, JSON's characters
-
-        def send() -> None:
-            nonlocal held, size, chars
-            if held:
-                flush(held)
-            held, size, chars = [], 0, 0
-
-        def due() -> float:
-            return since + FLUSH if held else float("inf")
-
-        while done < len(cases):
-            child, failed = self._child(seq)
-            if failed is not None:  # the runner cannot start: every case left says so
-                held += [(failed, [])] * (len(cases) - done)
-                break
-            child.send((blobs, cases[done:]))
-            while done < len(cases):
-                got = self._await(child, timeout, seq, due, send)
-                if got is Child.TIMEOUT:
-                    child.kill()
-                    answer = {"kind": Call.TIMEOUT, "message": f"no result within {timeout:g}s on the device; "
-                                                               "its runner was killed"}, []
-                elif got is Child.GONE:
-                    code = child.wait_exit()
-                    child.kill()
-                    answer = {"kind": Call.CRASHED, "message": f"the device's runner {describe_exit(code)}"}, []
-                else:
-                    kind, message, out, seconds = got
-                    if len(message) > MESSAGE_CHARS:
-                        message = f"{message[:MESSAGE_CHARS]}… [{len(message):,} characters in all]"
-                    answer = {"kind": kind, "message": message, "seconds": round(seconds, 6)}, out
-                said = len(json.dumps(answer[0])) + 20  # its share of the chunk's header
-                if held and chars + said >= HEADER_BUDGET:
-                    send()
-                if not held:
-                    since = time.monotonic()
-                held.append(answer)
-                size += sum(len(b) for b in answer[1])
-                chars += said
-                done += 1
-                if size >= CHUNK_BYTES or time.monotonic() >= due():
-                    send()
-                if got is Child.TIMEOUT or got is Child.GONE:
-                    break  # the rest to a fresh child
-        send()
+        if self.pool is None:
+            w = self.server
+            self.pool = IsolatedPool(DeviceJob(w.runner, tuple(sorted(w.options.items()))), w.timeout, w.memory_mb)
+        items = [(f"{seq}.{i}", blobs[k], [(n, blobs[j]) for n, j in inputs]) for i, (k, inputs) in enumerate(cases)]
+        with _Answers(self, flush, timed=len(items) > 1) as answers:
+            self.pool.submit(items)
+            for key, _, _ in items:
+                answers.add(*self.pool.result(key))
 
     @staticmethod
     def cases_of(header: dict, blobs: list[bytes]) -> list[tuple[int, list[tuple[str, int]]]]:
@@ -323,8 +320,8 @@ class Session:
             why = f"refused: {type(exc).__name__}: {exc}"
             self._say(f"the worker failed on request {self.seq}: {type(exc).__name__}: {exc}")
         finally:
-            if self.child is not None:
-                self.child.close()
+            if self.pool is not None:
+                self.pool.close()
             self.sock.close()
             w.ended(self)
             w.log(f"{self.peer}: {why} ({served} case(s) run)")
