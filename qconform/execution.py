@@ -49,6 +49,9 @@ class Options:
     #: run the cases of a batch that share a pack key as one model (``qconform.packing``); only a
     #: pass is taken from a packed run, everything else is judged alone
     pack: bool = False
+    #: a failure's diagnosis is left to whoever receives the result (``Pipeline.diagnose_later``): the
+    #: controller diagnoses beside its runner workers instead of between two of their cases
+    diagnose_elsewhere: bool = False
 
 
 @dataclass
@@ -61,6 +64,10 @@ class CaseResult:
     detail: str = ""  # the comparison's own text for a failure (``message`` without the diagnosis lines)
     outputs: list | None = None  # the runner's outputs, kept only where asked (``keep_outputs``)
     stop: bool = False  # not run because the device is gone: the front-end stops the run here
+    #: a failure whose diagnosis is still to run (``Options.diagnose_elsewhere``); its outputs travel
+    #: with it in ``outputs``, and ``scope`` is the run of cases it was judged in (the budget's scope)
+    undiagnosed: bool = False
+    scope: str | None = None
 
     @property
     def id(self) -> str:
@@ -318,16 +325,12 @@ class Pipeline:
             message = "" if call.kind == Call.UNSUPPORTED else f"{case.id}: {call.kind}: {_terminal(call.message)}"
             return CaseResult(rec, message, seconds)
         outcome = compare(case, call.outputs, strict_nan=o.strict_nan, profile=o.profile)
+        if o.diagnose_elsewhere and o.diagnose and outcome.verdict == FAIL:
+            return self._undiagnosed(case, outcome, call.outputs, seconds)
         diagnosis, diagnosis_errors, step = self._diagnose(case, outcome, call.outputs)
         rec = CaseRecord.judged(case, outcome, None if diagnosis is None else [d.model for d in diagnosis],
                                 diagnosis_errors, step)
-        if outcome.verdict == FAIL and outcome.mismatch_count:
-            from qconform.compare import evidence
-
-            try:
-                rec.evidence = evidence(case, call.outputs, outcome.reading, o.strict_nan)
-            except Exception:  # noqa: BLE001 - evidence is for the report; it never changes a verdict
-                pass
+        self._evidence(rec, case, outcome, call.outputs)
         if outcome.verdict == PASS:
             return CaseResult(rec, "", seconds)
         lines = [outcome.message(case)]
@@ -336,6 +339,45 @@ class Pipeline:
 
             lines += message_lines(diagnosis, step)
         return CaseResult(rec, "\n".join(lines), seconds, detail=lines[0])
+
+    def _undiagnosed(self, case, outcome, outputs: list, seconds: float) -> CaseResult:
+        """A failure judged here and diagnosed where the result goes (``diagnose_later``)."""
+        rec = CaseRecord.judged(case, outcome)
+        self._evidence(rec, case, outcome, outputs)
+        line = outcome.message(case)
+        return CaseResult(rec, line, seconds, detail=line, outputs=list(outputs), undiagnosed=True, scope=self.scope)
+
+    def diagnose_later(self, case, result: CaseResult, keep_outputs: bool = False) -> CaseResult:
+        """Finish a failure judged elsewhere without its diagnosis (``CaseResult.undiagnosed``): the
+        same diagnosis, within the same budget and scope, as ``judge`` would have given it."""
+        from qconform.compare import compare
+
+        o = self.options
+        outputs = result.outputs or []
+        outcome = compare(case, outputs, strict_nan=o.strict_nan, profile=o.profile)
+        self.scope = result.scope
+        diagnosis, diagnosis_errors, step = self._diagnose(case, outcome, outputs)
+        rec = result.record
+        if diagnosis is not None:
+            rec.diagnosis = [d.model for d in diagnosis]
+            rec.diagnosis_errors = list(diagnosis_errors) or None
+            rec.diagnosis_step = step or None
+            from qconform.diagnosis.diagnose import message_lines
+
+            result.message = "\n".join([result.detail, *message_lines(diagnosis, step)])
+        result.undiagnosed = False
+        if not keep_outputs:
+            result.outputs = None
+        return result
+
+    def _evidence(self, rec: CaseRecord, case, outcome, outputs: list) -> None:
+        if outcome.verdict == FAIL and outcome.mismatch_count:
+            from qconform.compare import evidence
+
+            try:
+                rec.evidence = evidence(case, outputs, outcome.reading, self.options.strict_nan)
+            except Exception:  # noqa: BLE001 - evidence is for the report; it never changes a verdict
+                pass
 
     def _inform(self, case, call: CallResult, seconds: float) -> CaseResult:
         """A model the text makes invalid: what the runner did with it, as information (never a pass
@@ -472,14 +514,26 @@ class InProcessEngine(InProcessPool):
 
 
 class IsolatedEngine(IsolatedPool):
-    """``--isolate=on``: the pipeline in ``workers`` worker processes (``qconform.pool.IsolatedPool``)."""
+    """``--isolate=on``: the pipeline in ``workers`` worker processes (``qconform.pool.IsolatedPool``).
+    A failure is diagnosed here, in the controller, as its result is handed out, while the workers
+    go on with their cases (``Options.diagnose_elsewhere``)."""
 
     RUN = RUN
 
     def __init__(self, options: Options, index, timeout: float | None, memory_mb: int = 0, batch: int = 64,
                  workers: int = 1) -> None:
-        super().__init__(CorpusJob(options), timeout, memory_mb, batch, workers=workers)
+        import dataclasses
+
+        super().__init__(CorpusJob(dataclasses.replace(options, diagnose_elsewhere=True)), timeout, memory_mb, batch,
+                         workers=workers)
         self.options, self.index = options, index
+        self._diagnosis = Pipeline(options, None, index)
+
+    def result(self, key: str) -> CaseResult:
+        res = super().result(key)
+        if res.undiagnosed:
+            return self._diagnosis.diagnose_later(self.index.case(key), res)
+        return res
 
 
 def local_executor(options: Options, index, *, isolate: bool = True, workers: int = 1, timeout: float | None = 120.0,
