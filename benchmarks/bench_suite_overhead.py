@@ -14,7 +14,7 @@ same run); asserts nothing.
 * printing failures: the same ~2,000 failing cases of a deliberately wrong runner with the FAILURES
   section on and off (`--tb=no`); the difference is what printing them costs.
 
-    python benchmarks/bench_suite_overhead.py [--quick]
+    python benchmarks/bench_suite_overhead.py [--quick] [--certify-only]
 """
 from __future__ import annotations
 
@@ -88,6 +88,8 @@ def _mib(path: Path) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="skip the --isolate=off run")
+    ap.add_argument("--certify-only", action="store_true",
+                    help="only onnxruntime's own time and qconform certify -j 1 / -j 2 (a few minutes)")
     a = ap.parse_args()
     print(f"machine: {_common.machine()}")
     own, n = ort_own_seconds()
@@ -95,14 +97,15 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
-        wall, rss, rc, text = _common.run_child([*PYTEST, "--runner=onnxruntime", f"--report={out / 'rep'}",
-                                                 f"--junitxml={out / 'junit.xml'}"])
-        print(f"suite, isolation on (1 process): {wall:.1f} s wall, peak RSS {rss:.0f} MiB, exit {rc}: {_tail(text)}")
-        print(f"  ratio to onnxruntime's own time: {wall / own:.2f}  (target <= 3.0)")
-        print(f"  peak RSS {rss:.0f} MiB  (target <= 400)")
-        print(f"  report.json {_mib(out / 'rep' / 'report.json'):.1f} MiB  (target <= 5); "
-              f"JUnit XML {_mib(out / 'junit.xml'):.1f} MiB  (target <= 5); "
-              f"report.html {_mib(out / 'rep' / 'report.html'):.1f} MiB")
+        if not a.certify_only:
+            wall, rss, rc, text = _common.run_child([*PYTEST, "--runner=onnxruntime", f"--report={out / 'rep'}",
+                                                     f"--junitxml={out / 'junit.xml'}"])
+            print(f"suite, isolation on (1 process): {wall:.1f} s wall, peak RSS {rss:.0f} MiB, exit {rc}: {_tail(text)}")
+            print(f"  ratio to onnxruntime's own time: {wall / own:.2f}  (target <= 3.0)")
+            print(f"  peak RSS {rss:.0f} MiB  (target <= 400)")
+            print(f"  report.json {_mib(out / 'rep' / 'report.json'):.1f} MiB  (target <= 5); "
+                  f"JUnit XML {_mib(out / 'junit.xml'):.1f} MiB  (target <= 5); "
+                  f"report.html {_mib(out / 'rep' / 'report.html'):.1f} MiB")
         j1, rss1, rc1, text1 = _common.run_child([*CERTIFY, "-j", "1", "--report", str(out / "c1")])
         j2, rss2, rc2, _ = _common.run_child([*CERTIFY, "-j", "2", "--report", str(out / "c2")])
         first = next((ln for ln in text1.splitlines() if " cases in " in ln), "?")
@@ -111,6 +114,8 @@ def main() -> int:
         print(f"qconform certify -j 2: {j2:.1f} s wall, peak RSS {rss2:.0f} MiB, exit {rc2}")
         print(f"  -j 2 is {j1 / j2:.2f}x faster than -j 1  (target >= 1.7 on 2 cores)")
         print(f"  report.json {_mib(out / 'c2' / 'report.json'):.1f} MiB  (target <= 5)")
+        if a.certify_only:
+            return 0
         if not a.quick:
             wall_off, rss_off, rc, text = _common.run_child([*PYTEST, "--runner=onnxruntime", "--isolate=off"])
             print(f"suite, isolation off (1 process): {wall_off:.1f} s wall, peak RSS {rss_off:.0f} MiB: {_tail(text)}")

@@ -64,9 +64,10 @@ class CaseResult:
     detail: str = ""  # the comparison's own text for a failure (``message`` without the diagnosis lines)
     outputs: list | None = None  # the runner's outputs, kept only where asked (``keep_outputs``)
     stop: bool = False  # not run because the device is gone: the front-end stops the run here
-    #: a failure whose diagnosis is still to run (``Options.diagnose_elsewhere``); its outputs travel
-    #: with it in ``outputs``, and ``scope`` is the run of cases it was judged in (the budget's scope)
-    undiagnosed: bool = False
+    #: a failure whose diagnosis is still to run (``Options.diagnose_elsewhere``): the case travels with
+    #: it (the receiver reads no corpus group for it), its outputs in ``outputs``, and ``scope`` is the
+    #: run of cases it was judged in (the diagnosis budget's scope)
+    undiagnosed: Any = None
     scope: str | None = None
 
     @property
@@ -345,14 +346,14 @@ class Pipeline:
         rec = CaseRecord.judged(case, outcome)
         self._evidence(rec, case, outcome, outputs)
         line = outcome.message(case)
-        return CaseResult(rec, line, seconds, detail=line, outputs=list(outputs), undiagnosed=True, scope=self.scope)
+        return CaseResult(rec, line, seconds, detail=line, outputs=list(outputs), undiagnosed=case, scope=self.scope)
 
-    def diagnose_later(self, case, result: CaseResult, keep_outputs: bool = False) -> CaseResult:
+    def diagnose_later(self, result: CaseResult, keep_outputs: bool = False) -> CaseResult:
         """Finish a failure judged elsewhere without its diagnosis (``CaseResult.undiagnosed``): the
         same diagnosis, within the same budget and scope, as ``judge`` would have given it."""
         from qconform.compare import compare
 
-        o = self.options
+        o, case = self.options, result.undiagnosed
         outputs = result.outputs or []
         outcome = compare(case, outputs, strict_nan=o.strict_nan, profile=o.profile)
         self.scope = result.scope
@@ -365,7 +366,7 @@ class Pipeline:
             from qconform.diagnosis.diagnose import message_lines
 
             result.message = "\n".join([result.detail, *message_lines(diagnosis, step)])
-        result.undiagnosed = False
+        result.undiagnosed = None
         if not keep_outputs:
             result.outputs = None
         return result
@@ -531,8 +532,8 @@ class IsolatedEngine(IsolatedPool):
 
     def result(self, key: str) -> CaseResult:
         res = super().result(key)
-        if res.undiagnosed:
-            return self._diagnosis.diagnose_later(self.index.case(key), res)
+        if res.undiagnosed is not None:
+            return self._diagnosis.diagnose_later(res)
         return res
 
 

@@ -70,6 +70,10 @@ def test_in_process_and_isolated_engines_agree():
         iso.close()
     assert {c: (r.verdict, r.message) for c, r in a.items()} == {c: (r.verdict, r.message) for c, r in b.items()}
     assert {r.verdict for r in a.values()} >= {"pass", "fail"}
+    # the isolated engine's workers leave a failure's diagnosis to the controller: the same records
+    assert {c: r.record.to_dict() for c, r in a.items()} == {c: r.record.to_dict() for c, r in b.items()}
+    assert any(r.record.diagnosis is not None for r in b.values())  # diagnosed (whatever it found)
+    assert all(r.undiagnosed is None and r.outputs is None for r in b.values())
 
 
 # --------------------------------------------------------------------------------------------
