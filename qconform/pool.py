@@ -7,9 +7,11 @@ run any job's items and give one result back per key:
 
 * ``InProcessPool``: the job's worker in this process, an item computed when its result is asked for.
 * ``IsolatedPool``: the job's worker in ``workers`` worker processes (``isolation.Child``), fed ahead
-  in batches, results read back per worker in order. A crash or a hang is the item that was running's
-  -- the first submitted item without a result -- and the rest of its batch continues in a fresh
-  worker. Items go to workers in runs of one group (a worker loads a corpus group, prepares a sweep's
+  in batches, results read back per worker in order, in groups (``RESULTS``, at most ``FLUSH``
+  seconds after each ends). A crash or a hang is the item that was running's: alone, the first
+  submitted item without a result; inside a group (``TOGETHER``), the unanswered items run again
+  one by one in a fresh worker, which pins it; the rest of the batch continues in a fresh worker.
+  Items go to workers in runs of one group (a worker loads a corpus group, prepares a sweep's
   model, once), each run to the worker with the least work pending.
 
 A Dask cluster runs the same jobs (``qconform.cluster.DaskPool``): each Dask worker holds one of
