@@ -2,8 +2,9 @@
 (or a device team's own worker, ``qconform/docs/protocol.md``).
 
 Everything but the runtime stays here: the corpus, the model building, the comparison, the
-diagnosis and the report. Each call sends the model (ModelProto bytes) and its inputs (TensorProto)
-and reads the outputs back. What the device's runtime did maps onto the verdicts a local runner
+diagnosis and the report. A batch of cases goes in one request (protocol version 3, ``run_batch``:
+each case's model as ModelProto bytes, a model shared by several sent once, its inputs as
+TensorProto) and their outputs come back in chunks; a version-2 worker gets one case a request. What the device's runtime did maps onto the verdicts a local runner
 gets: ``unsupported`` (``Unsupported``), ``error`` (an exception), ``crashed`` and ``timeout`` (the
 device's runner died or hung: ``CaseFault``).
 
@@ -20,7 +21,8 @@ prove it holds it too, and a controller without one talks only to a worker on a 
 (``insecure=1`` accepts another, and the report says the device was not authenticated).
 
 Options (``--runner-opt``): ``secret_file`` (else ``$QCONFORM_WORKER_SECRET``); ``timeout`` (seconds
-one request may take in all, default 150: the worker's own case timeout plus a margin); ``stall``
+to wait for each answer of a request -- a batch's chunks each restart it --, default 150: the
+worker's own case timeout plus a margin); ``stall``
 (seconds of silence that mean the device is gone, default 10); ``reconnect`` (seconds to keep trying
 to reach a device that dropped, default 60); ``retries`` (resends of one case after a dropped
 connection, default 2); ``insecure`` (1: talk to an unauthenticated worker off loopback).
