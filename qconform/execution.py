@@ -64,10 +64,11 @@ class CaseResult:
     detail: str = ""  # the comparison's own text for a failure (``message`` without the diagnosis lines)
     outputs: list | None = None  # the runner's outputs, kept only where asked (``keep_outputs``)
     stop: bool = False  # not run because the device is gone: the front-end stops the run here
-    #: a failure whose diagnosis is still to run (``Options.diagnose_elsewhere``): the case travels with
-    #: it (the receiver reads no corpus group for it), its outputs in ``outputs``, and ``scope`` is the
-    #: run of cases it was judged in (the diagnosis budget's scope)
-    undiagnosed: Any = None
+    #: a failure whose diagnosis is still to run (``Options.diagnose_elsewhere``): its case and the
+    #: comparison's outcome travel with it (the receiver reads no corpus group and compares nothing
+    #: again), its outputs in ``outputs``, and ``scope`` is the run of cases it was judged in (the
+    #: diagnosis budget's scope)
+    undiagnosed: tuple | None = None
     scope: str | None = None
 
     @property
@@ -153,10 +154,15 @@ class Pipeline:
         return self.judge(self.cases.case(case_id))
 
     @property
+    def runner_batches(self) -> bool:
+        """Whether the runner runs many models in one exchange (``run_batch``: a device worker)."""
+        return callable(getattr(self.runner, "run_batch", None))
+
+    @property
     def batches(self) -> bool:
         """Whether this pipeline judges a batch as a whole (the pools then hand it ``run_many``):
-        packing, or a runner that runs many models in one exchange (``run_batch``)."""
-        return self.options.pack or callable(getattr(self.runner, "run_batch", None))
+        packing, or a runner that runs batches."""
+        return self.options.pack or self.runner_batches
 
     def run_many(self, case_ids: Sequence[str]) -> list[CaseResult]:
         """A batch of cases by id, packed where ``options.pack`` says so (``judge_many``)."""
@@ -172,7 +178,7 @@ class Pipeline:
         if self.options.pack and len(cases) > 1:
             self._judge_packed(cases, results, models)
         alone = [i for i, r in enumerate(results) if r is None]
-        if len(alone) > 1 and callable(getattr(self.runner, "run_batch", None)):
+        if len(alone) > 1 and self.runner_batches:
             self._judge_batch(cases, alone, results, models)
         return [r if r is not None else self._judge_built(c, models.get(i)) for i, (c, r) in enumerate(zip(cases, results))]
 
@@ -289,12 +295,11 @@ class Pipeline:
         """The runner on many models (ModelProtos or bytes) and their inputs: as one exchange where the
         runner runs a batch at once (``run_batch``: a device worker, one round trip for them all),
         else one ``call_model`` each. Either way each result is classified by ``isolation.call``."""
-        run_batch = getattr(self.runner, "run_batch", None)
-        if run_batch is None:
+        if not self.runner_batches:
             return [self.call_model(m, f) for m, f in zip(models, feeds)]
         data = [m if isinstance(m, bytes) else m.SerializeToString() for m in models]
         out = []
-        for (outcome, seconds), f in zip(run_batch(list(zip(data, feeds))), feeds):
+        for (outcome, seconds), f in zip(self.runner.run_batch(list(zip(data, feeds))), feeds):
             out.append((call(_given(outcome), f), seconds))
         return out
 
@@ -346,28 +351,21 @@ class Pipeline:
         rec = CaseRecord.judged(case, outcome)
         self._evidence(rec, case, outcome, outputs)
         line = outcome.message(case)
-        return CaseResult(rec, line, seconds, detail=line, outputs=list(outputs), undiagnosed=case, scope=self.scope)
+        return CaseResult(rec, line, seconds, detail=line, outputs=list(outputs), undiagnosed=(case, outcome), scope=self.scope)
 
-    def diagnose_later(self, result: CaseResult, keep_outputs: bool = False) -> CaseResult:
+    def diagnose_later(self, result: CaseResult) -> CaseResult:
         """Finish a failure judged elsewhere without its diagnosis (``CaseResult.undiagnosed``): the
         same diagnosis, within the same budget and scope, as ``judge`` would have given it."""
-        from qconform.compare import compare
-
-        o, case = self.options, result.undiagnosed
-        outputs = result.outputs or []
-        outcome = compare(case, outputs, strict_nan=o.strict_nan, profile=o.profile)
+        case, outcome = result.undiagnosed
         self.scope = result.scope
-        diagnosis, diagnosis_errors, step = self._diagnose(case, outcome, outputs)
-        rec = result.record
+        diagnosis, diagnosis_errors, step = self._diagnose(case, outcome, result.outputs or [])
         if diagnosis is not None:
-            rec.diagnosis = [d.model for d in diagnosis]
-            rec.diagnosis_errors = list(diagnosis_errors) or None
-            rec.diagnosis_step = step or None
+            result.record.diagnosed([d.model for d in diagnosis], diagnosis_errors, step)
             from qconform.diagnosis.diagnose import message_lines
 
             result.message = "\n".join([result.detail, *message_lines(diagnosis, step)])
         result.undiagnosed = None
-        if not keep_outputs:
+        if not self.keep_outputs:
             result.outputs = None
         return result
 

@@ -71,10 +71,14 @@ class CaseRecord:
         rec.reading, rec.masked, rec.mismatches = outcome.reading, outcome.masked, outcome.mismatch_count
         rec.first_mismatches = [dataclasses.asdict(m) for m in outcome.mismatches]
         if diagnosis is not None:
-            rec.diagnosis = list(diagnosis)
-            rec.diagnosis_errors = list(diagnosis_errors) or None
-            rec.diagnosis_step = diagnosis_step or None
+            rec.diagnosed(diagnosis, diagnosis_errors, diagnosis_step)
         return rec
+
+    def diagnosed(self, diagnosis: Sequence[str], diagnosis_errors: Sequence[str] = (), diagnosis_step: str = "") -> None:
+        """The diagnosis of this failure: the models that reproduce it, the ones that broke, the step."""
+        self.diagnosis = list(diagnosis)
+        self.diagnosis_errors = list(diagnosis_errors) or None
+        self.diagnosis_step = diagnosis_step or None
 
     @classmethod
     def informed(cls, case: Any, reading: str | None, runner_did: str) -> "CaseRecord":

@@ -27,6 +27,9 @@ from pathlib import Path
 #: per batch instead of per case). A peer of a version the other does not speak is refused in the
 #: handshake with one line naming both.
 VERSION = 3
+#: A run answer's kind for a case the worker will not run (its model or tensors do not decode): the
+#: case is not run, never a verdict; the other kinds are the verdicts' (``verdicts.Call``).
+REFUSED = "refused"
 #: The versions this reference speaks (the worker offers them; the controller takes the highest it
 #: shares): a version-2 worker written by a device team still serves, one case per request.
 VERSIONS = (2, 3)
@@ -177,6 +180,6 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-__all__ = ["HEARTBEAT", "MAX_FRAME", "MIN_SECRET", "ProtocolError", "SECRET_ENV", "SecretError", "VERSION", "VERSIONS",
+__all__ = ["HEARTBEAT", "MAX_FRAME", "MIN_SECRET", "ProtocolError", "SECRET_ENV", "REFUSED", "SecretError", "VERSION", "VERSIONS",
            "check_secret", "hello", "is_loopback", "new_secret", "nonce", "proof", "read_secret", "recv", "send",
            "session_key"]

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from qconform import wire
-from qconform.verdicts import Call
+from qconform.verdicts import CRASHED, Call
 
 #: A chunk of ``run_many`` results is sent once its outputs reach this many bytes (well under the
 #: controller's bound on one message), or ``FLUSH`` seconds after its first answer arrived (so a slow
@@ -91,7 +91,7 @@ class DeviceJob:
     def failed(self, item: tuple, verdict: str, why: str, traceback: str = "") -> tuple:
         """What the session answers for a case the child could not answer: it crashed or hung there
         (the pool's words for it, said to be the device's), or the runner could not start."""
-        said = f"the device's runner {why}" if verdict == Call.CRASHED else f"{why} (on the device)"
+        said = f"the device's runner {why}" if verdict == CRASHED else f"{why} (on the device)"
         return str(verdict), said, [], 0.0
 
 
@@ -115,7 +115,7 @@ class _DeviceRunner:
             feeds = {n: from_tensor_proto(b) for n, b in inputs}
             parsed = model if self.pipeline.knows(model) else onnx.ModelProto.FromString(model)  # parsed once
         except Exception as exc:  # noqa: BLE001 - a request the controller got wrong: refused, not run
-            return "refused", f"the request does not decode: {type(exc).__name__}: {exc}", [], 0.0
+            return wire.REFUSED, f"the request does not decode: {type(exc).__name__}: {exc}", [], 0.0
         result, seconds = self.pipeline.call_model(parsed, feeds, key=model)
         return (result.kind, result.message,
                 [to_tensor_proto(a) for a in result.outputs] if result.kind == "ok" else [], seconds)
@@ -329,7 +329,7 @@ class Session:
     def _answer_run(self, chunk: list[tuple[dict, list[bytes]]]) -> None:
         """Version 2's answer: the one case's kind and message, its outputs as blobs."""
         ((answer, out),) = chunk
-        if answer["kind"] == "refused":
+        if answer["kind"] == wire.REFUSED:
             raise Refusal(answer["message"])
         answer = {k: v for k, v in answer.items() if k != "seconds"}
         wire.send(self.sock, {**answer, "seq": self.seq}, out, self.key)

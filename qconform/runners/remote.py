@@ -44,9 +44,8 @@ from qconform.runner import BaseRunner, CaseFault, NotRun, RunnerError, Unsuppor
 from qconform.verdicts import ERROR, FAULTS, UNSUPPORTED, Call
 
 #: The answer kinds a worker may give for a run request (protocol.md, "Requests"): a verdict's, or
-#: ``refused`` (a case of a run_many request the worker would not run: not run, never a verdict).
+#: ``wire.REFUSED`` (a case the worker would not run: not run, never a verdict).
 OK = Call.OK
-REFUSED = "refused"
 #: A run_many request carries cases up to this many bytes of models and tensors (a larger case alone):
 #: well under a worker's bound on one message (64 MiB by default).
 REQUEST_BYTES = 8 * 2**20
@@ -369,7 +368,7 @@ class RemoteRunner(BaseRunner):
             return CaseFault(kind, message)
         if kind == ERROR:
             return RuntimeError(message)
-        if kind == REFUSED:
+        if kind == wire.REFUSED:
             return NotRun(f"the worker at {self.host}:{self.port} refused the case: {message}")
         return NotRun(f"the worker at {self.host}:{self.port} answered kind {kind!r}, which the protocol "
                       "does not define")
