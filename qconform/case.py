@@ -1,6 +1,7 @@
 """The case model: one conformance case, as generators draft it and the corpus stores it."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -129,8 +130,9 @@ class Case:
     def expected(self) -> tuple[np.ndarray, ...]:
         return self.readings[0].outputs
 
-    @property
+    @functools.cached_property
     def output_types(self) -> tuple[str, ...]:
+        """The outputs' type names (read for every record and model of the case: computed once)."""
         return tuple(dtypes.get(a.dtype).name for a in self.expected)
 
     @property

@@ -97,13 +97,7 @@ class CaseRecord:
     def to_dict(self) -> dict[str, Any]:
         """The record as report.model.build and the record files read it: every field, but the
         static ones the engine did not know and the optional ones that say nothing."""
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if value is None and (f.name in STATIC or f.name in OPTIONAL):
-                continue
-            out[f.name] = value
-        return out
+        return {name: value for name in _FIELDS if (value := getattr(self, name)) is not None or name not in _SILENT}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CaseRecord":
@@ -116,6 +110,10 @@ class CaseRecord:
     def over(self, stub: "CaseRecord") -> "CaseRecord":
         """This record, with the static fields it lacks taken from ``stub`` (the same case's)."""
         return dataclasses.replace(self, **{k: getattr(stub, k) for k in STATIC if getattr(self, k) is None})
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(CaseRecord))  # in order: report.json's key order
+_SILENT = frozenset(STATIC) | frozenset(OPTIONAL)  # left out of to_dict where None
 
 
 #: A deviation's behaviour where the diagnosis names no model (``behaviour``; a baseline entry's

@@ -103,3 +103,26 @@ def test_a_missing_corpus_is_one_clear_line(tmp_path):
     r = run_pytest("--runner=cpu-ref", f"--golden={tmp_path / 'nowhere'}")
     assert r.returncode != 0 and "Traceback" not in r.stdout + r.stderr
     assert f"golden corpus missing: no {tmp_path / 'nowhere' / 'MANIFEST'}" in r.stdout + r.stderr
+
+
+def test_reading_some_cases_of_a_group_gives_them_as_reading_the_whole_group():
+    """``Index.cases_of`` parses only the wanted index lines and converts only their tensors (a
+    report reads a few passing cases of many groups): the cases are the same, array for array."""
+    import random
+
+    index = corpus_mod.index(default_golden())
+    group = "QuantizeLinear-21"
+    whole = {c.id: c for c in corpus_mod._group_cases(index.root, group)}
+    some = random.Random(7).sample(sorted(whole), 25)
+    got = index.cases_of(some + ["QuantizeLinear-21/no/such/case"])
+    assert sorted(got) == sorted(some)
+
+    def arrays(case):
+        ins = [(a.name, a.type, a.initializer, a.value.dtype, a.value.shape, a.value.tobytes())
+               for a in case.inputs if a is not None]
+        outs = [(r.name, [(o.dtype, o.shape, o.tobytes()) for o in r.outputs],
+                 [None if m is None else m.tobytes() for m in r.dont_care]) for r in case.readings]
+        return case.draft.id, case.output_names, case.clause, case.information, ins, outs
+
+    for cid in some:
+        assert arrays(got[cid]) == arrays(whole[cid])

@@ -493,3 +493,22 @@ def test_a_predicate_that_raises_is_reported_not_silently_off() -> None:
     assert errors == ["broken-predicate: its applies_to raised ZeroDivisionError: predicate bug"]
     with pytest.raises(ZeroDivisionError):
         bad.applies(case.draft)
+
+
+def test_the_ranking_reads_only_the_passing_cases_it_looks_at():
+    """A report's ranking checks at most ``max_passing`` passing cases of a group: it reads those
+    (the first ones the corpus has, in the records' order) and no others."""
+    asked: list[list[str]] = []
+    corpus_has = {f"g{g}/p{i}" for g in range(3) for i in range(50)} - {"g0/p1", "g0/p3"}
+
+    def read(ids):
+        ids = list(ids)
+        asked.append(ids)
+        return {i: i for i in ids if i in corpus_has}
+
+    groups = [[f"g{g}/p{i}" for i in range(n)] for g, n in ((0, 50), (1, 3), (2, 50))]
+    got = dg._passing_cases(read, groups, 4)
+    for ids in groups:
+        assert [i for i in ids if i in got][:4] == [i for i in ids if i in corpus_has][:4]
+    assert sum(map(len, asked)) <= 4 * 3 + 4  # the group missing two cases is read once more
+    assert set(dg._passing_cases(read, groups, None)) == {i for ids in groups for i in ids} & corpus_has

@@ -20,6 +20,7 @@ def assemble(records: list[dict], collected: list[dict], run_meta: dict, *, case
     from qconform.apps import baseline as baseline_mod
 
     texts: dict[str, str] = {}
+    cases_of = _read_once(cases_of)
     report = model.build(records, collected, run_meta, texts)
     report["diagnosis"] = report_section(records, cases_of, strict_nan=strict_nan, profile=profile)
     try:
@@ -33,3 +34,18 @@ def assemble(records: list[dict], collected: list[dict], run_meta: dict, *, case
     floor = min_cases if min_cases is not None else (0 if filters else corpus_size)
     report["gate"] = baseline_mod.gate(report, baseline, today, min_cases=floor, filtered=bool(filters))
     return report, texts
+
+
+def _read_once(cases_of):
+    """``cases_of`` reading each case from the corpus once for the whole assembly (the diagnosis's
+    ranking and the characterisation often want the same groups' passing cases)."""
+    held: dict = {}
+
+    def read(ids) -> dict:
+        ids = list(ids)
+        missing = [i for i in ids if i not in held]
+        if missing:
+            held.update(cases_of(missing))
+        return {i: held[i] for i in ids if i in held}
+
+    return read

@@ -433,8 +433,9 @@ def rank(records: Iterable[Mapping[str, Any]],
         leaders = sum(c.explains_all for c in cands)
         ranked.append(_Ranking(key, recs, failing, diagnosed, cands,
                                cases is not None and (check != "ties" or leaders > 1)))
-    if callable(cases):  # one read of the corpus for every group that checks its passing cases
-        cases = cases([r["id"] for g in ranked if g.checks for r in g.records if r["verdict"] == PASS])
+    if callable(cases):  # one read of the corpus for the passing cases the checking groups look at
+        cases = _passing_cases(cases, [[r["id"] for r in g.records if r["verdict"] == PASS] for g in ranked if g.checks],
+                               max_passing)
     out = []
     for (domain, op, opset, types), recs, failing, diagnosed, cands, checks in ranked:
         if checks:
@@ -463,6 +464,20 @@ def rank(records: Iterable[Mapping[str, Any]],
     for g in out:
         g.run_counts = dict(counts)
     return out
+
+
+def _passing_cases(read: Callable[[Iterable[str]], Mapping[str, Case]], groups: list[list[str]],
+                   limit: int | None) -> dict[str, Case]:
+    """The cases of each group's first ``limit`` passing ids that are in the corpus (all of them
+    without a limit), read together: the ranking looks at no others."""
+    got: dict[str, Case] = {}
+    todo = [(ids, 0) for ids in groups]
+    while todo:
+        want = [ids[at:at + limit] if limit is not None else ids[at:] for ids, at in todo]
+        got.update(read([i for w in want for i in w]))
+        todo = [(ids, at + len(w)) for (ids, at), w in zip(todo, want)
+                if limit is not None and at + len(w) < len(ids) and sum(i in got for i in ids[:at + len(w)]) < limit]
+    return got
 
 
 @dataclass

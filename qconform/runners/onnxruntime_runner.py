@@ -313,6 +313,7 @@ class OnnxRuntimeRunner(BaseRunner):
     """Runs case models with onnxruntime (see the module docstring for options and the adapter)."""
 
     name = "onnxruntime"
+    _plain_options: "ort.SessionOptions | None" = None  # see _session_options
 
     def __init__(self, **options: str) -> None:
         unknown = sorted(k for k in set(options) - set(_OPTIONS) if not k.startswith(EP_PREFIX))
@@ -422,6 +423,16 @@ class OnnxRuntimeRunner(BaseRunner):
         return str(rt.dist) if rt is not None and rt.dist else "onnxruntime"
 
     def _session_options(self) -> ort.SessionOptions:
+        """The session options of every session; one object for all sessions where nothing in it is
+        per session (ORT copies them into each session), so building them is not part of each case."""
+        if self._plain_options is not None:
+            return self._plain_options
+        so = self._new_session_options()
+        if not self.plugin and not self._profiled:
+            self._plain_options = so
+        return so
+
+    def _new_session_options(self) -> ort.SessionOptions:
         so = ort.SessionOptions()
         so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, self.level)
         so.intra_op_num_threads = self.threads
