@@ -29,14 +29,21 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores{mem}, {platform.system()} {platform.machine()}, Python {platform.python_version()}"
 
 
-def run_child(cmd: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, float, int, str]:
+def run_child(cmd: list[str], env: dict | None = None, cwd: Path | None = None,
+              echo: bool = False) -> tuple[float, float, int, str]:
     """(wall seconds, peak RSS MiB of the child, return code, stdout): rusage from wait4. An ``env``
-    value of None removes that variable."""
+    value of None removes that variable. ``echo``: print the child's lines as they come (a long run
+    shows its progress)."""
     full = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, cwd=cwd or REPO, env=full, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
-    out = p.stdout.read()
+    lines = []
+    for line in p.stdout:
+        lines.append(line)
+        if echo:
+            print(f"  | {line}", end="", flush=True)
+    out = "".join(lines)
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
     return time.perf_counter() - t0, ru.ru_maxrss / 1024, p.returncode, out

@@ -1,7 +1,8 @@
 """``qconform scoreboard``: the bundled third-party runtimes side by side on the golden corpus.
 
-One ``pytest --runner=NAME --report=DIR/NAME`` run per installed runtime (exactly the command a user
-types, in a subprocess each, so runtimes never share a process and can run in parallel), then a
+One ``qconform certify --runner NAME --report DIR/NAME`` run per installed runtime (exactly the command
+a user types, in a subprocess each, so runtimes never share a process and can run in parallel; the
+report ``pytest --runner=NAME --report=DIR/NAME`` writes, without pytest's cost per case), then a
 comparison built only from the report.json files: ``scoreboard.md``, ``scoreboard.html`` and
 ``scoreboard.json`` (the same tables as data, and what ``--check`` reads). ``--from-reports DIR``
 re-renders from kept report directories without running anything: the output depends on the

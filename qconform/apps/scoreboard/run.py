@@ -16,10 +16,13 @@ from qconform.runner import RunnerError, describe, resolve
 from qconform.verdicts import CRASHED, HEADLINE, NOT_RUN, TIMEOUT
 
 
-def pytest_command(name: str, report_dir: Path, marker: str | None = None) -> list[str]:
-    """The certification command users run (tests/conftest.py ``run_pytest``, ``qconform certify``)."""
-    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", f"--runner={name}",
-            f"--report={report_dir}", "-q", "--tb=no", *(["-m", marker] if marker else [])]
+def certify_command(name: str, report_dir: Path, marker: str | None = None, scheduler: str | None = None) -> list[str]:
+    """The certification of one runtime, the command users run: ``qconform certify`` (the engine's own
+    front-end: the report.json ``pytest --runner=NAME --report=DIR`` writes, without a pytest item
+    per case), on a Dask cluster against its ``scheduler`` where given; with a ``marker`` (``-m`` is
+    pytest's) certify runs it through pytest, every option passed on."""
+    return [sys.executable, "-m", "qconform.cli", "certify", "--runner", name, "--report", str(report_dir),
+            *(["--scheduler", scheduler] if scheduler else []), *(["-m", marker, "-q", "--tb=no", "-p", "no:randomly"] if marker else [])]
 
 
 def installed(name: str) -> tuple[dict | None, str]:
@@ -42,25 +45,18 @@ def _say(line: str) -> None:
     print(line, flush=True)  # progress shows at once, also through a pipe or a CI log
 
 
-def certify_command(name: str, report_dir: Path, scheduler: str) -> list[str]:
-    """The run of one runtime on a Dask cluster: ``qconform certify`` (the engine's own front-end,
-    the same report.json as the pytest command) against the cluster's scheduler."""
-    return [sys.executable, "-m", "qconform.cli", "certify", "--runner", name, "--report", str(report_dir),
-            "--scheduler", scheduler]
-
-
 def run_one(name: str, reports: Path, marker: str | None = None, say: Callable[[str], None] = _say,
             scheduler: str | None = None) -> bool:
     """Run one runtime over the corpus into ``reports/name``; True when a fresh report.json came out.
-    pytest's own output goes to ``reports/name/pytest.log`` (its tail is shown when no report came)."""
+    The run's own output goes to ``reports/name/run.log`` (its tail is shown when no report came)."""
     out = (reports / name).resolve()
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").unlink(missing_ok=True)  # an old report must never pass for this run's
-    log = out / "pytest.log"
+    log = out / "run.log"
     say(f"{name}: started")
     t0 = time.monotonic()
     with log.open("w", encoding="utf-8") as fh:
-        command = certify_command(name, out, scheduler) if scheduler else pytest_command(name, out, marker)
+        command = certify_command(name, out, marker, scheduler)
         rc = subprocess.run(command, cwd=CHECKOUT or Path.cwd(),
                             stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, check=False).returncode
     seconds = time.monotonic() - t0
@@ -79,7 +75,7 @@ def run_one(name: str, reports: Path, marker: str | None = None, say: Callable[[
 
 def run_all(names: Sequence[str], reports: Path, jobs: int = 1, marker: str | None = None,
             say: Callable[[str], None] = _say, scheduler: str | None = None) -> list[str]:
-    """Run the runtimes, ``jobs`` at a time (a thread each waits on its pytest process); the names
+    """Run the runtimes, ``jobs`` at a time (a thread each waits on its certification's process); the names
     that produced a report."""
     lock = threading.Lock()
 
