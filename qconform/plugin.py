@@ -18,6 +18,7 @@ has queued on it (xdist's own load scheduling; its scope schedulers are quadrati
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -99,7 +100,10 @@ def _options(config: pytest.Config) -> dict[str, str]:
         raise pytest.UsageError(str(exc)) from None
 
 
+@functools.cache
 def marker_name(prefix: str, value: object) -> str:
+    """``op_QuantizeLinear``, ``types_float32_int8``: the few distinct names of a corpus, made once
+    (every collected case asks for four; a ``-k`` run asks for every case of the corpus)."""
     return f"{prefix}_" + re.sub(r"\W", "_", str(value))
 
 

@@ -38,6 +38,28 @@ def pytest_collection_modifyitems(config, items):
         Path(listing).write_text(json.dumps({item.nodeid: {"needs": needs_of(item),
                                                            "skip": item.get_closest_marker("skip") is not None}
                                              for item in items}), encoding="utf-8")
+    _skip_slow_and_untooled(config, items)
+
+
+def _skip_slow_and_untooled(config, items) -> None:
+    """A slow test without --run-slow, or one whose tool is missing, skips saying why: marked here,
+    not in a ``pytest_runtest_setup`` hook, because with ``--runner`` from this checkout this conftest
+    is loaded too, and a phase hook outside pytest turns the corpus's case items to pytest's own,
+    slower, protocol (``--case-protocol=auto``)."""
+    run_slow = config.getoption("--run-slow")
+    for item in items:
+        if not isinstance(item, pytest.Function):  # the corpus's case items, with --runner
+            continue
+        if item.get_closest_marker("slow") and not run_slow:
+            item.add_marker(pytest.mark.skip(reason="slow (minutes): run with --run-slow"))
+            continue
+        for name in needs_of(item):
+            if name not in tools.TOOLS:
+                raise ValueError(f"{item.nodeid}: needs({name!r}) names no tool of qconform.tools")
+            why = tools.missing(name)
+            if why:
+                item.add_marker(pytest.mark.skip(reason=why))
+                break
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -59,17 +81,6 @@ def _iree_compile_cache(tmp_path_factory):
 
 def needs_of(item) -> list[str]:
     return sorted({name for mark in item.iter_markers("needs") for name in mark.args})
-
-
-def pytest_runtest_setup(item):
-    if item.get_closest_marker("slow") and not item.config.getoption("--run-slow"):
-        pytest.skip("slow (minutes): run with --run-slow")
-    for name in needs_of(item):
-        if name not in tools.TOOLS:
-            raise ValueError(f"{item.nodeid}: needs({name!r}) names no tool of qconform.tools")
-        why = tools.missing(name)
-        if why:
-            pytest.skip(why)
 
 
 def pytest_addoption(parser):
