@@ -109,7 +109,12 @@ class CaseRecord:
 
     def over(self, stub: "CaseRecord") -> "CaseRecord":
         """This record, with the static fields it lacks taken from ``stub`` (the same case's)."""
-        return dataclasses.replace(self, **{k: getattr(stub, k) for k in STATIC if getattr(self, k) is None})
+        out = object.__new__(type(self))  # a shallow copy, as dataclasses.replace makes, at a fraction of its cost
+        out.__dict__.update(self.__dict__)
+        for k in STATIC:
+            if getattr(out, k) is None:
+                setattr(out, k, getattr(stub, k))
+        return out
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(CaseRecord))  # in order: report.json's key order
