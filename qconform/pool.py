@@ -379,6 +379,13 @@ class IsolatedPool:
     def workers(self) -> int:
         return len(self.lanes)
 
+    def start(self) -> None:
+        """Start the worker processes now, before any item (they import the runner while the caller
+        still reads the corpus's index): what the first ``submit`` would otherwise do."""
+        for lane in self.lanes:
+            if not lane.child.alive():
+                lane.restart()
+
     @property
     def child(self) -> Child:  # the first worker (tests look at it)
         return self.lanes[0].child

@@ -151,7 +151,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         raise _Usage(str(exc)) from None
     golden = Path(args.golden or corpus_mod.DEFAULT_ROOT)
     try:
-        index = corpus_mod.index(golden)
+        digest = corpus_mod.verify(golden)
     except corpus_mod.CorpusError as exc:
         raise _Usage(str(exc)) from None
     base = None
@@ -163,40 +163,57 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
 
     patterns = [corpus_mod.case_pattern(c) for c in args.case if c.strip()]
     scope = None if patterns else _scope(ident)
-    wanted = patterns or (scope["cases"] if scope else [])
-    refs = [r for r in index.refs if not wanted or any(fnmatchcase(r.id, p) for p in wanted)]
-    if not refs:
-        raise _Usage(f"--case {' '.join(patterns)}: no case of the corpus at {golden} matches")
-    if scope:
-        scope["left_out"] = len(index) - len(refs)
-        print(f"qconform certify: {scope['why']} ({len(refs):,} cases; {scope['left_out']:,} left out)", file=sys.stderr)
     jobs = args.jobs or min(8, os.cpu_count() or 1)
     try:
         by_behaviour = base is not None and base.diagnose_every_failure(args.diagnose == "on")
     except baseline_mod.BaselineError as exc:
         raise _Usage(str(exc)) from None
-    packing = _packing(ident, index.digest, None if patterns else (scope or {}).get("cases")) if args.pack else None
-    if packing:
-        print(f"qconform certify: {'packing' if packing['used'] else 'not packing'}: {packing['why']}", file=sys.stderr)
+    packing = _packing(ident, digest, None if patterns else (scope or {}).get("cases")) if args.pack else None
     options = Options(str(golden), args.runner, opts, bool(args.strict_nan), args.profile, args.diagnose == "on",
                       None if by_behaviour else args.diagnose_per_group or None,
                       pack=bool(packing and packing["used"] and not args.offline))
-    state = StateFile(Path(args.state), STATE_FORMAT,
-                      {"corpus": index.digest, "runner": ident, "options": dataclasses.asdict(options)}) \
-        if args.state else None
+    # this machine's workers start now, importing the runner while the index is read; closed again
+    # if the input turns out bad or nothing is left to run
+    early = _executor(args, options, None, jobs) if not (args.offline or args.cluster or args.scheduler) else None
+    if early is not None:
+        early.start()
+    engine: Executor | None = None
     try:
-        done = {cid: CaseRecord.from_dict(rec) for cid, rec in state.load(lambda rec: rec["id"]).items()} \
-            if state else {}
-    except StateError as exc:
-        raise _Usage(str(exc)) from None
-    why = writer.prepare(Path(args.report))  # the last input check, the first thing written
-    if why:
-        raise _Usage(f"--report {args.report}: {why}")
-    todo = [r.id for r in refs if r.id not in done]
-    if done:
-        print(f"qconform certify: {len(refs) - len(todo)} of {len(refs)} cases read back from {args.state}",
-              file=sys.stderr)
-    engine: Executor | None = _executor(args, options, index, jobs, results) if todo else None
+        try:
+            index = corpus_mod.index(golden)
+        except corpus_mod.CorpusError as exc:
+            raise _Usage(str(exc)) from None
+        wanted = patterns or (scope["cases"] if scope else [])
+        refs = [r for r in index.refs if not wanted or any(fnmatchcase(r.id, p) for p in wanted)]
+        if not refs:
+            raise _Usage(f"--case {' '.join(patterns)}: no case of the corpus at {golden} matches")
+        if scope:
+            scope["left_out"] = len(index) - len(refs)
+            print(f"qconform certify: {scope['why']} ({len(refs):,} cases; {scope['left_out']:,} left out)",
+                  file=sys.stderr)
+        if packing:
+            print(f"qconform certify: {'packing' if packing['used'] else 'not packing'}: {packing['why']}",
+                  file=sys.stderr)
+        state = StateFile(Path(args.state), STATE_FORMAT,
+                          {"corpus": index.digest, "runner": ident, "options": dataclasses.asdict(options)}) \
+            if args.state else None
+        try:
+            done = {cid: CaseRecord.from_dict(rec) for cid, rec in state.load(lambda rec: rec["id"]).items()} \
+                if state else {}
+        except StateError as exc:
+            raise _Usage(str(exc)) from None
+        why = writer.prepare(Path(args.report))  # the last input check, the first thing written
+        if why:
+            raise _Usage(f"--report {args.report}: {why}")
+        todo = [r.id for r in refs if r.id not in done]
+        if done:
+            print(f"qconform certify: {len(refs) - len(todo)} of {len(refs)} cases read back from {args.state}",
+                  file=sys.stderr)
+        if todo:
+            engine = early or _executor(args, options, index, jobs, results)
+    finally:
+        if early is not None and engine is not early:
+            early.close()
     stubs = {r.id: CaseRecord.stub(r) for r in refs}
     records: list[CaseRecord] = []
     interrupted, stopped = False, ""
