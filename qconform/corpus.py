@@ -388,10 +388,11 @@ class Index:
         return load(self.root).cases
 
 
-def index(root: Path) -> Index:
-    """Verify the corpus against its MANIFEST and read the index files (no tensors)."""
+def index(root: Path, digest: str | None = None) -> Index:
+    """Verify the corpus against its MANIFEST and read the index files (no tensors); ``digest``:
+    what ``verify(root)`` returned to the caller a moment before (not hashed again)."""
     root = Path(root)
-    digest = verify(root)
+    digest = digest or verify(root)
     refs = []
     for path in sorted((root / "index").glob("*.jsonl")):
         for n, raw in enumerate(path.read_text().splitlines(), 1):

@@ -118,7 +118,7 @@ class _DeviceRunner:
             return wire.REFUSED, f"the request does not decode: {type(exc).__name__}: {exc}", [], 0.0
         result, seconds = self.pipeline.call_model(parsed, feeds, key=model)
         return (result.kind, result.message,
-                [to_tensor_proto(a) for a in result.outputs] if result.kind == "ok" else [], seconds)
+                [to_tensor_proto(a) for a in result.outputs] if result.kind == Call.OK else [], seconds)
 
 
 class _Answers:

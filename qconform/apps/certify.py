@@ -180,7 +180,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     engine: Executor | None = None
     try:
         try:
-            index = corpus_mod.index(golden)
+            index = corpus_mod.index(golden, digest)
         except corpus_mod.CorpusError as exc:
             raise _Usage(str(exc)) from None
         wanted = patterns or (scope["cases"] if scope else [])
