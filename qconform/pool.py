@@ -419,8 +419,13 @@ class IsolatedPool:
         return [self.job.key(item) for lane in self.lanes for item in lane.pending]
 
     def close(self) -> None:
+        """Idle workers exit when asked; a worker still holding cases (Ctrl-C, ``-x``, an early stop) is
+        killed: nobody waits for those results, and finishing its run first kept Ctrl-C waiting."""
         for lane in self.lanes:
-            lane.child.close()
+            if lane.pending:
+                lane.child.kill()
+            else:
+                lane.child.close()
 
 
 def local_pool(job: Job, *, isolate: bool = True, workers: int = 1, timeout: float | None = 120.0,

@@ -49,7 +49,7 @@ def test_wrong_runner_fails_on_named_cases(tmp_path):
 
 @pytest.mark.parametrize("name", ["onnxruntime", "onnx-reference", "cpu-ref"])
 def test_each_bundled_runner_runs_the_suite(name):
-    r = run_pytest(f"--runner={name}", "-m", "opset_10 or opset_13 or opset_21", "-q", "-rs")
+    r = run_pytest(f"--runner={name}", "-m", "opset_10 or opset_13", "-q", "-rs")  # the whole corpus: test_facts
     assert "qconform summary" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
     assert " passed" in r.stdout
     if name == "cpu-ref":
