@@ -76,8 +76,18 @@ def _intro(data: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     return lines
 
 
+#: How a bundled runtime's row is measured (``qconform scoreboard`` runs it; pytest's front end,
+#: ``pytest --runner=NAME --report=DIR``, writes the same report).
+MEASURED_BY = "qconform certify --runner {name} --report DIR"
+
+def measured_by(rt: Mapping[str, Any]) -> str:
+    """The command that measured a row: its own where it was added from elsewhere, else ``MEASURED_BY``."""
+    return rt.get("command") or MEASURED_BY.format(name=rt["name"])
+
+
 ABOUT = ("Bit-exact conformance of ONNX runtimes to qconform's golden corpus: one "
-         "`pytest --runner=NAME --report=DIR/NAME` run per runtime, compared by `qconform scoreboard`. "
+         f"`{MEASURED_BY.format(name='NAME')}/NAME` run per runtime (the report `pytest --runner=NAME "
+         "--report=DIR/NAME` writes too), compared by `qconform scoreboard`. "
          "Re-render with `qconform scoreboard --from-reports DIR`; `qconform scoreboard --check` says "
          "when it no longer matches the corpus or the installed runtimes.")
 NAMED_NOTE = ("“named by the diagnosis”: deviating cases (fail, error, crashed, timeout) for which the "
@@ -152,7 +162,7 @@ def render_page(rt: Mapping[str, Any], data: Mapping[str, Any]) -> str:
            f"- platform: {_md(rt['platform'])}",
            f"- corpus digest: `{rt['corpus_digest']}` ({rt['corpus_cases']} cases), qconform {rt['qconform_version']}",
            f"- selection: {_md('; '.join(rt['selection'])) + ' (a partial run)' if rt['selection'] else 'the whole corpus'}",
-           f"- measured by: `pytest --runner={name} --report=DIR` (DIR/report.html lists every case, with "
+           f"- measured by: `{measured_by(rt)}` (DIR/report.html lists every case, with "
            "each deviating element's inputs, expected and actual bits); back to the [scoreboard](../scoreboard.md)",
            f"- machine-readable: [{name}.certificate.json]({certificate_path(name).rsplit('/', 1)[1]}), the verdict "
            "of every op version and type combination",
@@ -265,7 +275,7 @@ def render_certificate(rt: Mapping[str, Any]) -> str:
             "corpus": {"digest": rt["corpus_digest"], "cases": rt["corpus_cases"]},
             "selection": rt["selection"], "complete": rt["complete"], "counts": rt["counts"],
             "overall": rt["overall"],
-            "full_report": (rt.get("command") or f"pytest --runner={rt['name']} --report=DIR")
+            "full_report": measured_by(rt)
                            + " (DIR/report.json, report.html)",
             "columns": list(CERTIFICATE_COLUMNS)}
     text = json.dumps(head, sort_keys=True, indent=1, ensure_ascii=False).removesuffix("\n}")
