@@ -130,6 +130,7 @@ def pytest_addhooks(pluginmanager) -> None:
     pluginmanager.add_hookspecs(Hookspecs)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which starts its workers when configured
 def pytest_configure(config: pytest.Config) -> None:
     name = config.getoption("runner", None)
     if not name:
@@ -159,6 +160,31 @@ def pytest_configure(config: pytest.Config) -> None:
             pytest.Config.ArgsSource.INVOCATION_DIR, pytest.Config.ArgsSource.TESTPATHS) \
             or Path(config.args[0]).resolve() == config.rootpath:
         config.args[:] = [str(golden)]
+        plugin.xdist_taken = _take_over_xdist(config)
+
+
+#: Said in the header when ``-n N`` over the corpus runs on qconform's own workers instead.
+XDIST_TAKEN = ("qconform: -n {n}: the corpus's cases run on {n} runner workers in this pytest process, not on "
+               "{n} pytest-xdist workers (xdist's per-case reports cost more than they parallelise; "
+               "give test paths to keep xdist)")
+
+
+def _take_over_xdist(config: pytest.Config) -> int:
+    """``pytest --runner=X -n N`` with no test paths (the session is the corpus alone) and isolated
+    runner workers: xdist is switched off and the N processes become the engine's runner workers
+    (unless ``--runner-workers`` says how many). Measured: every case costs pytest's controller the
+    same per-item work with or without xdist, and xdist adds a serialised report per phase, so -n 2
+    was 0.7x of one process (benchmarks/bench_xdist.py); the runner's own work is what parallelises.
+    Returns N, or 0 where xdist stays (explicit paths, remote or non-popen workers, no isolation)."""
+    n = getattr(config.option, "numprocesses", None)
+    tx = getattr(config.option, "tx", None) or []
+    if _is_xdist_worker(config) or not n or not tx or any(t != "popen" for t in tx) \
+            or config.getoption("isolate") != "on" or getattr(config.option, "dist", "no") not in ("load", "no"):
+        return 0
+    config.option.numprocesses, config.option.tx, config.option.dist = 0, [], "no"
+    if not config.getoption("runner_workers"):
+        config.option.runner_workers = len(tx)
+    return len(tx)
 
 
 def plugin_of(config: pytest.Config) -> "QconformPlugin | None":
@@ -482,6 +508,7 @@ class QconformPlugin:
         #: every failure must be diagnosed (a baseline that accepts deviations by behaviour)
         self.diagnose_all = False
         self._engine: Any = None
+        self.xdist_taken = 0  # -n N run on N runner workers instead (``_take_over_xdist``)
 
     @property
     def engine(self):
@@ -514,7 +541,8 @@ class QconformPlugin:
         return [f"qconform: runner {json.dumps(info, sort_keys=True, default=str)}",
                 f"qconform: platform {machine.label()} ({machine.cpu_model()})",
                 f"qconform: corpus {c.root} digest {c.digest[:16]} ({len(c)} cases), "
-                f"profile {config.getoption('profile')}"]
+                f"profile {config.getoption('profile')}",
+                *([XDIST_TAKEN.format(n=self.xdist_taken)] if self.xdist_taken else [])]
 
     def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
         golden = self.index.root.resolve()

@@ -4,6 +4,7 @@ from __future__ import annotations
 import textwrap
 
 from conftest import run_pytest
+from qconform.plugin import default_golden
 
 # A vendor runner: a complete plug-in, kept outside the repository (tmp_path).
 VENDOR = textwrap.dedent('''
@@ -90,9 +91,11 @@ def test_project_tests_do_not_collect_cases():
 
 
 def test_xdist_runs_cases_in_parallel():
-    r = run_pytest("--runner=cpu-ref", "-n", "2", "-m", "opset_13", "-q")
+    """Given the corpus as a test path, ``-n 2`` is pytest-xdist's (without one, test_report's
+    ``test_n_over_the_corpus_alone...``: the engine's workers)."""
+    r = run_pytest("--runner=cpu-ref", "-n", "2", "-m", "opset_13", "-q", str(default_golden()))
     assert r.returncode == 0, r.stdout[-2000:]
-    assert "passed" in r.stdout and "qconform summary" in r.stdout
+    assert "passed" in r.stdout and "qconform summary" in r.stdout and "runner workers" not in r.stdout
 
 
 def test_keyword_selection_before_collection_agrees_with_pytest(tmp_path):

@@ -116,12 +116,29 @@ def test_wrong_runner_report(pytester: pytest.Pytester, small_golden: Path):
 
 
 def test_xdist_controller_sees_every_case(pytester: pytest.Pytester, small_golden: Path):
+    """With test paths given, ``-n 2`` runs pytest-xdist workers (without, the corpus runs on the
+    engine's own workers: the next test)."""
     _, plain = run_report(pytester, "cpu-ref", small_golden)
-    result, dist = run_report(pytester, "cpu-ref", small_golden, "-n", "2")
+    result, dist = run_report(pytester, "cpu-ref", small_golden, "-n", "2", str(small_golden))
     validate(dist)
     check_counts(result, dist)
     assert dist["invocation"]["workers"] == 2 and dist["complete"]
     assert [(c["id"], c["verdict"]) for c in plain["cases"]] == [(c["id"], c["verdict"]) for c in dist["cases"]]
+
+
+def test_n_over_the_corpus_alone_runs_on_the_engines_workers_and_says_so(pytester: pytest.Pytester,
+                                                                         small_golden: Path):
+    """``-n 2`` with no test paths: the session is the corpus, whose per-item cost xdist only adds to,
+    so the two processes are the engine's runner workers; the header and the report say so."""
+    _, plain = run_report(pytester, "cpu-ref", small_golden)
+    result, taken = run_report(pytester, "cpu-ref", small_golden, "-n", "2", "--isolate=on")
+    validate(taken)
+    check_counts(result, taken)
+    result.stdout.fnmatch_lines(["qconform: -n 2: the corpus's cases run on 2 runner workers in this pytest "
+                                 "process, not on 2 pytest-xdist workers*give test paths to keep xdist)"])
+    assert "bringing up nodes" not in result.stdout.str()
+    assert taken["invocation"]["workers"] == 0 and taken["invocation"]["runner_workers"] == 2
+    assert [(c["id"], c["verdict"]) for c in plain["cases"]] == [(c["id"], c["verdict"]) for c in taken["cases"]]
 
 
 def test_not_run_cases_are_reported(pytester: pytest.Pytester, small_golden: Path):

@@ -234,7 +234,14 @@ def _meta(session: pytest.Session, state: _State, exitstatus: int) -> dict:
         invocation={"args": [str(a) for a in config.invocation_params.args],
                     "profile": config.getoption("profile"), "strict_nan": bool(config.getoption("strict_nan")),
                     "filters": _filters(config, state.deselected), "workers": _workers(config),
-                    "command_line": _command_line(config), "baseline": _baseline_identity(config)})
+                    "command_line": _command_line(config), "baseline": _baseline_identity(config),
+                    **_runner_workers(config)})
+
+
+def _runner_workers(config: pytest.Config) -> dict:
+    """This process's isolated runner workers, where its engine ran cases (none on an xdist controller)."""
+    n = getattr(config.stash[PLUGIN]._engine, "workers", 0)
+    return {"runner_workers": n} if isinstance(n, int) and n > 0 else {}
 
 
 def _command_line(config: pytest.Config) -> str:
