@@ -19,10 +19,13 @@ from qconform.verdicts import CRASHED, HEADLINE, NOT_RUN, TIMEOUT
 def certify_command(name: str, report_dir: Path, marker: str | None = None, scheduler: str | None = None) -> list[str]:
     """The certification of one runtime, the command users run: ``qconform certify`` (the engine's own
     front-end: the report.json ``pytest --runner=NAME --report=DIR`` writes, without a pytest item
-    per case), on a Dask cluster against its ``scheduler`` where given; with a ``marker`` (``-m`` is
-    pytest's) certify runs it through pytest, every option passed on."""
+    per case), on a Dask cluster against its ``scheduler`` where given, with ``--pack`` (which packs
+    only a runtime whose facts file shows packed and single runs equivalent here, and says in the
+    report which cases ran packed or why none did); with a ``marker`` (``-m`` is pytest's) certify
+    runs it through pytest, every option passed on, unpacked."""
     return [sys.executable, "-m", "qconform.cli", "certify", "--runner", name, "--report", str(report_dir),
-            *(["--scheduler", scheduler] if scheduler else []), *(["-m", marker, "-q", "--tb=no", "-p", "no:randomly"] if marker else [])]
+            *(["--scheduler", scheduler] if scheduler else []),
+            *(["-m", marker, "-q", "--tb=no", "-p", "no:randomly"] if marker else ["--pack"])]
 
 
 def installed(name: str) -> tuple[dict | None, str]:
