@@ -164,7 +164,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 #: Said in the header when ``-n N`` over the corpus runs on qconform's own workers instead.
-XDIST_TAKEN = ("qconform: -n {n}: the corpus's cases run on {n} runner workers in this pytest process, not on "
+XDIST_TAKEN = ("qconform: -n {n}: the corpus's cases run on {w} runner workers in this pytest process, not on "
                "{n} pytest-xdist workers (xdist's per-case reports cost more than they parallelise; "
                "give test paths to keep xdist)")
 
@@ -542,7 +542,8 @@ class QconformPlugin:
                 f"qconform: platform {machine.label()} ({machine.cpu_model()})",
                 f"qconform: corpus {c.root} digest {c.digest[:16]} ({len(c)} cases), "
                 f"profile {config.getoption('profile')}",
-                *([XDIST_TAKEN.format(n=self.xdist_taken)] if self.xdist_taken else [])]
+                *([XDIST_TAKEN.format(n=self.xdist_taken, w=config.getoption("runner_workers"))]
+                  if self.xdist_taken else [])]
 
     def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
         golden = self.index.root.resolve()
