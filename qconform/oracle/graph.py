@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import decimal
 import itertools
+import math
 from fractions import Fraction
 from typing import Any, Callable, Mapping
 
@@ -45,29 +46,55 @@ class NotExact(InvalidModel):
     an order the text leaves open, so it cannot be a case with one reading (a generator bug)."""
 
 
-def _valuation(t: Fraction) -> int:
-    """The exponent of the largest power of two dividing a dyadic rational t != 0."""
-    num, den = abs(t.numerator), t.denominator
+#: A dyadic rational m * 2**e (m an int): the oracle's sums are exact on these, in integers.
+Dyadic = tuple[int, int]
+
+
+def _of_fraction(t: Fraction) -> Dyadic:
+    den = t.denominator
     if den & (den - 1):
         raise NotExact("a term is not a binary fraction")
-    return (num & -num).bit_length() - den.bit_length()
+    return t.numerator, 1 - den.bit_length()
+
+
+def _of_float(x: float) -> Dyadic:
+    """x exactly as m * 2**e (frexp's 53-bit mantissa scaled to an integer)."""
+    m, e = math.frexp(x)
+    return int(m * 9007199254740992.0), e - 53
+
+
+def _product(a: float, b: float) -> Dyadic:
+    (ma, ea), (mb, eb) = _of_float(a), _of_float(b)
+    return ma * mb, ea + eb
 
 
 def exact_sum(terms: list[list[Fraction]], where: str) -> list[Fraction]:
     """Per output element, the exact sum of its terms, checked to be the value of every evaluation
     order in float32: all terms multiples of one power of two u = 2^k and the sum of their magnitudes
     below 2^24·u, so every partial sum, in any order, is a float32 (#qdq-sum-order)."""
+    return _dyadic_sum([[_of_fraction(t) for t in ts] for ts in terms], where)
+
+
+def _dyadic_sum(terms: list[list[Dyadic]], where: str) -> list[Fraction]:
+    """``exact_sum`` on terms m * 2**e, in integers: each nonzero term reduced to an odd m, scaled to
+    the smallest exponent k among them (u = 2^k); the same check and the same exact sums as on
+    Fractions, without a gcd per term (the QDQ pattern corpus's convolutions spend their time here)."""
     out = []
     for ts in terms:
-        nonzero = [t for t in ts if t]
-        if not nonzero:
+        odd = []
+        for m, e in ts:
+            if m:
+                tz = (m & -m).bit_length() - 1
+                odd.append((m >> tz, e + tz))
+        if not odd:
             out.append(Fraction(0))
             continue
-        k = min(_valuation(t) for t in nonzero)
-        u = Fraction(2) ** k
-        if sum(abs(t) for t in nonzero) >= (1 << 24) * u:
+        k = min(e for _, e in odd)
+        units = [m << (e - k) for m, e in odd]
+        if sum(map(abs, units)) >= 1 << 24:
             raise NotExact(f"{where}: a sum the text leaves unordered is not exact in float32 for every order")
-        out.append(sum(nonzero, Fraction(0)))
+        total = sum(units)
+        out.append(Fraction(total << k) if k >= 0 else Fraction(total, 1 << -k))
     return out
 
 
@@ -191,7 +218,7 @@ class FloatOps:
 
     def _mean(self, windows: np.ndarray, count: int, where: str) -> np.ndarray:
         flat = windows.reshape(-1, windows.shape[-1])
-        sums = exact_sum([[Fraction(float(v)) for v in row] for row in flat], where)
+        sums = _dyadic_sum([[_of_float(float(v)) for v in row] for row in flat], where)
         return _f32(np.asarray([s / count for s in sums], dtype=object).reshape(windows.shape[:-1]))
 
     def op_AveragePool(self, node, ins, where):
@@ -204,7 +231,7 @@ class FloatOps:
         return [self._mean(x.reshape(n, c, 1, 1, h * w), h * w, where)]
 
     def _dot(self, rows: list[list[tuple[float, float]]], where: str) -> list[Fraction]:
-        return exact_sum([[Fraction(float(a)) * Fraction(float(b)) for a, b in r] for r in rows], where)
+        return _dyadic_sum([[_product(float(a), float(b)) for a, b in r] for r in rows], where)
 
     def op_MatMul(self, node, ins, where):
         a, b = ins[0], ins[1]
