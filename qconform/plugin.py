@@ -511,6 +511,12 @@ class QconformPlugin:
         self.xdist_taken = 0  # -n N run on N runner workers instead (``_take_over_xdist``)
 
     @property
+    def runner_workers(self) -> int:
+        """The isolated runner workers this process's engine ran cases on (0: none started here)."""
+        n = getattr(self._engine, "workers", 0)
+        return n if isinstance(n, int) else 0
+
+    @property
     def engine(self):
         """The engine, started on first use (a collect-only run starts no worker)."""
         if self._engine is None:

@@ -240,8 +240,8 @@ def _meta(session: pytest.Session, state: _State, exitstatus: int) -> dict:
 
 def _runner_workers(config: pytest.Config) -> dict:
     """This process's isolated runner workers, where its engine ran cases (none on an xdist controller)."""
-    n = getattr(config.stash[PLUGIN]._engine, "workers", 0)
-    return {"runner_workers": n} if isinstance(n, int) and n > 0 else {}
+    n = config.stash[PLUGIN].runner_workers
+    return {"runner_workers": n} if n > 0 else {}
 
 
 def _command_line(config: pytest.Config) -> str:
