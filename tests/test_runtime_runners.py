@@ -18,11 +18,14 @@ from qconform.runner import EXTRAS, RunnerError, resolve, runtime_name
 #: (QNN runs no single Q/DQ node) runs the basic cases of its scope instead.
 SLICE = "opset_21 and (op_QuantizeLinear or op_DequantizeLinear) and (family_basic or family_specials or family_ties)"
 SCOPED_SLICE = "opset_21 and family_basic and not (op_QuantizeLinear or op_DequantizeLinear)"
-#: IREE compiles one module per case (minutes for SLICE on 2 cores): the per-tensor basic cases of the
-#: same ops from and to float32 (each quantized type once each way, 21 compiles); ``--run-slow`` gives it
-#: SLICE too.
-COMPILING_SLICE = {"iree": ("opset_21 and (op_QuantizeLinear or op_DequantizeLinear) and family_basic",
-                            "per-tensor and float32")}
+#: The runtimes that compile each model run a part of SLICE (``-m``, ``-k``): its cases from and to
+#: float32 without per-axis ones (each quantized type each way, with the specials and ties: 77 of 312);
+#: IREE, whose compiles are slowest, the per-tensor basic ones (21 compiles). ``--run-slow`` gives them
+#: SLICE; the scoreboard runs them over the whole corpus.
+COMPILING_SLICE = {
+    **dict.fromkeys(("openvino", "tinygrad", "tvm"), (SLICE, "float32 and not per-axis")),
+    "iree": ("opset_21 and (op_QuantizeLinear or op_DequantizeLinear) and family_basic", "per-tensor and float32"),
+}
 #: What each runtime's runner needs besides its package (qconform.tools names).
 ALSO_NEEDS = {"tinygrad": ("clang",)}
 
