@@ -263,13 +263,13 @@ def _phase_hooks(config: pytest.Config) -> list[str]:
 class CorpusFile(pytest.File):
     def collect(self):
         marks: dict[str, pytest.MarkDecorator] = {}
-        keep = self._keyword_filter()
+        keep = [f for f in (self._keyword_filter(), self._mark_filter()) if f is not None]
         plugin = self.config.stash[PLUGIN]
         chosen = plugin.chosen
         for ref in plugin.index.refs:
             if chosen is not None and not chosen(ref.id):
                 continue
-            if keep is not None and not keep(ref):
+            if keep and not all(f(ref) for f in keep):
                 continue
             item = CaseItem.from_parent(self, name=ref.id, ref=ref)
             for m in case_markers(ref):
@@ -300,6 +300,29 @@ class CorpusFile(pytest.File):
                  and not (isinstance(n, pytest.Directory) and isinstance(n.parent, pytest.Session))}
         chain |= set(self.listextrakeywords())
         return lambda ref: expr.evaluate(KeywordMatcher({*chain, ref.id, *case_markers(ref)}))
+
+
+    def _mark_filter(self):
+        """``-m`` decided before items exist, for the same reason as ``-k``: a case item's markers are
+        its ``case_markers`` and its parents' own, and nothing adds one before pytest's own ``-m``
+        (which still runs, and agrees); None when there is no ``-m`` or pytest's internals differ."""
+        expr_text = (self.config.option.markexpr or "").strip()
+        if not expr_text:
+            return None
+        try:
+            from _pytest.mark import MarkMatcher
+            from _pytest.mark.expression import Expression
+
+            expr = Expression.compile(expr_text)
+        except Exception:  # noqa: BLE001 - pytest reports a bad -m itself
+            return None
+        inherited = [m for n in self.listchain() for m in n.own_markers]
+        marks: dict[str, Any] = {}
+
+        def mark(name: str):
+            return marks.get(name) or marks.setdefault(name, getattr(pytest.mark, name).mark)
+
+        return lambda ref: expr.evaluate(MarkMatcher.from_markers([*inherited, *map(mark, case_markers(ref))]))
 
 
 class CaseFailure(Exception):

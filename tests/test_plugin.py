@@ -98,29 +98,34 @@ def test_xdist_runs_cases_in_parallel():
     assert "passed" in r.stdout and "qconform summary" in r.stdout and "runner workers" not in r.stdout
 
 
-def test_keyword_selection_before_collection_agrees_with_pytest(tmp_path):
-    """``-k`` is applied while the corpus is collected (not after every corpus item exists); it must select
-    exactly what pytest's own ``-k`` matcher selects from the real items of a full collection."""
-    exprs = ["QuantizeLinear-13 and per-tensor", "not int8 and opset_13", "MANIFEST and (ties or uint8)",
-             "golden and family_examples", "qlinear"]
+def test_keyword_and_mark_selection_before_collection_agree_with_pytest(tmp_path):
+    """``-k`` and ``-m`` are applied while the corpus is collected (not after every corpus item exists);
+    together they must select exactly what pytest's own matchers select from the real items of a
+    full collection."""
+    subset = "opset_13 or opset_10"
+    selections = [(subset, "QuantizeLinear-13 and per-tensor"), (subset, "not int8 and opset_13 or qlinear"),
+                  (subset, "golden and MANIFEST and (ties or uint8 or family_examples)"),
+                  ("op_DequantizeLinear and not opset_21 and family_ties or opset_1 or "
+                   "(op_Conv and not types_int16_int8_int16)", "")]
     (tmp_path / "pytest_kmatch.py").write_text(textwrap.dedent(f"""
         import pytest
-        from _pytest.mark import KeywordMatcher
+        from _pytest.mark import KeywordMatcher, MarkMatcher
         from _pytest.mark.expression import Expression
 
-        @pytest.hookimpl(trylast=True)  # after -m
+        @pytest.hookimpl(trylast=True)
         def pytest_collection_modifyitems(items):
-            for expr in {exprs!r}:
+            for i, (m, k) in enumerate({selections!r}):
+                m, k = m and Expression.compile(m), k and Expression.compile(k)
                 for item in items:
-                    if Expression.compile(expr).evaluate(KeywordMatcher.from_item(item)):
-                        print("WANT", expr, item.name)
+                    if ((not m or m.evaluate(MarkMatcher.from_markers(item.iter_markers())))
+                            and (not k or k.evaluate(KeywordMatcher.from_item(item)))):
+                        print("WANT", i, item.name)
     """))
-    subset = ["--runner=cpu-ref", "--co", "-q", "-m", "opset_13 or opset_10"]
-    r = run_pytest(*subset, "-p", "pytest_kmatch", env={"PYTHONPATH": str(tmp_path)})
-    want_lines = [ln.split(" ", 1)[1] for ln in r.stdout.splitlines() if ln.startswith("WANT ")]
+    r = run_pytest("--runner=cpu-ref", "--co", "-q", "-p", "pytest_kmatch", env={"PYTHONPATH": str(tmp_path)})
+    want_lines = [ln.split(" ", 2)[1:] for ln in r.stdout.splitlines() if ln.startswith("WANT ")]
     assert len(want_lines) > 20
-    for expr in exprs:
-        want = {ln[len(expr) + 1:] for ln in want_lines if ln.startswith(expr + " ")}
-        r = run_pytest(*subset, "-k", expr)
+    for i, (m, k) in enumerate(selections):
+        want = {name for j, name in want_lines if j == str(i)}
+        r = run_pytest("--runner=cpu-ref", "--co", "-q", *(["-m", m] if m else []), *(["-k", k] if k else []))
         got = {ln.split("::", 1)[1] for ln in r.stdout.splitlines() if "::" in ln}
-        assert got == want and got, expr
+        assert got == want and got, (m, k)
