@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -71,8 +72,7 @@ def _iree_compile_cache(tmp_path_factory):
     if "QCONFORM_IREE_CACHE" in os.environ:
         yield
         return
-    base = tmp_path_factory.getbasetemp()
-    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "iree-compile-cache"
+    path = run_shared(tmp_path_factory) / "iree-compile-cache"
     path.mkdir(exist_ok=True)
     os.environ["QCONFORM_IREE_CACHE"] = str(path)
     yield
@@ -108,3 +108,58 @@ def run_pytest(*args: str, cwd: Path | None = None, env: dict | None = None, tim
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
                           cwd=cwd or REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def run_shared(tmp_path_factory) -> Path:
+    """This run's temp root, shared by its xdist workers (never another run's)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextmanager
+def _built_once(tmp_path_factory, name: str):
+    """A folder under this run's shared temp root, held under an exclusive lock while the caller
+    builds or reuses what is in it: xdist workers build a thing once, not once each. Where there
+    is no ``fcntl`` (Windows) each worker gets a folder of its own."""
+    try:
+        import fcntl
+    except ImportError:
+        yield tmp_path_factory.mktemp(name)
+        return
+    root = run_shared(tmp_path_factory) / name
+    root.mkdir(exist_ok=True)
+    fd = os.open(root / ".lock", os.O_CREAT | os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield root
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory) -> Path:
+    """qconform's wheel, built once per run from a copy of the tree (setuptools builds in the tree's
+    build/): the first worker to need it builds it, the others reuse it, so the kernel tests' GPU
+    check and the wheel tests install the same wheel."""
+    import shutil
+
+    with _built_once(tmp_path_factory, "wheel") as root:
+        built = sorted((root / "dist").glob("qconform-*.whl"))
+        if built:
+            return built[0]
+        src = root / "src" / "qconform"
+        shutil.rmtree(src.parent, ignore_errors=True)
+        shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv*", "build", "dist", "*.egg-info",
+                                                                "__pycache__", ".pytest_cache", "qconform-report",
+                                                                "gpu-carry"))
+        out = root / "building"
+        shutil.rmtree(out, ignore_errors=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
+        build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)]
+        r = subprocess.run([*build, "--no-build-isolation"], capture_output=True, text=True, env=env, timeout=600)
+        if r.returncode:  # setuptools not importable here: build in isolation (pip fetches it)
+            r = subprocess.run(build, capture_output=True, text=True, env=env, timeout=600)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        out.rename(root / "dist")
+        (whl,) = (root / "dist").glob("qconform-*.whl")
+        return whl

@@ -1,7 +1,7 @@
 """qconform as a vendor installs it: the built wheel, in a fresh virtual environment, run from a
 directory of their own that has its own ``runners/`` and ``conformance/`` packages.
 
-One wheel and one environment per session (``wheel_env``); the dependencies come from pip's cache with
+One wheel per run (conftest's ``wheel``) and one environment per session (``wheel_env``); the dependencies come from pip's cache with
 the project's constraints, so the run is the same one a vendor gets."""
 from __future__ import annotations
 
@@ -20,24 +20,6 @@ def _run(cmd, cwd: Path, timeout: int = 600, **env) -> subprocess.CompletedProce
     full = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
     full.update(env)
     return subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full)
-
-
-@pytest.fixture(scope="session")
-def wheel(tmp_path_factory) -> Path:
-    import shutil
-
-    out = tmp_path_factory.mktemp("dist")
-    # A copy of the source: setuptools builds in the tree's build/, and each xdist worker builds its own wheel.
-    src = tmp_path_factory.mktemp("src") / "qconform"
-    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv*", "build", "dist", "*.egg-info",
-                                                            "__pycache__", ".pytest_cache", "qconform-report"))
-    r = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", out, src],
-             cwd=out)
-    if r.returncode:  # setuptools not importable here: build in isolation (pip fetches it)
-        r = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", out, src], cwd=out)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    (whl,) = out.glob("qconform-*.whl")
-    return whl
 
 
 @pytest.fixture(scope="session")
