@@ -9,6 +9,7 @@ the hand-written examples, claims nothing). ``missing()`` lists every
 (combination, family) that applies but has no case: the coverage test fails on any."""
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 from collections import Counter
@@ -44,11 +45,14 @@ class Family:
     name: str
     module: ModuleType
 
+    @functools.cached_property
+    def _takes_family(self) -> bool:  # asked once, not once per combination (inspect is slow)
+        return "family" in inspect.signature(self.module.applies).parameters
+
     def applies(self, spec: OpSpec, combo: dict) -> bool:
-        fn = self.module.applies
-        if "family" in inspect.signature(fn).parameters:
-            return bool(fn(spec, combo, family=self.name))
-        return bool(fn(spec, combo))
+        if self._takes_family:
+            return bool(self.module.applies(spec, combo, family=self.name))
+        return bool(self.module.applies(spec, combo))
 
 
 def families() -> list[Family]:
@@ -65,14 +69,16 @@ def combinations() -> list[Combination]:
     return [Combination(spec, combo) for spec in schemas.all_specs() for combo in spec.combinations()]
 
 
+@functools.cache
 def applicable() -> dict[tuple[str, str], list[str]]:
-    """(op-version key, type signature) -> names of the families that apply to it."""
+    """(op-version key, type signature) -> names of the families that apply to it (a function of
+    the code alone: computed once per process; callers do not change it)."""
     fams = families()
     return {c.key: list(dict.fromkeys(f.name for f in fams if f.applies(c.spec, c.types))) for c in combinations()}
 
 
 def counts(cases: Iterable) -> Counter:
-    """(op-version key, type signature, family) -> number of cases (cases or drafts alike)."""
+    """(op-version key, type signature, family) -> number of cases (cases, drafts or index refs alike)."""
     out: Counter = Counter()
     for c in cases:
         prefix = f"{c.domain}." if c.domain else ""
@@ -127,7 +133,7 @@ def main(root, only_missing: bool = False) -> int:
     from qconform import corpus
 
     try:
-        cases = corpus.load(root).cases
+        cases = corpus.index(root).refs  # the index lines name what counts(): no tensor is read
     except corpus.CorpusError as exc:
         print(f"qconform: {exc}")
         return 2
