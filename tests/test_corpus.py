@@ -26,7 +26,7 @@ def _regenerate_groups(root, wanted) -> int:
     from qconform import oracle
     from qconform.generators import all_drafts
 
-    cases = [oracle.evaluate(d) for d in all_drafts() if wanted(corpus_mod.group_of(d.id))]
+    cases = [oracle.evaluate(d) for d in all_drafts(wanted)]
     corpus_mod.write(cases, root)
     return len(cases)
 

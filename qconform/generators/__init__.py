@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Iterator
 
 from qconform.case import Draft
+from qconform.generators.common import only
 from qconform.generators import basic, examples
 from qconform.generators import (block_sizes, code_classes, codec_edges, constant_operand, defaults, explored,
                                     floatkinds, fp8_zero_point,
@@ -45,11 +46,17 @@ FAMILIES: dict[str, Callable[[], Iterable[Draft]]] = {
 }
 
 
-def all_drafts() -> Iterator[Draft]:
+def all_drafts(wanted: Callable[[str], bool] | None = None) -> Iterator[Draft]:
+    """Every family's drafts, in FAMILIES order; with ``wanted`` (group -> keep?, e.g. a sampled
+    regeneration's groups), only the drafts of those groups, and the generators that walk
+    ``common.specs()`` skip the other op versions altogether."""
     for family, gen in FAMILIES.items():
         n = 0
-        for d in gen():
+        with only(wanted):
+            drafts = list(gen()) if wanted is not None else None
+        for d in drafts if drafts is not None else gen():
             n += 1
-            yield d
-        if n == 0:  # a generator that yields nothing is a bug, never a silent gap
+            if wanted is None or wanted(d.id.split("/", 1)[0]):  # the case's group
+                yield d
+        if n == 0 and wanted is None:  # a generator that yields nothing is a bug, never a silent gap
             raise RuntimeError(f"generator family {family!r} produced no cases")

@@ -1,14 +1,40 @@
-"""Builders every generator shares: typed arrays from plain numbers, and drafts from a schema combo."""
+"""Builders every generator shares: the op versions to generate for, typed arrays from plain numbers,
+and drafts from a schema combo."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from qconform import dtypes
+from qconform import dtypes, schemas
 from qconform.case import Arg, Draft
 from qconform.oracle import floats
 from qconform.schemas import OpSpec
+
+#: The groups (op versions, ``OpSpec.key``) a caller of ``generators.all_drafts(wanted)`` keeps; None: all.
+_WANTED: ContextVar[Callable[[str], bool] | None] = ContextVar("qconform_generators_wanted", default=None)
+
+
+def specs() -> Iterator[OpSpec]:
+    """Every op version of the schemas, less those the caller of ``all_drafts`` will not keep: a
+    generator that walks these skips whole groups instead of drafting cases to throw away. Only for
+    a generator whose drafts of one op version never depend on another's (not one that spreads
+    its variants over the versions, as block_sizes does); ``all_drafts`` filters every draft by
+    its group in any case, and the sampled regeneration test holds the kept groups to the corpus."""
+    wanted = _WANTED.get()
+    return (s for s in schemas.all_specs() if wanted is None or wanted(s.key))
+
+
+@contextmanager
+def only(wanted: Callable[[str], bool] | None):
+    """While generating for ``all_drafts(wanted)``."""
+    token = _WANTED.set(wanted)
+    try:
+        yield
+    finally:
+        _WANTED.reset(token)
 
 
 def array(t: str, values: Iterable[float] | np.ndarray, shape: tuple[int, ...] | None = None) -> np.ndarray:

@@ -29,10 +29,10 @@ from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
-from qconform import dtypes, schemas
+from qconform import dtypes
 from qconform.case import ONNX_DOMAIN, Draft
 from qconform.dtypes import ElemType
-from qconform.generators.common import draft
+from qconform.generators.common import draft, specs
 from qconform.oracle import floats
 from qconform.schemas import OpSpec
 
@@ -439,8 +439,7 @@ _FAMILY_GEN: dict[str, Callable[[Combo], Iterator[Draft]]] = {
 
 
 def combos() -> Iterator[Combo]:
-    for v in VERSIONS:
-        spec = schemas.get(OP, v)
+    for spec in (s for s in specs() if s.op == OP and not s.domain and s.since in VERSIONS):
         for types in spec.combinations():
             yield Combo(spec, types)
 
