@@ -29,7 +29,15 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "needs(*tools): the test needs these optional tools (qconform.tools names)")
 
 
+#: Modules whose tests set up for a minute or more (fresh venvs): collected first, so that
+#: pytest-xdist's first batch (consecutive items) gives them all to one worker, which builds each
+#: environment once, and no worker is left alone with them at the end of the run.
+FIRST: tuple[str, ...] = ("test_wheel.py",)
+
+
 def pytest_collection_modifyitems(config, items):
+    if any(item.path.name in FIRST for item in items):
+        items.sort(key=lambda item: item.path.name not in FIRST)  # stable: the order within is kept
     for item in items:
         for fixture, names in FIXTURE_NEEDS.items():
             if fixture in getattr(item, "fixturenames", ()):
