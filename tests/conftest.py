@@ -125,7 +125,7 @@ def run_shared(tmp_path_factory) -> Path:
 
 
 @contextmanager
-def _built_once(tmp_path_factory, name: str):
+def built_once(tmp_path_factory, name: str):
     """A folder under this run's shared temp root, held under an exclusive lock while the caller
     builds or reuses what is in it: xdist workers build a thing once, not once each. Where there
     is no ``fcntl`` (Windows) each worker gets a folder of its own."""
@@ -151,7 +151,7 @@ def wheel(tmp_path_factory) -> Path:
     check and the wheel tests install the same wheel."""
     import shutil
 
-    with _built_once(tmp_path_factory, "wheel") as root:
+    with built_once(tmp_path_factory, "wheel") as root:
         built = sorted((root / "dist").glob("qconform-*.whl"))
         if built:
             return built[0]

@@ -66,8 +66,25 @@ def _asserted(fid: str) -> bool:
 # Observations (session fixture: one spawned process per checkable runner source, in parallel)
 # ----------------------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
-def observations() -> dict[str, dict[str, observe.Result] | str]:
-    """source -> its observations, or the reason its facts are not checked here."""
+def observations(tmp_path_factory) -> dict[str, dict[str, observe.Result] | str]:
+    """source -> its observations, or the reason its facts are not checked here. Made once per run:
+    pytest-xdist spreads this module's tests over its workers, and the first to need them observes
+    while the others wait, then read what it kept in the run's own temp folder."""
+    import hashlib
+    import pickle
+
+    from conftest import built_once
+
+    with built_once(tmp_path_factory, "facts-observations") as root:
+        kept = root / f"{hashlib.sha256(str(_golden()).encode()).hexdigest()[:16]}.pickle"  # per corpus
+        if kept.is_file():
+            return pickle.loads(kept.read_bytes())
+        out = _observe()
+        kept.write_bytes(pickle.dumps(out))
+        return out
+
+
+def _observe() -> dict[str, dict[str, observe.Result] | str]:
     out: dict[str, dict[str, observe.Result] | str] = {}
     todo = []
     for source in facts.RUNNER_SOURCES:
