@@ -279,42 +279,47 @@ class CorpusFile(pytest.File):
             yield item
 
 
+    def _expression(self, text: str | None):
+        """pytest's own ``-k`` / ``-m`` expression compiled, or None where there is none or pytest's
+        internals are not the expected ones (pytest then reports a bad expression itself)."""
+        if not (text or "").strip():
+            return None
+        try:
+            from _pytest.mark.expression import Expression
+
+            return Expression.compile(text.strip())
+        except Exception:  # noqa: BLE001
+            return None
+
     def _keyword_filter(self):
         """``-k`` decided before items exist: creating every corpus item to keep ten is what made a ``-k``
         run slow. The names matched are exactly those pytest's own ``-k`` matches for a case item
         (its chain's names, the case id, its markers), so pytest's own deselection, which still runs,
-        agrees; None (no pre-filter) when there is no ``-k`` or pytest's internals are not the
-        expected ones."""
-        expr_text = (self.config.option.keyword or "").strip()
-        if not expr_text:
-            return None
+        agrees; None (no pre-filter) when there is no ``-k``."""
+        expr = self._expression(self.config.option.keyword)
         try:
             from _pytest.mark import KeywordMatcher
-            from _pytest.mark.expression import Expression
-
-            expr = Expression.compile(expr_text)
-        except Exception:  # noqa: BLE001 - pytest reports a bad -k itself
+        except ImportError:  # pytest's internals moved: its own -k alone
             return None
+        if expr is None:
+            return None
+
         chain = {n.name for n in self.listchain()
                  if not isinstance(n, pytest.Session)
                  and not (isinstance(n, pytest.Directory) and isinstance(n.parent, pytest.Session))}
         chain |= set(self.listextrakeywords())
         return lambda ref: expr.evaluate(KeywordMatcher({*chain, ref.id, *case_markers(ref)}))
 
-
     def _mark_filter(self):
         """``-m`` decided before items exist, for the same reason as ``-k``: a case item's markers are
         its ``case_markers`` and its parents' own, and nothing adds one before pytest's own ``-m``
-        (which still runs, and agrees); None when there is no ``-m`` or pytest's internals differ."""
-        expr_text = (self.config.option.markexpr or "").strip()
-        if not expr_text:
-            return None
+        (which still runs, and agrees); None when there is no ``-m``."""
+        expr = self._expression(self.config.option.markexpr)
         try:
             from _pytest.mark import MarkMatcher
-            from _pytest.mark.expression import Expression
-
-            expr = Expression.compile(expr_text)
-        except Exception:  # noqa: BLE001 - pytest reports a bad -m itself
+        except ImportError:  # pytest's internals moved: its own -m alone
+            return None
+        if expr is None:
             return None
         inherited = [m for n in self.listchain() for m in n.own_markers]
         marks: dict[str, Any] = {}
