@@ -260,10 +260,34 @@ def _phase_hooks(config: pytest.Config) -> list[str]:
     return found
 
 
+#: Hooks through which a plugin may give collected items markers or keywords before pytest's own
+#: ``-k`` / ``-m`` deselection sees them.
+ITEM_HOOKS = ("pytest_itemcollected", "pytest_collection_modifyitems")
+#: Plugins known to add none to corpus items: pytest's own, xdist's, qconform's, hypothesis's, and
+#: this project's tests/conftest.py (only pytest.Function items get its markers).
+OWN_ITEM_HOOKS = ("_pytest", "xdist", "qconform", "_hypothesis_pytestplugin")
+PROJECT_CONFTEST = Path(__file__).resolve().parent.parent / "tests" / "conftest.py"
+
+
+def _foreign_item_hooks(config: pytest.Config) -> list[str]:
+    """Plugins that could mark items before ``-k`` / ``-m`` is applied (a vendor's conftest adding
+    ``known_issue`` to some cases): with any, the corpus is collected whole and pytest alone selects."""
+    found = []
+    for name in ITEM_HOOKS:
+        for impl in getattr(config.pluginmanager.hook, name).get_hookimpls():
+            module = getattr(impl.plugin, "__name__", None) or type(impl.plugin).__module__
+            where = getattr(impl.plugin, "__file__", None)
+            if not (module.split(".")[0] in OWN_ITEM_HOOKS
+                    or (where and Path(where).resolve() == PROJECT_CONFTEST)):
+                found.append(f"{impl.plugin_name}.{name}")
+    return found
+
+
 class CorpusFile(pytest.File):
     def collect(self):
         marks: dict[str, pytest.MarkDecorator] = {}
-        keep = [f for f in (self._keyword_filter(), self._mark_filter()) if f is not None]
+        keep = [] if _foreign_item_hooks(self.config) else \
+            [f for f in (self._keyword_filter(), self._mark_filter()) if f is not None]
         plugin = self.config.stash[PLUGIN]
         chosen = plugin.chosen
         for ref in plugin.index.refs:
@@ -295,7 +319,8 @@ class CorpusFile(pytest.File):
         """``-k`` decided before items exist: creating every corpus item to keep ten is what made a ``-k``
         run slow. The names matched are exactly those pytest's own ``-k`` matches for a case item
         (its chain's names, the case id, its markers), so pytest's own deselection, which still runs,
-        agrees; None (no pre-filter) when there is no ``-k``."""
+        agrees (``collect`` takes no pre-filter where another plugin could mark items first); None
+        (no pre-filter) when there is no ``-k``."""
         expr = self._expression(self.config.option.keyword)
         try:
             from _pytest.mark import KeywordMatcher
@@ -312,8 +337,9 @@ class CorpusFile(pytest.File):
 
     def _mark_filter(self):
         """``-m`` decided before items exist, for the same reason as ``-k``: a case item's markers are
-        its ``case_markers`` and its parents' own, and nothing adds one before pytest's own ``-m``
-        (which still runs, and agrees); None when there is no ``-m``."""
+        its ``case_markers`` and its parents' own (``collect`` takes no pre-filter where another
+        plugin could add one first), so pytest's own ``-m``, which still runs, agrees; None when
+        there is no ``-m``."""
         expr = self._expression(self.config.option.markexpr)
         try:
             from _pytest.mark import MarkMatcher

@@ -119,9 +119,12 @@ def run_pytest(*args: str, cwd: Path | None = None, env: dict | None = None, tim
 
 
 def run_shared(tmp_path_factory) -> Path:
-    """This run's temp root, shared by its xdist workers (never another run's)."""
+    """This run's temp root, shared by its xdist workers (never another run's). A worker's own is
+    ``popen-<worker>`` inside it; a pytest started by a test inherits $PYTEST_XDIST_WORKER without
+    being a worker, and keeps a root of its own."""
     base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return base.parent if worker and base.name == f"popen-{worker}" else base
 
 
 @contextmanager

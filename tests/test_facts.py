@@ -80,7 +80,8 @@ def observations(tmp_path_factory) -> dict[str, dict[str, observe.Result] | str]
         if kept.is_file():
             return pickle.loads(kept.read_bytes())
         out = _observe()
-        kept.write_bytes(pickle.dumps(out))
+        kept.with_suffix(".part").write_bytes(pickle.dumps(out))
+        kept.with_suffix(".part").replace(kept)  # whole or absent, should this worker be killed
         return out
 
 

@@ -98,6 +98,26 @@ def test_xdist_runs_cases_in_parallel():
     assert "passed" in r.stdout and "qconform summary" in r.stdout and "runner workers" not in r.stdout
 
 
+def test_a_plugin_that_marks_cases_turns_the_pre_filters_off(tmp_path):
+    """A vendor's conftest that marks some cases while they are collected (``known_issue``): ``-m`` and
+    ``-k`` on that marker select exactly those, as pytest's own selection does; the corpus is then
+    collected whole before pytest selects."""
+    (tmp_path / "conftest.py").write_text(textwrap.dedent("""
+        def pytest_configure(config):
+            config.addinivalue_line("markers", "known_issue: the vendor's own")
+
+        def pytest_collection_modifyitems(items):
+            for item in items:
+                if item.name.startswith("QuantizeLinear-13/float32-int8/"):
+                    item.add_marker("known_issue")
+    """))
+    for how in (["-m", "known_issue"], ["-k", "known_issue and ties"]):
+        r = run_pytest("--runner=cpu-ref", "--co", "-q", *how, cwd=tmp_path)
+        got = [ln.split("::", 1)[1] for ln in r.stdout.splitlines() if "::" in ln]
+        assert got and all(g.startswith("QuantizeLinear-13/float32-int8/") for g in got), (how, r.stdout[-2000:])
+        assert how[0] == "-m" or all("/ties/" in g for g in got)
+
+
 def test_keyword_and_mark_selection_before_collection_agree_with_pytest(tmp_path):
     """``-k`` and ``-m`` are applied while the corpus is collected (not after every corpus item exists);
     together they must select exactly what pytest's own matchers select from the real items of a

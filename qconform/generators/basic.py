@@ -7,9 +7,9 @@ from typing import Iterator
 
 import numpy as np
 
-from qconform import dtypes
+from qconform import dtypes, schemas
 from qconform.case import Draft
-from qconform.generators.common import draft, input_types, is_dequantize, is_quantize, output_types, specs
+from qconform.generators.common import draft, input_types, is_dequantize, is_quantize, output_types
 from qconform.oracle import floats
 from qconform.schemas import OpSpec
 
@@ -90,7 +90,7 @@ def _dq(spec: OpSpec, combo: dict[str, str]) -> Iterator[Draft]:
 
 
 def generate() -> Iterator[Draft]:
-    for spec in specs():
+    for spec in schemas.all_specs():
         if spec.domain or not applies(spec, {}):
             continue
         for combo in spec.combinations():
