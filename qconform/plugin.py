@@ -303,15 +303,17 @@ class CorpusFile(pytest.File):
             yield item
 
 
-    def _expression(self, text: str | None):
-        """pytest's own ``-k`` / ``-m`` expression compiled, or None where there is none or pytest's
-        internals are not the expected ones (pytest then reports a bad expression itself)."""
+    def _expression(self, text: str | None, matcher: str):
+        """pytest's own ``-k`` / ``-m`` expression compiled, with its matcher class (``KeywordMatcher``,
+        ``MarkMatcher``); None where there is none or pytest's internals are not the expected ones
+        (pytest then selects alone, and reports a bad expression itself)."""
         if not (text or "").strip():
             return None
         try:
+            import _pytest.mark as pytest_mark
             from _pytest.mark.expression import Expression
 
-            return Expression.compile(text.strip())
+            return Expression.compile(text.strip()), getattr(pytest_mark, matcher)
         except Exception:  # noqa: BLE001
             return None
 
@@ -321,39 +323,32 @@ class CorpusFile(pytest.File):
         (its chain's names, the case id, its markers), so pytest's own deselection, which still runs,
         agrees (``collect`` takes no pre-filter where another plugin could mark items first); None
         (no pre-filter) when there is no ``-k``."""
-        expr = self._expression(self.config.option.keyword)
-        try:
-            from _pytest.mark import KeywordMatcher
-        except ImportError:  # pytest's internals moved: its own -k alone
+        compiled = self._expression(self.config.option.keyword, "KeywordMatcher")
+        if compiled is None:
             return None
-        if expr is None:
-            return None
-
+        expr, matcher = compiled
         chain = {n.name for n in self.listchain()
                  if not isinstance(n, pytest.Session)
                  and not (isinstance(n, pytest.Directory) and isinstance(n.parent, pytest.Session))}
         chain |= set(self.listextrakeywords())
-        return lambda ref: expr.evaluate(KeywordMatcher({*chain, ref.id, *case_markers(ref)}))
+        return lambda ref: expr.evaluate(matcher({*chain, ref.id, *case_markers(ref)}))
 
     def _mark_filter(self):
         """``-m`` decided before items exist, for the same reason as ``-k``: a case item's markers are
         its ``case_markers`` and its parents' own (``collect`` takes no pre-filter where another
         plugin could add one first), so pytest's own ``-m``, which still runs, agrees; None when
         there is no ``-m``."""
-        expr = self._expression(self.config.option.markexpr)
-        try:
-            from _pytest.mark import MarkMatcher
-        except ImportError:  # pytest's internals moved: its own -m alone
+        compiled = self._expression(self.config.option.markexpr, "MarkMatcher")
+        if compiled is None:
             return None
-        if expr is None:
-            return None
+        expr, matcher = compiled
         inherited = [m for n in self.listchain() for m in n.own_markers]
         marks: dict[str, Any] = {}
 
         def mark(name: str):
             return marks.get(name) or marks.setdefault(name, getattr(pytest.mark, name).mark)
 
-        return lambda ref: expr.evaluate(MarkMatcher.from_markers([*inherited, *map(mark, case_markers(ref))]))
+        return lambda ref: expr.evaluate(matcher.from_markers([*inherited, *map(mark, case_markers(ref))]))
 
 
 class CaseFailure(Exception):
