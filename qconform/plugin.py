@@ -249,15 +249,21 @@ def _no_cache_dir(config: pytest.Config) -> None:
 PHASE_HOOKS = ("pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown")
 
 
-def _phase_hooks(config: pytest.Config) -> list[str]:
-    """Plugins outside pytest itself (and hypothesis, which only wraps its own tests) that hook a phase."""
+def _hooked_by(config: pytest.Config, hooks: tuple[str, ...], known) -> list[str]:
+    """``plugin.hook`` for each implementation of ``hooks`` whose plugin ``known(module, file)`` does not
+    accept (``module``: the plugin's module name; ``file``: its file, or None)."""
     found = []
-    for name in PHASE_HOOKS:
+    for name in hooks:
         for impl in getattr(config.pluginmanager.hook, name).get_hookimpls():
             module = getattr(impl.plugin, "__name__", None) or type(impl.plugin).__module__
-            if not module.startswith(("_pytest", "_hypothesis_pytestplugin")):
+            if not known(module, getattr(impl.plugin, "__file__", None)):
                 found.append(f"{impl.plugin_name}.{name}")
     return found
+
+
+def _phase_hooks(config: pytest.Config) -> list[str]:
+    """Plugins outside pytest itself (and hypothesis, which only wraps its own tests) that hook a phase."""
+    return _hooked_by(config, PHASE_HOOKS, lambda module, _: module.startswith(("_pytest", "_hypothesis_pytestplugin")))
 
 
 #: Hooks through which a plugin may give collected items markers or keywords before pytest's own
@@ -272,15 +278,8 @@ PROJECT_CONFTEST = Path(__file__).resolve().parent.parent / "tests" / "conftest.
 def _foreign_item_hooks(config: pytest.Config) -> list[str]:
     """Plugins that could mark items before ``-k`` / ``-m`` is applied (a vendor's conftest adding
     ``known_issue`` to some cases): with any, the corpus is collected whole and pytest alone selects."""
-    found = []
-    for name in ITEM_HOOKS:
-        for impl in getattr(config.pluginmanager.hook, name).get_hookimpls():
-            module = getattr(impl.plugin, "__name__", None) or type(impl.plugin).__module__
-            where = getattr(impl.plugin, "__file__", None)
-            if not (module.split(".")[0] in OWN_ITEM_HOOKS
-                    or (where and Path(where).resolve() == PROJECT_CONFTEST)):
-                found.append(f"{impl.plugin_name}.{name}")
-    return found
+    return _hooked_by(config, ITEM_HOOKS, lambda module, where: module.split(".")[0] in OWN_ITEM_HOOKS
+                      or bool(where and Path(where).resolve() == PROJECT_CONFTEST))
 
 
 class CorpusFile(pytest.File):
@@ -562,8 +561,7 @@ class QconformPlugin:
     @property
     def runner_workers(self) -> int:
         """The isolated runner workers this process's engine ran cases on (0: none started here)."""
-        n = getattr(self._engine, "workers", 0)
-        return n if isinstance(n, int) else 0
+        return getattr(self._engine, "workers", 0)  # an in-process engine has none
 
     @property
     def engine(self):

@@ -51,10 +51,13 @@ def all_drafts(wanted: Callable[[str], bool] | None = None) -> Iterator[Draft]:
     regeneration's groups), only the drafts of those groups, and the generators that walk
     ``common.specs()`` skip the other op versions altogether."""
     for family, gen in FAMILIES.items():
+        if wanted is None:
+            drafts: Iterable[Draft] = gen()
+        else:
+            with only(wanted):  # drafted whole while the generators can see what is kept
+                drafts = list(gen())
         n = 0
-        with only(wanted):
-            drafts = list(gen()) if wanted is not None else None
-        for d in drafts if drafts is not None else gen():
+        for d in drafts:
             n += 1
             if wanted is None or wanted(d.id.split("/", 1)[0]):  # the case's group
                 yield d
