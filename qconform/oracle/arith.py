@@ -7,6 +7,7 @@ the correctly rounded operation in t (double rounding is innocuous since 53 ≥ 
 """
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 
 import numpy as np
@@ -16,11 +17,12 @@ from qconform.dtypes import ElemType
 from qconform.oracle import floats
 
 
-#: Narrowing float64 -> float32 in hardware (numpy's cast) is IEEE round-to-nearest-even with
+#: Narrowing float64 -> float32 or float16 with numpy's cast is IEEE round-to-nearest-even with
 #: overflow to ±Inf -- what ``fl`` means -- unless the process flushes subnormals to zero (FTZ/DAZ,
-#: which a library may switch on): checked per call, the codec is used then. tests/test_floats.py
-#: pins the two paths equal at every float32 tie and edge.
-_HARDWARE = {"float32": np.float32}
+#: which a library may switch on): checked per call, the codec is used then. float16 also needs the
+#: cast to round once, not through float32 (``_rounds_once``). tests/test_floats.py pins both paths
+#: equal to the codec at every tie, just beside it, and at the subnormal and overflow edges.
+_HARDWARE = {"float32": np.float32, "float16": np.float16}
 _TINY = np.array([2.0**-149, 2.0**-126 * 1.5])
 
 
@@ -29,13 +31,29 @@ def _hardware_ok() -> bool:
     return bool(np.all(narrowed.astype(np.float64) == _TINY) and np.all(narrowed * np.float32(1) != 0))
 
 
+#: float64 values just beside a float16 tie, where a cast through float32 lands on the tie and
+#: rounds to even the wrong way: 1 + 2^-11 + 2^-40 (up to 1 + 2^-10), 1 + 3·2^-11 - 2^-40 (down to
+#: 1 + 2^-10), and 2^-25 + 2^-60, above half the smallest subnormal (up to 2^-24).
+_TIE_TRAPS = np.array([1 + 2.0**-11 + 2.0**-40, 1 + 3 * 2.0**-11 - 2.0**-40, 2.0**-25 + 2.0**-60])
+_TIE_ROUNDED = np.array([1 + 2.0**-10, 1 + 2.0**-10, 2.0**-24])
+
+
+@functools.cache
+def _rounds_once() -> bool:
+    """Whether numpy's float64 -> float16 cast rounds once (numpy's own conversion does; a build that
+    converted through float32 would round twice): asked once per process, the codec is used if not."""
+    with np.errstate(all="ignore"):
+        return bool(np.all(_TIE_TRAPS.astype(np.float16).astype(np.float64) == _TIE_ROUNDED))
+
+
 def as_float64(arr: np.ndarray, t: ElemType | str) -> np.ndarray:
     """Exact float64 value of every element (floats decoded from their bits; numpy's own float16/32
     arrays widened by numpy, which is exact unless subnormals are flushed: see ``_hardware_ok``)."""
     t = dtypes.get(t)
     arr = np.asarray(arr)
     if t.is_float and arr.dtype.kind == "f" and _hardware_ok():
-        return arr.astype(np.float64)
+        with np.errstate(invalid="ignore"):  # a signalling NaN widens to a quiet one (FE_INVALID): NaN either way
+            return arr.astype(np.float64)
     if t.is_float:
         return floats.decode(t.to_bits(arr), t)
     return np.asarray(arr).astype(np.int64).astype(np.float64)
@@ -52,7 +70,8 @@ def fl(t: ElemType | str, v: np.ndarray) -> np.ndarray:
     if t == FLOAT64:
         return v
     t = dtypes.get(t)
-    if t.name in _HARDWARE and _hardware_ok():  # the codec's answer, ~20x faster (tests/test_floats.py)
+    if t.name in _HARDWARE and _hardware_ok() and (t.name != "float16" or _rounds_once()):
+        # the codec's answer, ~20x faster (tests/test_floats.py)
         with np.errstate(over="ignore"):
             return v.astype(_HARDWARE[t.name]).astype(np.float64)
     return floats.decode(floats.encode(v, t, saturate=False), t)
