@@ -242,28 +242,55 @@ class _Tensors(dict):
         return arr
 
 
-def _group_cases(root: Path, group: str, only: Container[str] | None = None) -> list[Case]:
-    """Every case of one group file pair (index/<group>.jsonl, data/<group>.pb), or those whose id is
-    in ``only`` (the other index lines are not parsed, their tensors not converted)."""
-    index = root / "index" / f"{group}.jsonl"
-    data = root / "data" / f"{group}.pb"
-    seq = onnx.SequenceProto()
-    try:
-        seq.ParseFromString(data.read_bytes())
-        tensors = _Tensors({t.name: t for t in seq.tensor_values})
-    except Exception as exc:
-        raise CorpusError(f"golden file unreadable: {data}: {exc}") from None
-    cases = []
-    for n, raw in enumerate(index.read_text().splitlines(), 1):
-        if only is not None and (cid := _line_id(raw)) is not None and cid not in only:
-            continue
+class _GroupFile:
+    """One group file pair (index/<group>.jsonl, data/<group>.pb) read once, each case built from its
+    index line and tensors on first use: a runner's worker handed a run of 512 cases of a group of
+    4,000 builds those, not the group (with two workers, both are handed runs of the big groups)."""
+
+    def __init__(self, root: Path, group: str) -> None:
+        self.index = root / "index" / f"{group}.jsonl"
+        data = root / "data" / f"{group}.pb"
+        seq = onnx.SequenceProto()
         try:
-            cases.append(_case_from(json.loads(raw), tensors, f"{index}:{n}"))
+            seq.ParseFromString(data.read_bytes())
+            self.tensors = _Tensors({t.name: t for t in seq.tensor_values})
+        except Exception as exc:
+            raise CorpusError(f"golden file unreadable: {data}: {exc}") from None
+        #: every line by case id (None: a line whose id is only known once parsed), in file order
+        self.lines: dict[str | None, list[tuple[int, str]]] = {}
+        for n, raw in enumerate(self.index.read_text().splitlines(), 1):
+            self.lines.setdefault(_line_id(raw), []).append((n, raw))
+        self.built: dict[str, Case] = {}
+
+    def _build(self, n: int, raw: str) -> Case:
+        try:
+            return _case_from(json.loads(raw), self.tensors, f"{self.index}:{n}")
         except CorpusError:
             raise
         except Exception as exc:
-            raise CorpusError(f"golden index malformed: {index}:{n}: {type(exc).__name__}: {exc}") from None
-    return cases
+            raise CorpusError(f"golden index malformed: {self.index}:{n}: {type(exc).__name__}: {exc}") from None
+
+    def case(self, case_id: str) -> Case | None:
+        """The case with this id (None: no such line), built once."""
+        if case_id not in self.built:
+            if case_id in self.lines:
+                self.built[case_id] = self._build(*self.lines[case_id][0])
+            elif None in self.lines:  # lines not written by the writer: parse them to find it
+                self.built.update((c.id, c) for c in self.cases())
+        return self.built.get(case_id)
+
+    def cases(self, only: Container[str] | None = None) -> list[Case]:
+        """Every case in file order, or those whose id is in ``only`` (lines whose id is known first
+        and not in ``only`` are not parsed, their tensors not converted)."""
+        lines = sorted((n, raw, cid) for cid, found in self.lines.items() for n, raw in found
+                       if only is None or cid is None or cid in only)
+        return [self.built[cid] if cid is not None and cid in self.built else self._build(n, raw)
+                for n, raw, cid in lines]
+
+
+def _group_cases(root: Path, group: str, only: Container[str] | None = None) -> list[Case]:
+    """Every case of one group file pair, or those whose id is in ``only``."""
+    return _GroupFile(root, group).cases(only)
 
 
 def _line_id(raw: str) -> str | None:
@@ -337,22 +364,22 @@ class Groups:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self._groups: dict[str, dict[str, Case]] = {}
+        self._groups: dict[str, _GroupFile] = {}
 
-    def group(self, group: str) -> dict[str, Case]:
+    def _group(self, group: str) -> _GroupFile:
         if group not in self._groups:
             if len(self._groups) >= self.KEEP:
                 self._groups.pop(next(iter(self._groups)))
             if not (self.root / "index" / f"{group}.jsonl").is_file():
                 raise KeyError(f"no group {group!r} in the corpus at {self.root}")
-            self._groups[group] = {c.id: c for c in _group_cases(self.root, group)}
+            self._groups[group] = _GroupFile(self.root, group)
         return self._groups[group]
 
     def case(self, case_id: str) -> Case:
-        cases = self.group(group_of(case_id))
-        if case_id not in cases:
+        case = self._group(group_of(case_id)).case(case_id)
+        if case is None:
             raise KeyError(f"no case {case_id!r} in the corpus at {self.root}")
-        return cases[case_id]
+        return case
 
 
 class Index:

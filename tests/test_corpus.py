@@ -126,3 +126,10 @@ def test_reading_some_cases_of_a_group_gives_them_as_reading_the_whole_group():
 
     for cid in some:
         assert arrays(got[cid]) == arrays(whole[cid])
+    # a runner's worker (``Groups``) builds the cases it is handed, the same, and no others of the group
+    groups = corpus_mod.Groups(index.root)
+    for cid in some:
+        assert arrays(groups.case(cid)) == arrays(whole[cid])
+    assert sorted(groups._groups[group].built) == sorted(some)
+    with pytest.raises(KeyError, match="no case"):
+        groups.case("QuantizeLinear-21/no/such/case")
