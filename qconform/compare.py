@@ -189,7 +189,9 @@ def passes(case: Case, actual: Sequence[object], *, strict_nan: bool = False, pr
     return closest(candidates(case, profile), actual, strict_nan)[0] == 0
 
 
-def _diff(case: Case, reading: Reading, actual, strict_nan: bool):
+def _diff(case: Case, reading: Reading, actual, strict_nan: bool, shown: int = MAX_SHOWN):
+    """(mismatches, count, masked), problem, masked: the first ``shown`` mismatching elements with
+    their values and inputs as text (0: only the counts, for a reading another may still pass)."""
     mism, count, masked = [], 0, 0
     reading_masks = masks(case, reading)
     for name, e, a, mask, differ in zip(case.output_names, reading.outputs, actual, reading_masks,
@@ -200,10 +202,10 @@ def _diff(case: Case, reading: Reading, actual, strict_nan: bool):
             masked += int(mask.sum())
         where = np.argwhere(differ)
         count += len(where)
-        if len(mism) < MAX_SHOWN and len(where):
+        if len(mism) < shown and len(where):
             t = dtypes.get(e.dtype)
             eb, ab = t.to_bits(e), t.to_bits(a)
-            for idx in where[: MAX_SHOWN - len(mism)]:
+            for idx in where[: shown - len(mism)]:
                 idx = tuple(int(i) for i in idx)
                 mism.append(Mismatch(name, idx, int(eb[idx]), int(ab[idx]), format_value(t, int(eb[idx])),
                                      format_value(t, int(ab[idx])), _input_context(case, e.shape, idx)))
@@ -247,15 +249,15 @@ def compare(case: Case, actual: object, *, strict_nan: bool = False, profile: st
     problem = check_structure(case, actual)
     if problem:
         return Outcome(ERROR, problem=problem)
-    first: Outcome | None = None
+    first: Reading | None = None
     for reading in usable(case.readings, profile):
-        result, problem, masked = _diff(case, reading, actual, strict_nan)
+        result, problem, masked = _diff(case, reading, actual, strict_nan, shown=0)
         if problem:
             return Outcome(FAIL, reading=reading.name, problem=problem)
-        mism, count, masked = result
-        if count == 0:
+        if result[1] == 0:
             return Outcome(PASS, reading=reading.name, masked=masked)
-        if first is None:
-            first = Outcome(FAIL, reading.name, mism, count, masked)
+        first = first or reading
     assert first is not None
-    return first
+    # no reading matched: the failure is shown against the first, its mismatches spelled out once
+    (mism, count, masked), _, _ = _diff(case, first, actual, strict_nan)
+    return Outcome(FAIL, first.name, mism, count, masked)

@@ -219,7 +219,13 @@ _KERNEL_LIMIT = re.compile(r"\bonly supports?\b")
 
 def _one_line(exc: BaseException) -> str:
     """ORT's message without the status prefix or C++ source location, on one line."""
-    msg = " ".join(str(exc).split())
+    return _message_line(str(exc))
+
+
+@functools.lru_cache(maxsize=256)
+def _message_line(text: str) -> str:
+    """``_one_line`` of a message's text: the same refusal repeats for every case of a signature."""
+    msg = " ".join(text.split())
     msg = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", msg)
     msg = msg.removeprefix("Exception during initialization: ")
     if " was false. " in msg:  # ORT_ENFORCE: "<file>:<line> <signature> <condition> was false. <message>"
