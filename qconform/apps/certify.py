@@ -216,11 +216,16 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
             early.close()
     stubs = {r.id: CaseRecord.stub(r) for r in refs}
     records: list[CaseRecord] = []
+    #: the records as the report reads them, each made as its result comes in (the workers are still
+    #: busy then; after the last result, only the report's own work is left)
+    as_dicts: list[dict] = []
+    collected: list[dict] | None = None
     interrupted, stopped = False, ""
     progress = Progress(len(refs), "certify")
     try:
         if engine is not None:
             engine.submit(todo)
+        collected = [s.to_dict() for s in stubs.values()]  # while the first results are on their way
         for r in refs:
             res = None
             if r.id in done:
@@ -229,9 +234,10 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
                 res = engine.result(r.id)
                 rec = res.record.over(stubs[r.id])
                 rec.duration_s = res.runner_seconds
-                if state and res.verdict != NOT_RUN:  # a case not run is not done: a rerun runs it
-                    state.append(rec.to_dict())
             records.append(rec)
+            as_dicts.append(rec.to_dict())
+            if state and res is not None and res.verdict != NOT_RUN:  # a case not run is not done: a rerun runs it
+                state.append(as_dicts[-1])
             progress.step(rec.verdict in DEVIATING)
             if res is not None and res.stop:
                 stopped = rec.problem or "the device is gone"
@@ -247,6 +253,9 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     if stopped:  # the cases never handed out are not run for the same reason, said once per case
         got = {rec.id for rec in records}
         records += [CaseRecord.stub(r, NOT_RUN, stopped) for r in refs if r.id not in got]
+    as_dicts += [rec.to_dict() for rec in records[len(as_dicts):]]
+    if collected is None:  # interrupted before they were made
+        collected = [s.to_dict() for s in stubs.values()]
 
     filters = ["--case"] if patterns else (["scope"] if scope else [])
     run_meta = writer.meta(
@@ -261,7 +270,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
                     "baseline": writer.baseline_identity(args.baseline) if args.baseline else None,
                     **({"scope": scope} if scope else {}),
                     **({"packing": {**packing, "cases": sum(1 for r in records if r.packed)}} if packing else {})})
-    report, texts = assemble([r.to_dict() for r in records], [s.to_dict() for s in stubs.values()], run_meta,
+    report, texts = assemble(as_dicts, collected, run_meta,
                                     cases_of=index.cases_of, baseline=base,
                                     today=_dt.date.today(), min_cases=args.min_cases, filters=filters,
                                     corpus_size=len(index), strict_nan=bool(args.strict_nan), profile=args.profile)
