@@ -449,6 +449,7 @@ def _failure_text(config: pytest.Config, res: CaseResult) -> str:
     return res.message
 
 
+@functools.lru_cache(maxsize=1024)  # thousands of skipped cases share a handful of reasons, some long
 def _short(reason: str, limit: int = 48) -> str:
     """A skip reason for the terminal and JUnit XML, where thousands of cases repeat it: the full text
     is in the qconform summary and, once per distinct reason, in report.json."""
