@@ -293,6 +293,7 @@ class CorpusFile(pytest.File):
             if chosen is not None and not chosen(ref.id):
                 continue
             if keep and not all(f(ref) for f in keep):
+                plugin.prefiltered += 1  # counted as deselected, as pytest would have
                 continue
             item = CaseItem.from_parent(self, name=ref.id, ref=ref)
             for m in case_markers(ref):
@@ -558,6 +559,8 @@ class QconformPlugin:
         self.diagnose_all = False
         self._engine: Any = None
         self.xdist_taken = 0  # -n N run on N runner workers instead (``_take_over_xdist``)
+        #: corpus cases -k / -m set aside while collecting (no item made): pytest's deselection, early
+        self.prefiltered = 0
 
     @property
     def runner_workers(self) -> int:

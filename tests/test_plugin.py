@@ -1,6 +1,7 @@
 """The plugin end to end, in subprocesses: runners by every resolution path, errors, markers."""
 from __future__ import annotations
 
+import json
 import textwrap
 
 from conftest import run_pytest
@@ -116,6 +117,27 @@ def test_a_plugin_that_marks_cases_turns_the_pre_filters_off(tmp_path):
         got = [ln.split("::", 1)[1] for ln in r.stdout.splitlines() if "::" in ln]
         assert got and all(g.startswith("QuantizeLinear-13/float32-int8/") for g in got), (how, r.stdout[-2000:])
         assert how[0] == "-m" or all("/ties/" in g for g in got)
+
+
+def test_cases_set_aside_while_collecting_are_reported_as_deselected(tmp_path):
+    """The -k pre-filter is an optimisation: report.json's filters and the summary's count of
+    deselected cases are those pytest's own deselection gives (pre-filter off: another plugin hooks
+    collection)."""
+    (tmp_path / "off").mkdir()
+    (tmp_path / "off" / "conftest.py").write_text("def pytest_collection_modifyitems(items):\n    pass\n")
+    (tmp_path / "on").mkdir()
+    seen = {}
+    for how in ("on", "off"):
+        r = run_pytest("--runner=cpu-ref", "-q", "-k", "QuantizeLinear-13 and per-tensor",
+                       f"--report={tmp_path / how / 'report'}", cwd=tmp_path / how)
+        report = json.loads((tmp_path / how / "report" / "report.json").read_text())
+        line = next(ln for ln in r.stdout.splitlines() if ln.startswith("collected "))
+        seen[how] = (report["invocation"]["filters"], report["counts"]["collected"], line)
+    filters, collected, line = seen["on"]
+    assert seen["on"] == seen["off"]
+    deselected = int(filters[-1].split()[0])
+    assert filters[-1].endswith(" deselected") and collected > 0 and deselected > 10_000
+    assert line.startswith(f"collected {collected} ({deselected:,} deselected), ")
 
 
 def test_keyword_and_mark_selection_before_collection_agree_with_pytest(tmp_path):

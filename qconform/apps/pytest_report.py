@@ -140,6 +140,7 @@ class _Session:
                     self.state.extra_cases[c.id] = c
                 ids.append(c.id)
         self.state.collected = ids
+        self.state.deselected += self.config.stash[PLUGIN].prefiltered  # -k / -m decided while collecting
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:
@@ -300,7 +301,9 @@ def _summary(tr, config: pytest.Config, state: _State) -> None:
     report = state.report
     gate, c = report["gate"], report["counts"]
     tr.section("qconform report")
-    tr.write_line(f"collected {c['collected']}, reported {c['reported']}, ran {c['ran']}"
+    tr.write_line(f"collected {c['collected']}"
+                  + (f" ({state.deselected:,} deselected)" if state.deselected else "")
+                  + f", reported {c['reported']}, ran {c['ran']}"
                   + ("" if report["complete"] else f" — INCOMPLETE ({c[NOT_RUN]} not run)"))
     from qconform.apps.baseline import stale_lines
 
