@@ -234,10 +234,11 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
                 res = engine.result(r.id)
                 rec = res.record.over(stubs[r.id])
                 rec.duration_s = res.runner_seconds
-            records.append(rec)
-            as_dicts.append(rec.to_dict())
+            as_dict = rec.to_dict()
             if state and res is not None and res.verdict != NOT_RUN:  # a case not run is not done: a rerun runs it
-                state.append(as_dicts[-1])
+                state.append(as_dict)
+            records.append(rec)
+            as_dicts.append(as_dict)
             progress.step(rec.verdict in DEVIATING)
             if res is not None and res.stop:
                 stopped = rec.problem or "the device is gone"
