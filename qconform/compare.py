@@ -151,6 +151,41 @@ def differences(expected: Sequence[np.ndarray], actual: Sequence[object], masks:
     return out
 
 
+def unchecked(case: Case, output: int) -> np.ndarray | None:
+    """The elements of an output that every reading of the case leaves undefined (don't-care): no
+    comparison of any profile looks at them. None: every element is checked by some reading."""
+    found = None
+    for r in case.readings:
+        m = r.dont_care[output]
+        if m is None:
+            return None
+        found = np.asarray(m, bool) if found is None else found & np.asarray(m, bool)
+    return found if found is not None and found.any() else None
+
+
+def agree(case: Case, a: Sequence[object], b: Sequence[object]) -> bool:
+    """Whether two runs' outputs of a case are the same for every comparison: the same element
+    types and shapes, and the same bytes in every element some reading checks (the bytes a runtime
+    writes where every reading leaves the value undefined may change from run to run; no verdict,
+    reading or count depends on them). What ``qconform facts packing`` asks of packed and single runs."""
+    if len(a) != len(b) or len(a) != len(case.output_names):
+        return False
+    for k, (x, y) in enumerate(zip(a, b)):
+        x, y = np.asarray(x), np.asarray(y)
+        if x.dtype != y.dtype or x.shape != y.shape:
+            return False
+        if x.tobytes() == y.tobytes():
+            continue
+        free = unchecked(case, k)
+        if free is None or free.shape != x.shape:
+            return False
+        width = x.dtype.itemsize
+        rows = (np.ascontiguousarray(v).reshape(-1).view(np.uint8).reshape(-1, width) for v in (x, y))
+        if np.any(np.any(next(rows) != next(rows), axis=1) & ~free.reshape(-1)):
+            return False
+    return True
+
+
 def differing(expected: Sequence[np.ndarray], actual: Sequence[object], masks: Sequence[np.ndarray | None] | None,
               strict_nan: bool = False) -> int:
     """How many elements of ``actual`` differ from ``expected``; -1 when they cannot be compared

@@ -65,6 +65,33 @@ def test_masked_elements_are_skipped_but_counted():
     assert compare(case, [f8([0x10, 0x55, 0x13])]).verdict == "fail"
 
 
+def test_two_runs_agree_outside_what_every_reading_leaves_undefined():
+    """``agree`` (what the packing measurement asks of packed and single runs): bytes may differ only
+    in elements every reading leaves undefined; an element one reading checks, a type or a shape
+    decides."""
+    from qconform.compare import agree
+
+    first = np.array([False, True, True, False])
+    case = Case(make_case(f8([0x10, 0x11, 0x12, 0x13])).draft, ("y",),
+                (Reading("spec", (f8([0x10, 0x11, 0x12, 0x13]),), (first,)),
+                 Reading("other", (f8([0x10, 0x11, 0x22, 0x13]),), (np.array([False, True, False, False]),))),
+                "principles")
+    run = [f8([0x10, 0x11, 0x12, 0x13])]
+    assert agree(case, run, [f8([0x10, 0x7E, 0x12, 0x13])])  # undefined in both readings
+    assert not agree(case, run, [f8([0x10, 0x11, 0x7E, 0x13])])  # undefined in one: it can decide which matches
+    assert not agree(case, run, [f8([0x11, 0x11, 0x12, 0x13])])
+    assert not agree(case, run, [np.array([0x10, 0x11, 0x12, 0x13], np.uint8)])
+    assert not agree(case, run, [f8([[0x10, 0x11, 0x12, 0x13]])])
+    assert not agree(case, run, [])
+    unmasked = make_case(f8([0x10, 0x11]))
+    assert agree(unmasked, [f8([0x10, 0x11])], [f8([0x10, 0x11])])
+    assert not agree(unmasked, [f8([0x10, 0x11])], [f8([0x10, 0x91])])
+    wide = Case(make_case(f8([0])).draft, ("y",), (Reading("spec", (np.zeros(2, np.float32),),
+                                                             (np.array([True, False]),)),), "principles")
+    assert agree(wide, [np.array([1.0, 2.0], np.float32)], [np.array([-7.0, 2.0], np.float32)])
+    assert not agree(wide, [np.array([1.0, 2.0], np.float32)], [np.array([1.0, 2.5], np.float32)])
+
+
 def test_any_permitted_reading_passes_unless_strict_profile():
     case = make_case(f8([0x00]), alt=f8([0x80]))
     out = compare(case, [f8([0x80])])

@@ -5,7 +5,9 @@ measurement over the same corpus, for the same version and platform, found no ca
 
 Every case of the selection runs alone and inside its pack (the same packs, probes and cuts as
 ``Pipeline.judge_many``: ``Pipeline.packed``). A case whose single and packed runs both give outputs
-is *compared*; it *differs* where any output differs in dtype, shape or a single byte. A pack the
+is *compared*; it *differs* where any output differs in dtype, shape or a single byte of an element
+some reading checks (``compare.agree``: the bytes a runtime writes where every reading leaves the
+value undefined, uninitialised memory say, may change from run to run alone too). A pack the
 runtime refuses or fails is no difference (the engine then runs those cases alone). The runtime runs
 in this process. Packs are formed per batch in the engine; here over the whole selection, so every
 case the engine could pack with any other of its key is compared inside a pack.
@@ -19,8 +21,6 @@ from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-import numpy as np
-
 from qconform import facts
 from qconform import platform as plat
 
@@ -32,14 +32,10 @@ class Measurement:
     alone: int = 0  # cases with no packed outputs (never packed, or their pack was refused or failed)
 
 
-def _same(a, b) -> bool:
-    a, b = np.asarray(a), np.asarray(b)
-    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
-
-
 def measure(pipeline, cases, progress=None) -> Measurement:
     """Run ``cases`` both ways through ``pipeline``'s runner (``execution.Pipeline``): alone, and in
     the packs the engine would build (``Pipeline.packed``, its probe and its cuts included)."""
+    from qconform.compare import agree
     from qconform.verdicts import Call
 
     m = Measurement()
@@ -59,7 +55,7 @@ def measure(pipeline, cases, progress=None) -> Measurement:
         if i in packed and alone.kind == Call.OK:
             m.compared += 1
             outs = packed[i][0]
-            if len(alone.outputs) != len(outs) or not all(map(_same, alone.outputs, outs)):
+            if not agree(case, alone.outputs, outs):
                 m.differing.append(case.id)
         elif i not in packed:
             m.alone += 1
