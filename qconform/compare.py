@@ -159,7 +159,10 @@ def unchecked(case: Case, output: int) -> np.ndarray | None:
         m = r.dont_care[output]
         if m is None:
             return None
-        found = np.asarray(m, bool) if found is None else found & np.asarray(m, bool)
+        m = np.asarray(m, bool)
+        if found is not None and m.shape != found.shape:
+            return None  # masks that do not line up: every element counts (the safe side)
+        found = m if found is None else found & m
     return found if found is not None and found.any() else None
 
 
@@ -171,7 +174,8 @@ def agree(case: Case, a: Sequence[object], b: Sequence[object]) -> bool:
     if len(a) != len(b) or len(a) != len(case.output_names):
         return False
     for k, (x, y) in enumerate(zip(a, b)):
-        x, y = np.asarray(x), np.asarray(y)
+        if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray)) or x.dtype.hasobject:
+            return False  # what compare rejects (or cannot read as bits) agrees with nothing
         if x.dtype != y.dtype or x.shape != y.shape:
             return False
         if x.tobytes() == y.tobytes():

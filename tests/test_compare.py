@@ -90,6 +90,23 @@ def test_two_runs_agree_outside_what_every_reading_leaves_undefined():
                                                              (np.array([True, False]),)),), "principles")
     assert agree(wide, [np.array([1.0, 2.0], np.float32)], [np.array([-7.0, 2.0], np.float32)])
     assert not agree(wide, [np.array([1.0, 2.0], np.float32)], [np.array([1.0, 2.5], np.float32)])
+    assert not agree(wide, [np.array([1.0, 2.0], np.float32)], [[1.0, 2.0]])  # not an array: compare rejects it
+    objects = np.array([1, "a"], dtype=object)
+    assert not agree(wide, [objects], [np.array([2, "a"], dtype=object)])
+
+
+def test_two_runs_agree_on_an_empty_input_s_undefined_zero_point():
+    """The case that motivated ``agree``: DynamicQuantizeLinear over an empty input leaves y_zero_point
+    (rank 0) undefined in every reading, y_scale not (OpenVINO writes uninitialised memory there)."""
+    from qconform import corpus
+    from qconform.compare import agree
+
+    cid = "DynamicQuantizeLinear-11/float32-uint8-float32/shapes/empty-1d"
+    case = corpus.index(corpus.DEFAULT_ROOT).cases_of([cid])[cid]
+    y, scale, zp = case.expected
+    assert zp.shape == () and compare(case, [y, scale, np.array(0x6A, zp.dtype)]).verdict == "pass"
+    assert agree(case, [y, scale, np.array(0x6A, zp.dtype)], [y, scale, np.array(0xB3, zp.dtype)])
+    assert not agree(case, [y, scale, zp], [y, np.array(1.0, scale.dtype), zp])
 
 
 def test_any_permitted_reading_passes_unless_strict_profile():
