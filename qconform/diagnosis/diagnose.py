@@ -218,7 +218,8 @@ def localise(case: Case, actual: Sequence[np.ndarray], reading: str | None = Non
         eb, ab = t.to_bits(e), t.to_bits(a)
         data = case.inputs[0]
         x_t = dtypes.get(data.type)
-        xv = np.asarray(data.value, np.float64) if data.value.shape == e.shape and not (x_t.packed and x_t.is_integer) else None
+        with np.errstate(invalid="ignore"):  # a signalling NaN input widens to a quiet one: NaN either way
+            xv = np.asarray(data.value, np.float64) if data.value.shape == e.shape and not (x_t.packed and x_t.is_integer) else None
         if xv is not None and not np.all(np.isfinite(xv[differ])):
             return "the difference sits in special inputs (±Inf/NaN): their reading or saturation"
         if t.packed:
