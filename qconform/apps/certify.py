@@ -215,10 +215,9 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         if early is not None and engine is not early:
             early.close()
     stubs = {r.id: CaseRecord.stub(r) for r in refs}
-    records: list[CaseRecord] = []
     #: the records as the report reads them, each made as its result comes in (the workers are still
     #: busy then; after the last result, only the report's own work is left)
-    as_dicts: list[dict] = []
+    records: list[dict] = []
     collected: list[dict] | None = None
     interrupted, stopped = False, ""
     progress = Progress(len(refs), "certify")
@@ -237,8 +236,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
             as_dict = rec.to_dict()
             if state and res is not None and res.verdict != NOT_RUN:  # a case not run is not done: a rerun runs it
                 state.append(as_dict)
-            records.append(rec)
-            as_dicts.append(as_dict)
+            records.append(as_dict)
             progress.step(rec.verdict in DEVIATING)
             if res is not None and res.stop:
                 stopped = rec.problem or "the device is gone"
@@ -252,9 +250,8 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
             state.close()
     progress.done()
     if stopped:  # the cases never handed out are not run for the same reason, said once per case
-        got = {rec.id for rec in records}
-        records += [CaseRecord.stub(r, NOT_RUN, stopped) for r in refs if r.id not in got]
-    as_dicts += [rec.to_dict() for rec in records[len(as_dicts):]]
+        got = {rec["id"] for rec in records}
+        records += [CaseRecord.stub(r, NOT_RUN, stopped).to_dict() for r in refs if r.id not in got]
     if collected is None:  # interrupted before they were made
         collected = [s.to_dict() for s in stubs.values()]
 
@@ -270,8 +267,8 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
                     "command_line": shlex.join(["qconform", getattr(args, "cmd", None) or "certify", *argv]),
                     "baseline": writer.baseline_identity(args.baseline) if args.baseline else None,
                     **({"scope": scope} if scope else {}),
-                    **({"packing": {**packing, "cases": sum(1 for r in records if r.packed)}} if packing else {})})
-    report, texts = assemble(as_dicts, collected, run_meta,
+                    **({"packing": {**packing, "cases": sum(1 for r in records if r.get("packed"))}} if packing else {})})
+    report, texts = assemble(records, collected, run_meta,
                                     cases_of=index.cases_of, baseline=base,
                                     today=_dt.date.today(), min_cases=args.min_cases, filters=filters,
                                     corpus_size=len(index), strict_nan=bool(args.strict_nan), profile=args.profile)
