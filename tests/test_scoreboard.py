@@ -307,3 +307,34 @@ def test_add_joins_a_runtime_measured_elsewhere_and_keeps_the_other_rows(board, 
         assert cert["full_report"].startswith("qconform certify --runner onnxruntime --runner-opt providers=X "
                                               "--report DIR")
     assert _main("--add", "--out", str(out))[0] == 2  # rows to add come from reports
+
+
+def test_a_packed_run_says_so_in_its_row_page_and_certificate(tmp_path):
+    """A row whose run asked ``--pack`` (what ``qconform scoreboard`` runs) says so in its command, and
+    its page and certificate say what packing did: how many passes came from packed models, or why
+    none could. A real ``certify --pack`` of cpu-ref (no packing measured for it: not packed), and the
+    same report as a run that packed 7 cases would say it."""
+    from qconform.apps.scoreboard.render import measured_by
+
+    reports = tmp_path / "reports"
+    rc = cli.main(["certify", "--runner", "cpu-ref", "--pack", "-j", "1", "--case", "QuantizeLinear-13/*/basic/*",
+                   "--report", str(reports / "cpu-ref")])
+    assert rc in (0, 1)
+    report = json.loads((reports / "cpu-ref" / "report.json").read_text())
+    assert report["invocation"]["packing"]["asked"] and not report["invocation"]["packing"]["used"]
+    report["invocation"]["packing"].update(used=True, cases=7, why="measured equivalent here")
+    shutil.copytree(reports / "cpu-ref", reports / "packed-ref")
+    (reports / "packed-ref" / "report.json").write_text(json.dumps(report))
+    rc, stdout, stderr = _main("--from-reports", str(reports), "--out", str(tmp_path / "board"))
+    assert rc == 0, stdout + stderr
+    data = json.loads((tmp_path / "board" / scoreboard.DATA).read_text())
+    rows = {rt["name"]: rt for rt in data["runtimes"]}
+    assert measured_by(rows["cpu-ref"]) == "qconform certify --runner cpu-ref --pack --report DIR"
+    why = rows["cpu-ref"]["packing"]["why"]
+    assert rows["cpu-ref"]["packing"] == {"used": False, "cases": 0, "why": why} and why
+    page = (tmp_path / "board" / "runtimes" / "cpu-ref.md").read_text()
+    assert f"- packing: not packed: {why}" in page
+    assert "--pack --report DIR" in page
+    cert = json.loads((tmp_path / "board" / "runtimes" / "packed-ref.certificate.json").read_text())
+    assert cert["packing"].startswith("7 passing case(s) came from packed models (measured equivalent here)")
+    assert cert["full_report"].startswith("qconform certify --runner cpu-ref --pack -j 1 ")  # not a bundled name: its own

@@ -166,6 +166,7 @@ def build(reports: Mapping[str, Mapping[str, Any]], links: Mapping[str, Mapping[
             "counts": {k: int(v) for k, v in sorted(c.items())},
             "diagnosis": _diagnosis(r),
             **({} if name in BUNDLED else {"command": _command(r)}),
+            **_packing(r),
             "links": {"certificate": page_path(name), "certificate.json": certificate_path(name),
                       **dict(links.get(name) or {})},
             "overall": certificate.overall(r, scoped),
@@ -180,6 +181,17 @@ def build(reports: Mapping[str, Mapping[str, Any]], links: Mapping[str, Mapping[
         "runtimes": rts,
         "op_versions": [{"op_version": key[3], "cells": cells} for key, cells in sorted(per_ov.items())],
     }
+
+
+def _packing(report: Mapping[str, Any]) -> dict:
+    """Whether the run was asked to pack (``certify --pack``, what ``qconform scoreboard`` runs), and
+    what it did: how many cases' passes came from packed models, or why none could (a runtime is
+    packed only where its facts file shows packing equivalent on that platform). Nothing for a run
+    that was not asked (a scoreboard measured before the option keeps its bytes)."""
+    p = (report.get("invocation") or {}).get("packing") or {}
+    if not p.get("asked"):
+        return {}
+    return {"packing": {"used": bool(p.get("used")), "cases": int(p.get("cases") or 0), "why": str(p.get("why") or "")}}
 
 
 def _command(report: Mapping[str, Any]) -> str:

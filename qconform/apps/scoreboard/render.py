@@ -76,18 +76,32 @@ def _intro(data: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     return lines
 
 
-#: How a bundled runtime's row is measured (``qconform scoreboard`` runs it; pytest's front end,
-#: ``pytest --runner=NAME --report=DIR``, writes the same report).
-MEASURED_BY = "qconform certify --runner {name} --report DIR"
+#: How a bundled runtime's row is measured (``qconform scoreboard`` runs it, with ``--pack`` where
+#: the row says it asked to pack; pytest's front end, ``pytest --runner=NAME --report=DIR``, writes
+#: the same report).
+MEASURED_BY = "qconform certify --runner {name}{pack} --report DIR"
+
 
 def measured_by(rt: Mapping[str, Any]) -> str:
     """The command that measured a row: its own where it was added from elsewhere, else ``MEASURED_BY``."""
-    return rt.get("command") or MEASURED_BY.format(name=rt["name"])
+    return rt.get("command") or MEASURED_BY.format(name=rt["name"], pack=" --pack" if rt.get("packing") else "")
+
+
+def packing_line(rt: Mapping[str, Any]) -> str:
+    """What ``--pack`` did in a row's run ('' where it was not asked): the report says which cases."""
+    p = rt.get("packing")
+    if not p:
+        return ""
+    if not p["used"]:
+        return f"not packed: {p['why']}"
+    return (f"{p['cases']:,} passing case(s) came from packed models ({p['why']}); every other case ran as "
+            "its own single-node model")
 
 
 ABOUT = ("Bit-exact conformance of ONNX runtimes to qconform's golden corpus: one "
-         f"`{MEASURED_BY.format(name='NAME')}/NAME` run per runtime (the report `pytest --runner=NAME "
-         "--report=DIR/NAME` writes too), compared by `qconform scoreboard`. "
+         f"`{MEASURED_BY.format(name='NAME', pack='')}/NAME` run per runtime (the report `pytest --runner=NAME "
+         "--report=DIR/NAME` writes too; with `--pack` where a runtime's page says so), compared by "
+         "`qconform scoreboard`. "
          "Re-render with `qconform scoreboard --from-reports DIR`; `qconform scoreboard --check` says "
          "when it no longer matches the corpus or the installed runtimes.")
 NAMED_NOTE = ("“named by the diagnosis”: deviating cases (fail, error, crashed, timeout) for which the "
@@ -164,6 +178,7 @@ def render_page(rt: Mapping[str, Any], data: Mapping[str, Any]) -> str:
            f"- selection: {_md('; '.join(rt['selection'])) + ' (a partial run)' if rt['selection'] else 'the whole corpus'}",
            f"- measured by: `{measured_by(rt)}` (DIR/report.html lists every case, with "
            "each deviating element's inputs, expected and actual bits); back to the [scoreboard](../scoreboard.md)",
+           *([f"- packing: {_md(packing_line(rt))}"] if rt.get("packing") else []),
            f"- machine-readable: [{name}.certificate.json]({certificate_path(name).rsplit('/', 1)[1]}), the verdict "
            "of every op version and type combination",
            "", "## Per op version", "",
@@ -277,6 +292,7 @@ def render_certificate(rt: Mapping[str, Any]) -> str:
             "overall": rt["overall"],
             "full_report": measured_by(rt)
                            + " (DIR/report.json, report.html)",
+            **({"packing": packing_line(rt)} if rt.get("packing") else {}),
             "columns": list(CERTIFICATE_COLUMNS)}
     text = json.dumps(head, sort_keys=True, indent=1, ensure_ascii=False).removesuffix("\n}")
     rows = [json.dumps(r, ensure_ascii=False) for scope in rt["verdicts"] for r in scope]
