@@ -335,6 +335,16 @@ def _exp_fraction(x: Fraction) -> Fraction:
     return Fraction(d)
 
 
+def node_draft(node: Node, opset: int, ins: list[np.ndarray | None], types: Mapping[str, str]) -> Draft:
+    """One node of a graph as a single-node draft on the tensors that reach it (what its op's own
+    oracle, or a single-node deviation model, computes it from)."""
+    args = tuple(None if v is None else Arg(name, types[name], v, initializer=False) for name, v in zip(node.inputs, ins))
+    while args and args[-1] is None:
+        args = args[:-1]
+    return Draft(op=node.op, opset=opset, types="", family="", name="", inputs=args, attrs=dict(node.attrs),
+                 domain=node.domain)
+
+
 class GraphOracle(FloatOps):
     """A graph, node by node. ``fused`` is the one hook a deviation model overrides."""
 
@@ -355,13 +365,7 @@ class GraphOracle(FloatOps):
         model holds), by its own version class: [(reading, outs, masks)]."""
         from qconform.oracle.base import evaluate
 
-        args = tuple(None if v is None else Arg(name, types[name], v, initializer=False)
-                     for name, v in zip(node.inputs, ins))
-        while args and args[-1] is None:
-            args = args[:-1]
-        sub = Draft(op=node.op, opset=opset, types="", family="", name="", inputs=args,
-                    attrs=dict(node.attrs), domain=node.domain)
-        case = evaluate(sub)
+        case = evaluate(node_draft(node, opset, ins, types))
         if case.information:
             raise InvalidModel(f"{where}: node {node.op}: {case.information}")
         return [(r.name, list(r.outputs), list(r.dont_care)) for r in case.readings]
@@ -453,5 +457,6 @@ def evaluate_graph(draft: Draft, primary_only: bool = False, oracle: GraphOracle
 
 base.GRAPHS["evaluate"] = evaluate_graph  # base.evaluate computes a pattern through it
 
-__all__ = ["FloatOps", "GraphOracle", "NotExact", "ORACLE", "QDQ_OPS", "evaluate_graph", "exact_sum", "pattern_name"]
+__all__ = ["FloatOps", "GraphOracle", "NotExact", "ORACLE", "QDQ_OPS", "evaluate_graph", "exact_sum", "node_draft",
+           "pattern_name"]
 

@@ -146,6 +146,7 @@ ORDER = (
     "requantise-half-up",
     "requantise-half-up-biased",
     "requantise-fixed-point",
+    "quantize-nodes-reciprocal-multiply",
     "qdq-pair-removed",
     "qdq-pair-as-clamp",
     "input-quantise-float16-half-up",

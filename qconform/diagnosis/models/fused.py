@@ -398,6 +398,40 @@ def _from_float_input(d: Draft) -> bool:
     return len(g) == 4 and [n.op for n in g] == ["QuantizeLinear", "DequantizeLinear", "Relu", "QuantizeLinear"]
 
 
+# ----------------------------------------------------------------------------------------------
+# No fusion: node by node, with the runtime's own QuantizeLinear kernel in every QuantizeLinear node
+# ----------------------------------------------------------------------------------------------
+class QuantizeNodesReciprocal:
+    """The pattern computed node by node, as the text says, except that each QuantizeLinear node
+    multiplies by a precomputed 1/scale: the single-node ``reciprocal-multiply`` inside the graph."""
+
+    def oracle_node(self, node, opset, ins, types, where):
+        spec = super().oracle_node(node, opset, ins, types, where)  # the node's validity, and its readings
+        if node.op != "QuantizeLinear":
+            return spec
+        from qconform.diagnosis.models.base import deviating_oracle
+        from qconform.diagnosis.models.division import ReciprocalMultiply
+        from qconform.oracle.graph import node_draft
+
+        sub = node_draft(node, opset, ins, types)
+        return [(r.name, list(r.outputs), list(r.dont_care))
+                for r in deviating_oracle(sub, ReciprocalMultiply).evaluate(sub).readings]
+
+
+def _quantize_node_to_integer(d: Draft) -> bool:
+    """A pattern with a QuantizeLinear node to an integer type (where a reciprocal moves a code)."""
+    values = {a.name: a for a in d.inputs if a is not None}
+    return any(n.op == "QuantizeLinear" and len(n.inputs) > 2 and n.inputs[2] in values
+               and dtypes.get(values[n.inputs[2]].type).is_integer for n in d.graph)
+
+
+#: The patterns without a sum (qconform/generators/patterns.py), each ending in, or being, a
+#: QuantizeLinear node. MatMul, Gemm, Conv and the pools are left to the fused models: on the one Gemm
+#: case tract fails, this model and ``fused-integer-requantisation`` give the same bits, and no case of
+#: the corpus separates them yet.
+ELEMENTWISE_PATTERNS = frozenset({"Add", "Clip", "Concat", "FakeQuant", "Gather", "Identity", "MaxPool", "Mul", "Relu",
+                                  "Requant", "Reshape", "Sigmoid", "Sub", "Transpose"})
+
 PATTERNS = frozenset({"Add", "Mul", "MatMul", "Gemm", "Conv", "Requant", "FakeQuant", "Relu"})
 ORT_MLAS = "onnxruntime's MLAS kernels the QDQ fusion selects (onnxruntime/core/mlas/lib)"
 
@@ -447,6 +481,16 @@ DEVIATIONS = [
               "(research/qdq-graphs.md §3.1: 62 of 64 elements wrong)",
               "Gemm with a bias DequantizeLinear whose scale is 0.75·sx·sw",
               FusedBiasCodes, _weights_kernel(bias_mismatch=True), ("basic",)),
+    Deviation("quantize-nodes-reciprocal-multiply", ELEMENTWISE_PATTERNS,
+              "Your runtime computes the pattern node by node, as the graph says, but each QuantizeLinear node "
+              "multiplies by a precomputed 1/scale instead of dividing (its single-node reciprocal-multiply): "
+              "codes next to a rounding tie differ by one.",
+              "tract 0.23.9 here: every QDQ pattern case it fails (36 cases of Add, Clip, Gemm, Identity, Mul, "
+              "Relu, Requant, Sub) is this computation's output bit for bit, and no case it passes is changed; its "
+              "single QuantizeLinear does the same (fact E51); the single-node model's reports: apache/tvm#17998, "
+              "pytorch/pytorch#87093",
+              "Requant int8, s2 = 2·s1: codes whose quotient by s2 is an exact tie, where fl32(1/s2) is inexact",
+              QuantizeNodesReciprocal, _quantize_node_to_integer, ("ties", "zero-points")),
     Deviation("requantise-half-up", frozenset({"Requant"}),
               "Your runtime computes DequantizeLinear → QuantizeLinear as one requantisation that rounds half up "
               "(floor(v + 1/2)) instead of half to even: exact ties of (x − z1)·s1/s2 go up.",
