@@ -403,7 +403,7 @@ def _from_float_input(d: Draft) -> bool:
 # ----------------------------------------------------------------------------------------------
 class QuantizeNodesReciprocal:
     """The pattern computed node by node, as the text says, except that each QuantizeLinear node
-    multiplies by a precomputed 1/scale: the single-node ``reciprocal-multiply`` inside the graph."""
+    multiplies by a precomputed 1/scale: the single-node reciprocal multiply (division.py) inside the graph."""
 
     def oracle_node(self, node, opset, ins, types, where):
         spec = super().oracle_node(node, opset, ins, types, where)  # the node's validity, and its readings
