@@ -129,14 +129,16 @@ def output_type(draft: Draft) -> str:
     return oracle.output_type(draft, zero_point)
 
 
-def evaluate(draft: Draft, primary_only: bool = False) -> Case:
+def evaluate(draft: Draft, primary_only: bool = False, oracle: OpOracle | None = None) -> Case:
     """Compute a draft's expected outputs under every permitted reading (or, with
-    ``primary_only``, the first reading alone, under its own name). Raises InvalidModel."""
+    ``primary_only``, the first reading alone, under its own name). ``oracle``: a single-node
+    draft's oracle where not its op version's own (a deviation model's, inside a graph). Raises
+    InvalidModel."""
     if draft.graph:  # a QDQ pattern: node by node (qconform/oracle/graph.py registers GRAPHS)
         readings, names = GRAPHS["evaluate"](draft, primary_only)
         ev = Evaluation(readings=readings, clause="qdq-graph", primary_only=primary_only)
     else:
-        oracle = oracle_for(draft.domain, draft.op, draft.opset)
+        oracle = oracle or oracle_for(draft.domain, draft.op, draft.opset)
         names = oracle.output_names
         with np.errstate(all="ignore"):  # IEEE specials (x/0, Inf-Inf) are the point, not accidents
             ev = oracle.evaluate(draft, primary_only)

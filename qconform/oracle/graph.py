@@ -365,10 +365,16 @@ class GraphOracle(FloatOps):
         model holds), by its own version class: [(reading, outs, masks)]."""
         from qconform.oracle.base import evaluate
 
-        case = evaluate(node_draft(node, opset, ins, types))
+        sub = node_draft(node, opset, ins, types)
+        case = evaluate(sub, oracle=self.node_oracle(sub))
         if case.information:
             raise InvalidModel(f"{where}: node {node.op}: {case.information}")
         return [(r.name, list(r.outputs), list(r.dont_care)) for r in case.readings]
+
+    def node_oracle(self, sub: Draft):
+        """The oracle a node of an op the oracle has is computed by (None: its op version's own): the
+        step a deviation model replaces to run a single-node deviation inside the graph."""
+        return None
 
     def has_oracle(self, node: Node, opset: int) -> bool:
         from qconform.oracle.base import oracle_for

@@ -405,17 +405,13 @@ class QuantizeNodesReciprocal:
     """The pattern computed node by node, as the text says, except that each QuantizeLinear node
     multiplies by a precomputed 1/scale: the single-node reciprocal multiply (division.py) inside the graph."""
 
-    def oracle_node(self, node, opset, ins, types, where):
-        spec = super().oracle_node(node, opset, ins, types, where)  # the node's validity, and its readings
-        if node.op != "QuantizeLinear":
-            return spec
+    def node_oracle(self, sub):
+        if sub.op != "QuantizeLinear":
+            return super().node_oracle(sub)
         from qconform.diagnosis.models.base import deviating_oracle
         from qconform.diagnosis.models.division import ReciprocalMultiply
-        from qconform.oracle.graph import node_draft
 
-        sub = node_draft(node, opset, ins, types)
-        ev = deviating_oracle(sub, ReciprocalMultiply).evaluate(sub)
-        return [(r.name, list(r.outputs), list(ev.masks(r))) for r in ev.readings]
+        return deviating_oracle(sub, ReciprocalMultiply)
 
 
 def _quantize_node_to_integer(d: Draft) -> bool:
