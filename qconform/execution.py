@@ -514,17 +514,19 @@ class InProcessEngine(InProcessPool):
 
 class IsolatedEngine(IsolatedPool):
     """``--isolate=on``: the pipeline in ``workers`` worker processes (``qconform.pool.IsolatedPool``).
-    A failure is diagnosed here, in the controller, as its result is handed out, while the workers
-    go on with their cases (``Options.diagnose_elsewhere``)."""
+    With ``diagnose_here`` a failure is diagnosed in the controller, as its result is handed out,
+    while the workers go on with their cases (``Options.diagnose_elsewhere``): what certify wants,
+    whose workers are the busiest processes. Without it the workers diagnose: what pytest wants, whose
+    own per-item work keeps the controller the busiest (measured: the workers wait half the run)."""
 
     RUN = RUN
 
     def __init__(self, options: Options, index, timeout: float | None, memory_mb: int = 0, batch: int = 64,
-                 workers: int = 1) -> None:
+                 workers: int = 1, diagnose_here: bool = True) -> None:
         import dataclasses
 
-        super().__init__(CorpusJob(dataclasses.replace(options, diagnose_elsewhere=True)), timeout, memory_mb, batch,
-                         workers=workers)
+        super().__init__(CorpusJob(dataclasses.replace(options, diagnose_elsewhere=diagnose_here)), timeout, memory_mb,
+                         batch, workers=workers)
         self.options, self.index = options, index
         self._diagnosis = Pipeline(options, None, index)
 
@@ -536,11 +538,12 @@ class IsolatedEngine(IsolatedPool):
 
 
 def local_executor(options: Options, index, *, isolate: bool = True, workers: int = 1, timeout: float | None = 120.0,
-                   memory_mb: int = 0, batch: int = 64, runner: Any = None) -> Executor:
-    """This machine's executor: ``workers`` isolated worker processes, or (``isolate=False``) the
+                   memory_mb: int = 0, batch: int = 64, runner: Any = None, diagnose_here: bool = True) -> Executor:
+    """This machine's executor: ``workers`` isolated worker processes (failures diagnosed in this
+    process unless ``diagnose_here`` is False: ``IsolatedEngine``), or (``isolate=False``) the
     pipeline in this process with ``runner``."""
     if isolate:
-        return IsolatedEngine(options, index, timeout, memory_mb, batch, workers=workers)
+        return IsolatedEngine(options, index, timeout, memory_mb, batch, workers=workers, diagnose_here=diagnose_here)
     from qconform.runner import resolve
 
     return InProcessEngine(options, runner or resolve(options.runner, options.runner_options), index)

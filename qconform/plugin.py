@@ -580,7 +580,8 @@ class QconformPlugin:
             self._engine = local_executor(opts, self.index, isolate=config.getoption("isolate") == "on",
                                           workers=workers, timeout=config.getoption("case_timeout"),
                                           memory_mb=config.getoption("worker_memory_mb"),
-                                          batch=config.getoption("batch"), runner=self.runner)
+                                          batch=config.getoption("batch"), runner=self.runner,
+                                          diagnose_here=False)  # pytest's items keep this process busiest
         return self._engine
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
