@@ -8,13 +8,14 @@ same run); asserts nothing.
   models (measured here, model bytes and input OrtValues made beforehand, so it is ORT's work only);
 * `qconform certify --runner onnxruntime` (the engine without a pytest item per case) with -j 1 and
   -j 2: its ratio to onnxruntime's own time, and what the second worker buys;
-* the artifacts of the isolated run: report.json and JUnit XML sizes, report.html size;
+* the artifacts of the isolated run: report.json and report.html sizes; the same run again with
+  ``--junitxml`` for the JUnit XML's size and what pytest's own JUnit writer adds to the wall time;
 * peak RSS of the run (the largest of its processes);
 * a `-k` run selecting about ten cases, end to end;
 * printing failures: the same ~2,000 failing cases of a deliberately wrong runner with the FAILURES
   section on and off (`--tb=no`); the difference is what printing them costs.
 
-    python benchmarks/bench_suite_overhead.py [--quick] [--certify-only]
+    python benchmarks/bench_suite_overhead.py [--quick] [--certify-only | --pytest-only]
 """
 from __future__ import annotations
 
@@ -88,8 +89,11 @@ def _mib(path: Path) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="skip the --isolate=off run")
-    ap.add_argument("--certify-only", action="store_true",
+    only = ap.add_mutually_exclusive_group()
+    only.add_argument("--certify-only", action="store_true",
                     help="only onnxruntime's own time and qconform certify -j 1 / -j 2 (a few minutes)")
+    only.add_argument("--pytest-only", action="store_true",
+                    help="only onnxruntime's own time and the two pytest --runner=onnxruntime runs (a few minutes)")
     a = ap.parse_args()
     print(f"machine: {_common.machine()}")
     own, n = ort_own_seconds()
@@ -98,14 +102,20 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         if not a.certify_only:
-            wall, rss, rc, text = _common.run_child([*PYTEST, "--runner=onnxruntime", f"--report={out / 'rep'}",
-                                                     f"--junitxml={out / 'junit.xml'}"])
+            # the run the target names (with qconform's report), then the same with pytest's own JUnit
+            # writer, whose XML tree of every item costs its process seconds and memory of its own
+            wall, rss, rc, text = _common.run_child([*PYTEST, "--runner=onnxruntime", f"--report={out / 'rep'}"])
             print(f"suite, isolation on (1 process): {wall:.1f} s wall, peak RSS {rss:.0f} MiB, exit {rc}: {_tail(text)}")
             print(f"  ratio to onnxruntime's own time: {wall / own:.2f}  (target <= 3.0)")
             print(f"  peak RSS {rss:.0f} MiB  (target <= 400)")
             print(f"  report.json {_mib(out / 'rep' / 'report.json'):.1f} MiB  (target <= 5); "
-                  f"JUnit XML {_mib(out / 'junit.xml'):.1f} MiB  (target <= 5); "
                   f"report.html {_mib(out / 'rep' / 'report.html'):.1f} MiB")
+            wall_j, rss_j, _, _ = _common.run_child([*PYTEST, "--runner=onnxruntime", f"--report={out / 'repj'}",
+                                                     f"--junitxml={out / 'junit.xml'}"])
+            print(f"  the same with --junitxml: {wall_j:.1f} s wall ({wall_j / own:.2f}x), peak RSS {rss_j:.0f} MiB; "
+                  f"JUnit XML {_mib(out / 'junit.xml'):.1f} MiB  (target <= 5)")
+        if a.pytest_only:
+            return 0
         j1, rss1, rc1, text1 = _common.run_child([*CERTIFY, "-j", "1", "--report", str(out / "c1")])
         j2, rss2, rc2, _ = _common.run_child([*CERTIFY, "-j", "2", "--report", str(out / "c2")])
         first = next((ln for ln in text1.splitlines() if " cases in " in ln), "?")
