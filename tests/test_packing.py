@@ -141,6 +141,9 @@ def test_certify_packs_only_on_an_equivalence_measured_for_this_corpus(monkeypat
     _facts_with(monkeypatch, facts.Packing(**everywhere, compared=100))
     assert certify._packing(ident, digest)["used"]
     assert not certify._packing({**ident, "remote": "127.0.0.1:1"}, digest)["used"]
+    # a device's stored results whose device.json names this very runtime: nothing of it ran here
+    offline = certify._packing({**ident, "results": "/lab/export"}, digest)
+    assert not offline["used"] and "run on this machine" in offline["why"]
     _facts_with(monkeypatch, facts.Packing(**{**everywhere, "version": "0.1"}, compared=100))
     assert not certify._packing(ident, digest)["used"]
 

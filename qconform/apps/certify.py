@@ -171,7 +171,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     packing = _packing(ident, digest, None if patterns else (scope or {}).get("cases")) if args.pack else None
     options = Options(str(golden), args.runner, opts, bool(args.strict_nan), args.profile, args.diagnose == "on",
                       None if by_behaviour else args.diagnose_per_group or None,
-                      pack=bool(packing and packing["used"] and not args.offline))
+                      pack=bool(packing and packing["used"]))
     # this machine's workers start now, importing the runner while the index is read; closed again
     # if the input turns out bad or nothing is left to run
     early = _executor(args, options, None, jobs) if not (args.offline or args.cluster or args.scheduler) else None
@@ -292,7 +292,8 @@ def _packing(ident: dict, corpus_digest: str, scope: list[str] | None = None) ->
     source = runtime_name(ident)
     version = runtime_version(source, ident) if source in facts.RUNNER_SOURCES else ""
     refused = {"asked": True, "used": False}
-    if ident.get("remote") or source not in facts.RUNNER_SOURCES:
+    if ident.get("remote") or ident.get("results") or source not in facts.RUNNER_SOURCES:
+        # a device's stored results (whatever runtime its device.json names) were not run here
         why = "only a bundled runtime run on this machine can be shown to pack equivalently (qconform facts packing)"
         return {**refused, "why": f"{source} runs unpacked: {why}"}
     m = facts.load(source).packing_here(version)
