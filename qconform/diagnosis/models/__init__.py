@@ -145,6 +145,7 @@ ORDER = (
     "fused-bias-codes-without-scale",
     "requantise-half-up",
     "requantise-half-up-biased",
+    "requantise-through-fakequantize-bounds",
     "requantise-fixed-point",
     "quantize-nodes-reciprocal-multiply",
     "qdq-pair-removed",
