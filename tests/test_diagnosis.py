@@ -512,3 +512,35 @@ def test_the_ranking_reads_only_the_passing_cases_it_looks_at():
         assert [i for i in ids if i in got][:4] == [i for i in ids if i in corpus_has][:4]
     assert sum(map(len, asked)) <= 4 * 3 + 4  # the group missing two cases is read once more
     assert set(dg._passing_cases(read, groups, None)) == {i for ids in groups for i in ids} & corpus_has
+
+
+def _requant(x: list[int], s1, z1, s2, z2, scale_type: str = "float32") -> "Draft":
+    """DQ(x; s1[, z1]) → Q(s2[, z2]) between uint8 codes (a zero point None is left out)."""
+    from qconform.case import PATTERN_DOMAIN, Arg, Draft, Node
+
+    st = np.dtype(np.float16 if scale_type == "float16" else np.float32)
+    args = [Arg("x", "uint8", np.array(x, np.uint8)), Arg("s1", scale_type, st.type(s1), True),
+            Arg("s2", scale_type, st.type(s2), True)]
+    dq, q = ["x", "s1"], ["y", "s2"]
+    for name, z, ins in (("z1", z1, dq), ("z2", z2, q)):
+        if z is not None:
+            args.append(Arg(name, "uint8", np.uint8(z), True))
+            ins.append(name)
+    return Draft("Requant", 21, "uint8-uint8", "t", "t", tuple(args), domain=PATTERN_DOMAIN,
+                 graph=(Node("DequantizeLinear", tuple(dq), ("y",)), Node("QuantizeLinear", tuple(q), ("out",))))
+
+
+def test_openvinos_fakequantize_adds_the_zero_point_before_rounding():
+    """requantise-through-fakequantize-bounds: x = 1, s1 = 0.5, s2 = 0.2, z2 = 5 is the tie 2.5 + 5:
+    the graph rounds 2.5 to 2 and adds 5 (7); the FakeQuantize rounds 7.5 (8). The model applies
+    only where OpenVINO's low-precision transformations fold it so: both zero points given (a chain
+    without them is passed over, not an error), float32 scales, 8-bit codes."""
+    from qconform.oracle.base import evaluate
+
+    model = MODELS["requantise-through-fakequantize-bounds"]
+    draft = _requant([1], 0.5, 0, 0.2, 5)
+    assert model.applies(draft)
+    assert evaluate(draft).expected[0].tolist() == [7] and model.outputs(draft)[0].tolist() == [8]
+    assert not model.applies(_requant([1], 0.5, 0, 0.2, 5, "float16"))
+    no_zero_points = _requant([1], 0.5, None, 0.2, None)  # every Requant model's predicate reads it without raising
+    assert not [m.name for m in MODELS.values() if m.applies(no_zero_points) and m.name.startswith("requantise")]

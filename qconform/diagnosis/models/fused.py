@@ -246,15 +246,23 @@ class FusedBiasCodes(FusedAccumulator):
 # ----------------------------------------------------------------------------------------------
 # Requantisation in an integer-only pipeline (gemmlowp / TFLite) and half up (Hexagon)
 # ----------------------------------------------------------------------------------------------
-def _requant_source(draft: Draft):
-    """DQ(x; s1, z1) → Q(s2, z2): (codes, type, s1, z1, s2, z2, out type), or None."""
+def _chain_source(draft: Draft):
+    """DQ(x; s1, z1) → [Identity] → Q(s2, z2): the inputs (x, s1, z1, s2, z2), or None (another
+    graph, or a zero point left out)."""
     nodes = draft.graph
-    if [n.op for n in nodes] != ["DequantizeLinear", "QuantizeLinear"]:
+    if [n.op for n in nodes] not in (["DequantizeLinear", "QuantizeLinear"],
+                                     ["DequantizeLinear", "Identity", "QuantizeLinear"]):
         return None
-    values = {a.name: a for a in draft.inputs}
-    x, s1, z1 = (values[i] for i in nodes[0].inputs)
-    _, s2, z2 = (values.get(i) for i in nodes[1].inputs)
-    return x, s1, z1, s2, z2
+    values = {a.name: a for a in draft.inputs if a is not None}
+    names = (*nodes[0].inputs, *nodes[-1].inputs[1:])
+    if len(nodes[0].inputs) != 3 or len(nodes[-1].inputs) != 3 or not all(i in values for i in names):
+        return None
+    return tuple(values[i] for i in names)
+
+
+def _requant_source(draft: Draft):
+    """DQ(x; s1, z1) → Q(s2, z2): as ``_chain_source``, without an Identity between."""
+    return _chain_source(draft) if len(draft.graph) == 2 else None
 
 
 def _half_up(codes: np.ndarray, ratio: Fraction, bias: Fraction) -> np.ndarray:
@@ -297,20 +305,6 @@ class RequantiseFixedPoint:
         return [("spec", [_pack(y, z2.type)])]
 
 
-def _chain_source(draft: Draft):
-    """DQ(x; s1, z1) → [Identity] → Q(s2, z2): as ``_requant_source``, or None."""
-    nodes = draft.graph
-    if [n.op for n in nodes] not in (["DequantizeLinear", "QuantizeLinear"],
-                                     ["DequantizeLinear", "Identity", "QuantizeLinear"]):
-        return None
-    values = {a.name: a for a in draft.inputs}
-    if not all(i in values for i in (*nodes[0].inputs, *nodes[-1].inputs[1:3])):
-        return None
-    x, s1, z1 = (values[i] for i in nodes[0].inputs)
-    s2, z2 = (values[i] for i in nodes[-1].inputs[1:3])
-    return x, s1, z1, s2, z2
-
-
 class RequantiseFakeQuantizeBounds:
     """DQ → Q as one FakeQuantize, every step in float32 (OpenVINO's CPU plugin): the Q node's input
     range il = s2·(qmin − z2), ih = s2·(qmax − z2), divided by s1 (the DequantizeLinear's Multiply
@@ -328,7 +322,7 @@ class RequantiseFakeQuantizeBounds:
         isc = f(f(hi - lo) / f(ih - il))
         ish = f(il * isc)
         v = (as_float64(x.value, x.type) - as_float64(z1.value, z1.type)).astype(np.float32)  # exact integers
-        t = (np.minimum(np.maximum(v, il), ih) * isc).astype(np.float32) - ish
+        t = np.minimum(np.maximum(v, il), ih) * isc - ish  # float32 throughout
         y = _saturate(np.rint(t.astype(np.float64)).astype(np.int64) + lo, z2.type)
         return [("spec", [_pack(y, z2.type)])]
 
@@ -425,11 +419,13 @@ def _requant(d: Draft) -> bool:
 
 
 def _eight_bit_chain(d: Draft) -> bool:
-    """DQ → [Identity] → Q between 8-bit integer codes, per tensor: where OpenVINO's low-precision
-    transformations take the FakeQuantize (256 levels) apart; 16-bit ranges go another way."""
+    """DQ → [Identity] → Q between 8-bit integer codes, per tensor, float32 scales: where OpenVINO's
+    low-precision transformations take the FakeQuantize (256 levels) apart; 16-bit ranges go another
+    way, and MulFakeQuantizeFusion leaves a Multiply narrower than float32 alone."""
     src = _chain_source(d) if d.graph else None
     return src is not None and all(dtypes.get(src[i].type).is_integer and dtypes.get(src[i].type).bits == 8
-                                   for i in (0, 4)) and np.size(src[1].value) == 1 and np.size(src[3].value) == 1
+                                   for i in (0, 4)) \
+        and all(src[i].type == "float32" and np.size(src[i].value) == 1 for i in (1, 3))
 
 
 def _fake(d: Draft) -> bool:
