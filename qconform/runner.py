@@ -43,6 +43,12 @@ VARIANTS: dict[str, tuple[str, dict[str, str], str]] = {
 }
 
 
+def ran_elsewhere(identity: Mapping[str, Any]) -> str:
+    """Where a report's runtime ran when not on this machine: a device worker's address, or the
+    folder of a device's stored results ('' when it ran here)."""
+    return str(identity.get("remote") or identity.get("results") or "")
+
+
 def runtime_name(identity: Mapping[str, Any]) -> str:
     """The runtime a report's runner identity (``describe()``) names: the runner's name, or for
     onnxruntime on an execution provider the variant declared for it (``VARIANTS``), else

@@ -287,13 +287,12 @@ def _packing(ident: dict, corpus_digest: str, scope: list[str] | None = None) ->
     packed outputs differ from its single model's."""
     from qconform import facts
     from qconform.apps.packing_check import runtime_version, selection_words
-    from qconform.runner import runtime_name
+    from qconform.runner import ran_elsewhere, runtime_name
 
     source = runtime_name(ident)
     version = runtime_version(source, ident) if source in facts.RUNNER_SOURCES else ""
     refused = {"asked": True, "used": False}
-    if ident.get("remote") or ident.get("results") or source not in facts.RUNNER_SOURCES:
-        # a device's stored results (whatever runtime its device.json names) were not run here
+    if ran_elsewhere(ident) or source not in facts.RUNNER_SOURCES:  # whatever runtime a device declares
         why = "only a bundled runtime run on this machine can be shown to pack equivalently (qconform facts packing)"
         return {**refused, "why": f"{source} runs unpacked: {why}"}
     m = facts.load(source).packing_here(version)

@@ -193,7 +193,9 @@ def unauthenticated(report: dict) -> str:
     ident = report.get("runner") or {}
     if ident.get("authenticated") is not False:
         return ""
-    where = ident.get("remote") or ident.get("results") or "the device"
+    from qconform.runner import ran_elsewhere
+
+    where = ran_elsewhere(ident) or "the device"
     return (f"as declared by {where}, not authenticated: no shared secret proved who answered, so anyone "
             "able to answer there could have produced these results")
 
