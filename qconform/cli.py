@@ -150,10 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
     scoreboard.add_arguments(sub.add_parser(
         "scoreboard", help="run every installed bundled runtime over the corpus and compare them "
                            "(scoreboard.md, scoreboard.html); --check: exit 1 when the scoreboard is stale",
-        description="One pytest --runner=NAME --report=DIR/NAME run per installed runtime (onnxruntime, "
-                    "onnx-reference, openvino, tract, tinygrad), then one comparison of their report.json "
-                    "files. Exit 0 once written, whatever the runtimes did; 1 when a runtime produced no "
-                    "report; 2 on bad arguments."))
+        description="One `qconform certify --runner NAME --report DIR/NAME --pack` run per installed bundled "
+                    "runtime (--runners lists them; with -m, the same through pytest), then one comparison of "
+                    "their report.json files. Exit 0 once written, whatever the runtimes did; 1 when a runtime "
+                    "produced no report; 2 on bad arguments."))
     from qconform.apps import findings
 
     findings.add_arguments(sub.add_parser(
