@@ -514,20 +514,23 @@ def test_the_ranking_reads_only_the_passing_cases_it_looks_at():
     assert set(dg._passing_cases(read, groups, None)) == {i for ids in groups for i in ids} & corpus_has
 
 
-def _requant(x: list[int], s1, z1, s2, z2, scale_type: str = "float32") -> "Draft":
-    """DQ(x; s1[, z1]) → Q(s2[, z2]) between uint8 codes (a zero point None is left out)."""
+def _requant(x: list[int], s1, z1, s2, z2, scale_type: str = "float32", middle: str = "", bounds=()) -> "Draft":
+    """DQ(x; s1[, z1]) → [middle(bounds)] → Q(s2[, z2]) between uint8 codes (a zero point None is left
+    out): the Requant pattern, or with ``middle`` the Relu or Clip one (``bounds``: Clip's lo, hi)."""
     from qconform.case import PATTERN_DOMAIN, Arg, Draft, Node
 
     st = np.dtype(np.float16 if scale_type == "float16" else np.float32)
     args = [Arg("x", "uint8", np.array(x, np.uint8)), Arg("s1", scale_type, st.type(s1), True),
             Arg("s2", scale_type, st.type(s2), True)]
-    dq, q = ["x", "s1"], ["y", "s2"]
+    dq, q = ["x", "s1"], ["g" if middle else "y", "s2"]
     for name, z, ins in (("z1", z1, dq), ("z2", z2, q)):
         if z is not None:
             args.append(Arg(name, "uint8", np.uint8(z), True))
             ins.append(name)
-    return Draft("Requant", 21, "uint8-uint8", "t", "t", tuple(args), domain=PATTERN_DOMAIN,
-                 graph=(Node("DequantizeLinear", tuple(dq), ("y",)), Node("QuantizeLinear", tuple(q), ("out",))))
+    args += [Arg(n, "float32", np.float32(b), True) for n, b in zip(("lo", "hi"), bounds)]
+    between = (Node(middle, ("y", *("lo", "hi")[:len(bounds)]), ("g",)),) if middle else ()
+    return Draft(middle or "Requant", 21, "uint8-uint8", "t", "t", tuple(args), domain=PATTERN_DOMAIN,
+                 graph=(Node("DequantizeLinear", tuple(dq), ("y",)), *between, Node("QuantizeLinear", tuple(q), ("out",))))
 
 
 def test_openvinos_fakequantize_adds_the_zero_point_before_rounding():
@@ -544,3 +547,32 @@ def test_openvinos_fakequantize_adds_the_zero_point_before_rounding():
     assert not model.applies(_requant([1], 0.5, 0, 0.2, 5, "float16"))
     no_zero_points = _requant([1], 0.5, None, 0.2, None)  # every Requant model's predicate reads it without raising
     assert not [m.name for m in MODELS.values() if m.applies(no_zero_points) and m.name.startswith("requantise")]
+
+
+def test_openvinos_relu_and_clip_around_its_fakequantize():
+    """relu- and clip-through-fakequantize-bounds (research/openvino-fakequantize.md §5), each branch
+    (the expected codes from the research's own implementation of the formula, a separate script):
+    - Relu with z1 = 3, z2 = 7 (a Subtract in the dequantisation, z2 above qmin) stays in float before
+      a FakeQuantize on s2's range alone: x = 132 gives 72 (folding s1 into the range would give 71,
+      as the graph does); with z1 = 0 the Relu acts on the codes and s1 is folded: the zero point
+      before the rounding, x = 3 is 1.5 + 1 = 2.5, rounded to 2 where the graph gives 2 + 1;
+    - Clip: s1 = fl32(0.1), hi = 5, z1 = 100: hi/s1 + z1 = 149.99999925 in double, truncated to 149,
+      so x = 150 and above clamp to code 149 (y = 149), where the graph's float bound lets 150 through;
+      a Clip that covers the output range is dropped (the chain's FakeQuantize alone)."""
+    from qconform.oracle.base import evaluate
+
+    relu, clip = MODELS["relu-through-fakequantize-bounds"], MODELS["clip-through-fakequantize-bounds"]
+    kept = _requant([132, 0, 50], 0.1, 3, 0.2, 7, middle="Relu")
+    assert relu.applies(kept) and not clip.applies(kept)
+    assert evaluate(kept).expected[0].tolist() == [71, 7, 31] and relu.outputs(kept)[0].tolist() == [72, 7, 30]
+    folded = _requant([53, 3, 5], 0.1, 0, 0.2, 1, middle="Relu")
+    assert evaluate(folded).expected[0].tolist() == [27, 3, 3] and relu.outputs(folded)[0].tolist() == [28, 2, 4]
+
+    clipped = _requant([150, 149, 200, 10], 0.1, 100, 0.1, 100, middle="Clip", bounds=(-100.0, 5.0))
+    assert clip.applies(clipped) and not relu.applies(clipped)
+    assert evaluate(clipped).expected[0].tolist() == [150, 149, 150, 10]
+    assert clip.outputs(clipped)[0].tolist() == [149, 149, 149, 10]
+    covering = [_requant([150, 149, 200, 10], 0.5, 0, 0.2, 5, middle=m, bounds=b) for m, b in (("Clip", (-1e3, 1e3)), ("", ()))]
+    assert clip.outputs(covering[0])[0].tolist() == MODELS["requantise-through-fakequantize-bounds"].outputs(
+        covering[1])[0].tolist() == [255, 255, 255, 30]
+    assert not clip.applies(_requant([1], 0.1, 100, 0.1, 100, middle="Clip", bounds=(-1.0,)))  # a bound left out

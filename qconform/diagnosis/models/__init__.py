@@ -146,6 +146,8 @@ ORDER = (
     "requantise-half-up",
     "requantise-half-up-biased",
     "requantise-through-fakequantize-bounds",
+    "relu-through-fakequantize-bounds",
+    "clip-through-fakequantize-bounds",
     "requantise-fixed-point",
     "quantize-nodes-reciprocal-multiply",
     "qdq-pair-removed",
