@@ -95,6 +95,42 @@ def test_work_the_cpu_fallback_did_is_never_credited_to_the_provider_under_test(
     assert runner.describe()["options"].get("fallback_credited", False) is False
 
 
+@pytest.mark.needs("onnxruntime")
+@pytest.mark.parametrize("providers", ["AzureExecutionProvider", "AzureExecutionProvider,CPUExecutionProvider"])
+def test_constant_folding_is_never_credited_to_the_provider_under_test(providers):
+    """At ``optimize=1`` onnxruntime computes a node whose inputs are all constants on the CPU while it
+    builds the session, before any EP sees the graph: no node runs, so no profile shows it. The case
+    is the EP's only if ORT assigned its node to it; a node assigned nowhere makes it unsupported
+    (a QuantizeLinear of constants gave a pass of the Azure EP, which claims no node, before)."""
+    import onnxruntime as ort
+
+    from qconform import corpus as corpus_mod
+    from qconform.execution import judge
+    from qconform.runners.onnxruntime_runner import OnnxRuntimeRunner
+
+    if "AzureExecutionProvider" not in ort.get_available_providers():
+        pytest.skip("this onnxruntime build has no AzureExecutionProvider")
+    index = corpus_mod.index(corpus_mod.DEFAULT_ROOT)
+    case = index.case("QuantizeLinear-10/float32-uint8/constant-operand/x-constant-basic-per-tensor")
+    assert judge(OnnxRuntimeRunner(optimize="1"), case).verdict == "pass"  # the CPU EP's own pass stays one
+    res = judge(OnnxRuntimeRunner(providers=providers, optimize="1"), case)
+    assert res.verdict == "unsupported", res.record
+    assert "computed by onnxruntime before AzureExecutionProvider saw the graph" in (res.record.problem or "")
+
+
+def test_an_ep_option_reaches_a_built_in_execution_provider():
+    """``ep.KEY`` goes to the provider under test, a built-in one's too (the certificate names the
+    device from it): the session is made with (name, options)."""
+    from qconform.runners.onnxruntime_runner import OnnxRuntimeRunner
+
+    ort = pytest.importorskip("onnxruntime")
+    if "AzureExecutionProvider" not in ort.get_available_providers():
+        pytest.skip("this onnxruntime build has no AzureExecutionProvider")
+    runner = OnnxRuntimeRunner(providers="AzureExecutionProvider,CPUExecutionProvider", **{"ep.device_type": "GPU.0"})
+    assert runner._provider_list() == [("AzureExecutionProvider", {"device_type": "GPU.0"}), "CPUExecutionProvider"]
+    assert OnnxRuntimeRunner()._provider_list() == ["CPUExecutionProvider"]
+
+
 def test_an_onnxruntime_variant_is_named_by_its_provider_and_never_taken_for_the_cpu_ep() -> None:
     """``--runner onnxruntime-openvino`` is the onnxruntime runner on OpenVINO's EP alone; a report's
     identity names that variant (facts, findings and the scoreboard key on it), an undeclared provider

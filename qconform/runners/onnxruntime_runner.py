@@ -54,7 +54,10 @@ really comes from the requested device). Where the first provider is not the CPU
 is listed too (fallback on, as ORT's own examples write it), each session's first run is profiled
 and a node ORT placed on any other provider than the first makes the case unsupported ("ran on
 CPUExecutionProvider (CPU fallback), not on X"): work the fallback did is never credited to the
-provider under test. Every other failure propagates.
+provider under test. With graph optimisations on (``optimize=1``) and a provider under test other
+than the CPU EP, a node that ORT assigned to no provider at all (computed by constant folding on
+the CPU before any EP saw the graph: it never shows in a profile) makes the case unsupported too,
+read from ORT's own record of node assignment. Every other failure propagates.
 
 Options (``--runner-opt key=value``)
 ------------------------------------
@@ -69,7 +72,8 @@ Options (``--runner-opt key=value``)
 ``plugin``     the Python package of a plugin execution provider (``onnxruntime_qnn``): its library is
                registered with ``ort.register_execution_provider_library`` and the session gets the
                provider's devices (``add_provider_for_devices``); ``providers`` names the EP.
-``ep.KEY``     an option passed to the execution provider as given (``ep.backend_type=htp``); recorded.
+``ep.KEY``     an option passed to the execution provider under test as given (``ep.backend_type=htp``,
+               ``ep.device_type=GPU``), a plugin's or a built-in one's; recorded.
 
 A plugin EP never gets CPU fallback, and every session reads ORT's own record of which EP each node
 was assigned to (``session.record_ep_graph_assignment_info``): a node assigned elsewhere, or one that
@@ -148,22 +152,33 @@ def _ep_reason(fallback_line: str) -> str:
     return fallback_line
 
 
-def _not_assigned(session, model: onnx.ModelProto, ep: str, optimized: bool) -> str:
-    """'' when ORT assigned every node of ``model`` to ``ep``; else why the case is not the EP's. A node
-    the EP's layout transformation rewrote keeps its name as a prefix (``n3_Conv_token_1``) or loses it;
-    so a node missing from the record counts only where graph optimisations ran (``optimized``: constant
-    folding can compute nodes before the EP sees them; ORT_DISABLE_ALL computes none)."""
-    assigned = [(n.name, sub.ep_name) for sub in session.get_provider_graph_assignment_info() for n in sub.get_nodes()]
-    elsewhere = sorted(f"{name} ({where})" for name, where in assigned if where != ep)
-    if elsewhere:
-        return f"node(s) {', '.join(elsewhere)} ran on another provider, not on {ep}: not credited to {ep}"
+def _assignment(session) -> list[tuple[str, str]]:
+    """(node name, EP) for every node ORT assigned (``session.record_ep_graph_assignment_info``)."""
+    return [(n.name, sub.ep_name) for sub in session.get_provider_graph_assignment_info() for n in sub.get_nodes()]
+
+
+def _folded_away(assigned: list[tuple[str, str]], model: onnx.ModelProto, ep: str) -> str:
+    """'' when every node of ``model`` was assigned to some EP; else why the case is not ``ep``'s: a node
+    assigned nowhere was computed by onnxruntime before any EP saw the graph (constant folding, at
+    ``optimize=1``). A node an EP's layout transformation rewrote keeps its name as a prefix
+    (``n3_Conv_token_1``) or loses it: asked only where graph optimisations ran."""
     names = [name for name, _ in assigned]
     nowhere = sorted(n.name or n.op_type for n in model.graph.node
-                     if optimized and not any(a == n.name or a.startswith(f"{n.name}_token_") for a in names))
+                     if not any(a == n.name or a.startswith(f"{n.name}_token_") for a in names))
     if nowhere:
         return (f"node(s) {', '.join(nowhere)} were computed by onnxruntime before {ep} saw the graph (constant "
                 f"folding or another graph optimisation): not run on {ep}")
     return ""
+
+
+def _not_assigned(session, model: onnx.ModelProto, ep: str, optimized: bool) -> str:
+    """'' when ORT assigned every node of ``model`` to ``ep``; else why the case is not the EP's: a node
+    assigned elsewhere, or (``optimized``: ORT_DISABLE_ALL computes none) one ``_folded_away``."""
+    assigned = _assignment(session)
+    elsewhere = sorted(f"{name} ({where})" for name, where in assigned if where != ep)
+    if elsewhere:
+        return f"node(s) {', '.join(elsewhere)} ran on another provider, not on {ep}: not credited to {ep}"
+    return _folded_away(assigned, model, ep) if optimized else ""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -453,7 +468,9 @@ class OnnxRuntimeRunner(BaseRunner):
         elif "CPUExecutionProvider" not in self.providers:
             # Without this ORT silently runs nodes the requested EP lacks on the CPU EP.
             so.add_session_config_entry(*_DEFAULTS["no_fallback"])
-        elif self._profiled:  # fallback on: the first run says where each node ran
+        if self._folds_for_ep and not self.plugin:  # nodes folded before the EP saw the graph are missing from this record
+            so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+        if self._profiled:  # fallback on: the first run says where each node ran
             import tempfile
 
             so.enable_profiling = True
@@ -461,9 +478,22 @@ class OnnxRuntimeRunner(BaseRunner):
         return so
 
     @property
+    def _folds_for_ep(self) -> bool:
+        """A provider under test other than the CPU EP, with graph optimisations on: onnxruntime's
+        constant folding can compute a node on the CPU before that provider sees the graph."""
+        return self.providers[0] != "CPUExecutionProvider" and self.optimize
+
+    @property
     def _profiled(self) -> bool:
         """CPU fallback is on for a provider under test that is not the CPU EP."""
         return self.providers[0] != "CPUExecutionProvider" and "CPUExecutionProvider" in self.providers
+
+    def _provider_list(self) -> list:
+        """The session's providers, the one under test with its ``ep.*`` options (a built-in EP's
+        options go with its name, as onnxruntime takes them)."""
+        if not self.ep_options:
+            return list(self.providers)
+        return [(self.providers[0], dict(self.ep_options)), *self.providers[1:]]
 
     def prepare(self, model: onnx.ModelProto) -> Prepared:
         for code in sorted(_model_types(model)):
@@ -476,7 +506,7 @@ class OnnxRuntimeRunner(BaseRunner):
                 session = ort.InferenceSession(model.SerializeToString(), self._session_options())
             else:
                 session = ort.InferenceSession(model.SerializeToString(), self._session_options(),
-                                               providers=self.providers)
+                                               providers=self._provider_list())
         except Exception as exc:
             reason = _unsupported_reason(exc, model)
             if reason is not None:
@@ -486,8 +516,10 @@ class OnnxRuntimeRunner(BaseRunner):
             raise
         if self.plugin:
             why = _not_assigned(session, model, self.providers[0], self.optimize)
-            if why:
-                raise Unsupported(why)
+        else:  # a built-in EP: what it was not assigned ran on the CPU EP, which the profile shows
+            why = _folded_away(_assignment(session), model, self.providers[0]) if self._folds_for_ep else ""
+        if why:
+            raise Unsupported(why)
         input_names = [i.name for i in session.get_inputs()]
         output_names = [o.name for o in session.get_outputs()]
         placement: dict[str, str] = {}  # the fallback check's verdict, once per session
