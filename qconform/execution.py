@@ -52,6 +52,9 @@ class Options:
     #: a failure's diagnosis is left to whoever receives the result (``Pipeline.diagnose_later``): the
     #: controller diagnoses beside its runner workers instead of between two of their cases
     diagnose_elsewhere: bool = False
+    #: the controller's runner (``runner.identity_digest`` of the identity the report names; "" unchecked):
+    #: a worker that resolves another runtime, version, setting or platform runs nothing
+    runner_identity: str = ""
 
 
 @dataclass
@@ -483,9 +486,20 @@ class CorpusJob:
     options: Options
 
     def start(self) -> Pipeline:
-        from qconform.runner import resolve
+        """This worker's pipeline. NotRun (every case of this worker not run) where its runner is not
+        the one the report names: a worker resolves ``options.runner`` again, in its own process,
+        folder or machine, and a device worker may have been replaced since the controller asked."""
+        from qconform.runner import NotRun, identity, identity_digest, resolve
 
-        return Pipeline(self.options, resolve(self.options.runner, self.options.runner_options))
+        o = self.options
+        runner = resolve(o.runner, o.runner_options)
+        if o.runner_identity:
+            mine = identity(runner, o.runner, o.runner_options)
+            if identity_digest(mine) != o.runner_identity:
+                what = " ".join(str(mine.get(k, "")) for k in ("name", "version", "device")).strip()
+                raise NotRun(f"this worker's runner ({what}, its describe() or platform) is not the one the run "
+                             "started with: it ran no case", stop=True)
+        return Pipeline(o, runner)
 
     def key(self, case_id: str) -> str:
         return case_id

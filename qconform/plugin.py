@@ -32,7 +32,7 @@ import pytest
 from qconform import corpus as corpus_mod
 from qconform.execution import CaseResult, Options, local_executor
 from qconform.record import CaseRecord
-from qconform.runner import Runner, RunnerError, parse_options, resolve
+from qconform.runner import Runner, RunnerError, identity_digest, parse_options, resolve
 from qconform.verdicts import DEVIATING, ERROR, FAIL, HEADLINE, INFO, PASS, SHOWN_AS_SKIPPED, UNSUPPORTED
 
 #: The one stash key: the session's ``QconformPlugin`` (present only with ``--runner``).
@@ -575,7 +575,8 @@ class QconformPlugin:
             opts = Options(str(self.index.root), config.getoption("runner"), _options(config),
                            bool(config.getoption("strict_nan")), config.getoption("profile"),
                            config.getoption("diagnose") == "on",
-                           None if self.diagnose_all else config.getoption("diagnose_per_group") or None)
+                           None if self.diagnose_all else config.getoption("diagnose_per_group") or None,
+                           runner_identity=identity_digest(self.identity))
             workers = config.getoption("runner_workers") or (1 if _is_xdist_worker(config) else min(2, os.cpu_count() or 1))
             self._engine = local_executor(opts, self.index, isolate=config.getoption("isolate") == "on",
                                           workers=workers, timeout=config.getoption("case_timeout"),

@@ -26,7 +26,7 @@ from collections import deque
 from typing import Any, Hashable, Iterable, Iterator, Protocol, Sequence
 
 from qconform.isolation import Child, describe_exit
-from qconform.verdicts import CRASHED, ERROR, TIMEOUT, Verdict
+from qconform.verdicts import CRASHED, ERROR, NOT_RUN, TIMEOUT, Verdict
 
 #: The worker's first message: started, runner resolved. The item timeout runs from here, so a slow
 #: start (a loaded machine, a heavy runtime to import) is never an item's timeout.
@@ -133,17 +133,27 @@ def _incoming(conn):
         yield batch
 
 
+def _unstarted(exc: Exception) -> tuple[Verdict, str]:
+    """The verdict and reason of every item of a worker whose job could not start: not run where the
+    infrastructure says so (``NotRun``: another runner than the run's), else the runner's error."""
+    from qconform.runner import NotRun
+
+    if isinstance(exc, NotRun):
+        return NOT_RUN, str(exc)
+    return ERROR, f"runner failed to start in its worker: {type(exc).__name__}: {exc}"
+
+
 def _serve(conn, job: Job) -> None:
     """The worker's loop: a batch of items in, one (key, result) out per item, in order."""
     try:
         worker = job.start()
         conn.send(READY)
     except Exception as exc:  # the job cannot even start here: every item says so
-        why = f"runner failed to start in its worker: {type(exc).__name__}: {exc}"
+        verdict, why = _unstarted(exc)
         conn.send(READY)
         while (msg := conn.recv()) is not None:
             for item in msg[1]:
-                conn.send((job.key(item), job.failed(item, ERROR, why)))
+                conn.send((job.key(item), job.failed(item, verdict, why)))
         return
     # a worker that runs a batch as a whole (packing, a device's batch) answers it in one group
     many = getattr(worker, "run_many", None) if getattr(worker, "batches", False) else None

@@ -43,6 +43,20 @@ VARIANTS: dict[str, tuple[str, dict[str, str], str]] = {
 }
 
 
+def identity_digest(ident: Mapping[str, Any]) -> str:
+    """A run's runner as one digest: its identity (``identity``) without how it was loaded (``load``:
+    the spec as typed) and with its source file by SHA-256 only, so a worker that resolves the same
+    runner elsewhere (a runner worker, a Dask worker in another folder) gets the same digest, and
+    another runtime, version, setting, platform or file gets another."""
+    import hashlib
+    import json
+
+    core = {k: v for k, v in ident.items() if k != "load"}
+    if isinstance(core.get("source"), Mapping):
+        core["source"] = core["source"].get("sha256")
+    return hashlib.sha256(json.dumps(core, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def ran_elsewhere(identity: Mapping[str, Any]) -> str:
     """Where a report's runtime ran when not on this machine: a device worker's address, or the
     folder of a device's stored results ('' when it ran here)."""

@@ -145,3 +145,31 @@ def test_version_names_qconform_and_its_corpus():
     assert r.returncode == 0, r.stderr
     idx = corpus.index(corpus.DEFAULT_ROOT)
     assert r.stdout.strip() == f"qconform {__version__}, corpus {idx.digest[:12]}… ({len(idx):,} cases)"
+
+
+SHIFTING_RUNNER = '''
+import os
+from qconform.runners.cpu_ref import CpuRefRunner
+
+
+class Shifting(CpuRefRunner):
+    """cpu-ref whose describe() names the process it runs in: every worker resolves another runner than
+    the controller's (as a Dask worker in another folder, or a device replaced since the start, does)."""
+
+    def describe(self):
+        return {**super().describe(), "build": str(os.getpid())}
+'''
+
+
+def test_a_worker_whose_runner_is_not_the_reports_runs_nothing(tmp_path):
+    """Each runner worker resolves ``--runner`` again in its own process (a Dask worker in its own
+    folder, on its own machine); where its identity (describe(), platform, source) is not the one the
+    report names, it runs no case: every case not run, the run incomplete, exit 2, never a verdict
+    credited to the runner the certificate names."""
+    (tmp_path / "shifting.py").write_text(SHIFTING_RUNNER)
+    r = certify("--runner", f"{tmp_path / 'shifting.py'}:Shifting", "-j", "1", "--case",
+                "QuantizeLinear-21/float32-int8/*", "--report", str(tmp_path / "r"))
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert r.returncode == 2 and not report["complete"], r.stderr[-2000:]
+    assert report["counts"]["not-run"] == report["counts"]["collected"] > 0
+    assert "is not the one the run started with" in report["reasons"][0]["text"]

@@ -653,6 +653,34 @@ def test_a_worker_restarted_mid_run_costs_nothing_and_one_gone_stops_the_run(dev
     assert _verdicts(tmp_path / "resumed") == _verdicts(tmp_path / "local")
 
 
+def test_a_worker_restarted_with_another_runtime_stops_the_run(device, tmp_path):
+    """A worker that comes back on its port serving another runtime (its describe() differs from the
+    one the run started with) is refused, as an impostor would be: its results would be credited to
+    the first. The run stops, incomplete; the cases left are not run, none judged on its outputs."""
+    cases = "QuantizeLinear-21/float32-int8/*"
+    w = device("kill_worker_after=30")
+    other: list[WorkerProcess] = []
+
+    def restart_as_another() -> None:
+        w.proc.wait()
+        time.sleep(2)
+        other.append(WorkerProcess("--runner", "cpu-ref", port=w.port))
+
+    t = threading.Thread(target=restart_as_another)
+    t.start()
+    try:
+        rc = cli.main(["certify", "--runner", f"remote:127.0.0.1:{w.port}", "--runner-opt", "reconnect=60",
+                       "--case", cases, "--report", str(tmp_path / "swapped"), "-j", "1"])
+        t.join()
+    finally:
+        for o in other:
+            o.stop()
+    report = json.loads((tmp_path / "swapped" / "report.json").read_text())
+    verdicts = _verdicts(tmp_path / "swapped")
+    assert rc == 2 and not report["complete"] and "now serves cpu-ref" in report["stopped"], report["stopped"]
+    assert report["runner"]["name"] == "npu-sim" and sum(v != "not-run" for v in verdicts.values()) <= 29
+
+
 def test_a_hung_runner_dies_with_its_worker(device, tmp_path):
     pidfile = tmp_path / "runner.pid"
     w = device(f"hang={_model_hex(HANG)}", f"pidfile={pidfile}", args=("--case-timeout", "600"))

@@ -123,7 +123,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     from qconform.apps import baseline as baseline_mod
     from qconform.report import writer
     from qconform.apps.certification import assemble
-    from qconform.runner import RunnerError, identity, parse_options, resolve
+    from qconform.runner import RunnerError, identity, identity_digest, parse_options, resolve
 
     started, started_iso = time.perf_counter(), writer.now()
     if args.batch < 1:
@@ -171,7 +171,8 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     packing = _packing(ident, digest, None if patterns else (scope or {}).get("cases")) if args.pack else None
     options = Options(str(golden), args.runner, opts, bool(args.strict_nan), args.profile, args.diagnose == "on",
                       None if by_behaviour else args.diagnose_per_group or None,
-                      pack=bool(packing and packing["used"]))
+                      pack=bool(packing and packing["used"]),
+                      runner_identity="" if args.offline else identity_digest(ident))
     # this machine's workers start now, importing the runner while the index is read; closed again
     # if the input turns out bad or nothing is left to run
     early = _executor(args, options, None, jobs) if not (args.offline or args.cluster or args.scheduler) else None

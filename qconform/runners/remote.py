@@ -105,6 +105,8 @@ class RemoteRunner(BaseRunner):
         self.version = wire.VERSION  # the protocol version of the open session (the highest both speak)
         self._gone = ""  # why the device is gone for good: every later case is not run at once
         self.device: dict[str, Any] = {}
+        #: the describe() of the first worker this runner spoke to: every later session must serve the same
+        self._first_device: dict[str, Any] = {}
 
     # -- the connection ------------------------------------------------------------------------
     def _connect(self) -> socket.socket:
@@ -170,7 +172,12 @@ class RemoteRunner(BaseRunner):
             self._key = wire.session_key(self._secret, snonce, cnonce)
         else:
             self._key = None
-        self.device = dict(welcome.get("describe") or {})
+        device = dict(welcome.get("describe") or {})
+        if self._first_device and device != self._first_device:  # a worker restarted, or a failover, serving another
+            raise RunnerError(f"{where} now serves {device.get('name')} {device.get('version')} (its describe() "
+                              "differs from the one this run started with): refused, its results would be credited "
+                              "to the first")
+        self.device = self._first_device = device
         self.version = version
 
     def _drop(self) -> None:
