@@ -57,6 +57,28 @@ def identity_digest(ident: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(core, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def bundled_runtime(identity: Mapping[str, Any]) -> str:
+    """The bundled runtime a report's runner is (``runtime_name``), where its class is qconform's own
+    bundled runner for it, file for file (``identity``'s source SHA-256); else ''. What is measured or
+    declared for a bundled runtime (its packing equivalence, its certified scope) is never granted to
+    another runner on the word of its describe()."""
+    import hashlib
+    import importlib.util
+
+    name = runtime_name(identity)
+    rt = RUNTIMES.get(name)
+    spec = BUNDLED.get(str(rt.variant_of or name)) if rt is not None else None
+    source = identity.get("source") if isinstance(identity.get("source"), Mapping) else {}
+    if spec is None or not source.get("sha256"):
+        return ""
+    found = importlib.util.find_spec(spec.split(":")[0])
+    try:
+        ours = hashlib.sha256(Path(found.origin).read_bytes()).hexdigest() if found and found.origin else ""
+    except OSError:
+        return ""
+    return name if ours == source["sha256"] else ""
+
+
 def ran_elsewhere(identity: Mapping[str, Any]) -> str:
     """Where a report's runtime ran when not on this machine: a device worker's address, or the
     folder of a device's stored results ('' when it ran here)."""

@@ -126,7 +126,10 @@ def _facts_with(monkeypatch, *entries: facts.Packing) -> None:
 def test_certify_packs_only_on_an_equivalence_measured_for_this_corpus(monkeypatch, index):
     from qconform.apps.packing_check import runtime_version
 
-    ident = {"name": "onnxruntime", "version": runtime_version("onnxruntime", {})}  # the installed one
+    from qconform.runner import identity, resolve
+
+    ident = identity(resolve("onnxruntime"), "onnxruntime")  # the installed one, the bundled runner's file
+    assert ident["version"] == runtime_version("onnxruntime", {})
     digest = index.digest
     _facts_with(monkeypatch)
     assert "no measurement" in certify._packing(ident, digest)["why"]
@@ -144,8 +147,23 @@ def test_certify_packs_only_on_an_equivalence_measured_for_this_corpus(monkeypat
     # a device's stored results whose device.json names this very runtime: nothing of it ran here
     offline = certify._packing({**ident, "results": "/lab/export"}, digest)
     assert not offline["used"] and "run on this machine" in offline["why"]
+    # another runner whose describe() says onnxruntime (a file of one's own): the measurement is not its
+    impostor = {**ident, "source": {"path": "/tmp/fake_ort.py", "sha256": "0" * 64}}
+    refused = certify._packing(impostor, digest)
+    assert not refused["used"] and "only a bundled runtime" in refused["why"]
     _facts_with(monkeypatch, facts.Packing(**{**everywhere, "version": "0.1"}, compared=100))
     assert not certify._packing(ident, digest)["used"]
+
+
+def test_a_declared_scope_is_the_bundled_runners_not_any_runner_claiming_its_name():
+    """onnxruntime-qnn is certified on its declared scope; a runner of one's own whose describe() names
+    the QNN provider runs the whole corpus (its scope was never declared)."""
+    from qconform.runner import identity, resolve
+
+    qnn = {"name": "onnxruntime", "providers": ["QNNExecutionProvider"], "options": {"optimize": "ORT_DISABLE_ALL"}}
+    bundled = identity(resolve("onnxruntime"), "onnxruntime")["source"]
+    assert certify._scope({**qnn, "source": bundled}) is not None
+    assert certify._scope({**qnn, "source": {"path": "/tmp/fake_qnn.py", "sha256": "0" * 64}}) is None
 
 
 @pytest.mark.needs("onnxruntime")

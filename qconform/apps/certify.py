@@ -288,14 +288,14 @@ def _packing(ident: dict, corpus_digest: str, scope: list[str] | None = None) ->
     packed outputs differ from its single model's."""
     from qconform import facts
     from qconform.apps.packing_check import runtime_version, selection_words
-    from qconform.runner import ran_elsewhere, runtime_name
+    from qconform.runner import bundled_runtime, ran_elsewhere, runtime_name
 
-    source = runtime_name(ident)
+    source = bundled_runtime(ident)
     version = runtime_version(source, ident) if source in facts.RUNNER_SOURCES else ""
     refused = {"asked": True, "used": False}
-    if ran_elsewhere(ident) or source not in facts.RUNNER_SOURCES:  # whatever runtime a device declares
+    if ran_elsewhere(ident) or source not in facts.RUNNER_SOURCES:  # whatever runtime a device or a file declares
         why = "only a bundled runtime run on this machine can be shown to pack equivalently (qconform facts packing)"
-        return {**refused, "why": f"{source} runs unpacked: {why}"}
+        return {**refused, "why": f"{source or runtime_name(ident)} runs unpacked: {why}"}
     m = facts.load(source).packing_here(version)
     how = f"measure it: qconform facts packing --runner {ident.get('name', source)} --write"
     if m is None:
@@ -315,10 +315,10 @@ def _packing(ident: dict, corpus_digest: str, scope: list[str] | None = None) ->
 
 def _scope(ident: dict) -> dict | None:
     """The cases a runtime is certified on by default, where its declaration narrows them, and why."""
-    from qconform.runner import runtime_name
+    from qconform.runner import bundled_runtime
     from qconform.runtimes import RUNTIMES
 
-    rt = RUNTIMES.get(runtime_name(ident))
+    rt = RUNTIMES.get(bundled_runtime(ident))
     if rt is None or not rt.scope:
         return None
     return {"cases": list(rt.scope), "why": rt.scope_reason}
