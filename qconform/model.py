@@ -102,3 +102,27 @@ def build_model(case: Case, check: bool = True) -> onnx.ModelProto:
     if check and case.domain != MS_DOMAIN:
         onnx.checker.check_model(model, full_check=False)
     return model
+
+
+#: The folder of a case's inputs and outputs in ONNX's backend-test layout (``model.onnx`` beside it).
+DATA_SET = "test_data_set_0"
+
+
+def tensor_bytes(arr: np.ndarray, name: str) -> bytes:
+    """One tensor as a serialised TensorProto (onnx's own encoding of every type, sub-byte packing
+    included). Rank 0 stays rank 0 (``np.ascontiguousarray`` alone makes a scalar shape [1])."""
+    return numpy_helper.from_array(np.ascontiguousarray(arr).reshape(np.shape(arr)), name).SerializeToString()
+
+
+def runnable_files(case: Case, model: onnx.ModelProto | None = None) -> dict[str, bytes]:
+    """What a device runs of ``case`` in the backend-test layout, by relative path: ``model.onnx``
+    (deterministic bytes) and ``DATA_SET/input_N.pb`` (graph-input order; initializers live in the
+    model). One definition for the exports that write it and for ``qconform import-results``, which
+    rebuilds these bytes to check that a device ran the corpus's model on the corpus's inputs.
+    ``model``: the case's model when already built."""
+    model = build_model(case, check=False) if model is None else model
+    files = {"model.onnx": model.SerializeToString(deterministic=True)}
+    feeds = case.feeds
+    for n, vi in enumerate(model.graph.input):
+        files[f"{DATA_SET}/input_{n}.pb"] = tensor_bytes(feeds[vi.name], vi.name)
+    return files

@@ -15,26 +15,35 @@ judges every case through the same pipeline as a live run (``Pipeline.judge_call
 structure checked, compared with every permitted reading, diagnosed) and writes the same report.
 
 What the folder cannot show is never a verdict: a case with nothing in ``actual/``, outputs only in
-part, or outputs *and* a refusal written (a stale file) is *not run*, and a run with a case not run
-is incomplete (no conformance stated, exit 2). The identity in ``device.json`` is shown as declared,
-not verified, unless the folder carries ``results.sha256`` (every ``actual/`` file and
-``device.json`` with its SHA-256, ``sha256sum`` format) and ``results.mac`` (HMAC-SHA256 of that
-file under the shared secret, in hex) and the import is given the secret: then every file is
-checked and an unlisted or edited one refuses the import.
+part, or outputs *and* a refusal written (a stale file) is *not run*, and so is a case whose
+``model.onnx`` or inputs are not the corpus's byte for byte (an export changed before the device ran
+it); a run with a case not run is incomplete (no conformance stated, exit 2). A case directory in
+``index.json`` must lie inside the folder.
+
+The identity in ``device.json`` is shown as declared, not verified, unless the folder carries
+``results.sha256`` (**every** file in the folder but the two signature files -- index.json, each
+case's model and inputs, the actual outputs, device.json -- with its SHA-256, ``sha256sum`` format)
+and ``results.mac`` (HMAC-SHA256 of that file under the shared secret, in hex) and the import is
+given the secret: then every file is checked and an unlisted, missing or edited one refuses the
+import. Given the secret, unsigned results are refused too: authentication cannot be downgraded by
+deleting the MAC. The runner identity carries a digest of every file (``results_sha256``), so a
+``--state`` file written for other results is refused.
 """
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
+import os
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
 
 from qconform.execution import CaseResult, Options, Pipeline
 from qconform.isolation import CallResult, call, reason_line
+from qconform.model import runnable_files
 from qconform.verdicts import NOT_RUN, Call
 
 ACTUAL = "actual"
@@ -55,34 +64,49 @@ def read_tensor(path: Path) -> np.ndarray:
 
 
 def result_files(root: Path) -> list[str]:
-    """What a device tool wrote: ``device.json`` and every file under a case's ``actual/``, as
-    POSIX paths relative to ``root``, sorted (the list ``results.sha256`` must cover)."""
-    files = [p for p in root.rglob("*") if p.is_file() and ACTUAL in p.relative_to(root).parts[:-1]]
-    if (root / DEVICE).is_file():
-        files.append(root / DEVICE)
-    return sorted(p.relative_to(root).as_posix() for p in files)
+    """What ``results.sha256`` lists -- the one list that signing and verifying read: every file in
+    the folder but the two signature files, as POSIX paths relative to ``root``, sorted. Everything
+    the import reads is in it (index.json, each case's model and inputs, actual/, device.json), so no
+    file can be edited, swapped or redirected after signing. Symlinked directories are not entered."""
+    files = []
+    for top, _, names in os.walk(root):
+        files += [Path(top, n).relative_to(root).as_posix() for n in names]
+    return sorted(f for f in files if f not in (SUMS, MAC))
+
+
+def digests(root: Path) -> dict[str, str]:
+    """Each listed file's SHA-256 (hex), by its path in ``result_files``."""
+    return {name: hashlib.sha256((root / name).read_bytes()).hexdigest() for name in result_files(root)}
+
+
+def manifest(present: dict[str, str]) -> str:
+    """``results.sha256``'s text for these digests (``sha256sum`` format, sorted by path)."""
+    return "".join(f"{digest}  {name}\n" for name, digest in sorted(present.items()))
 
 
 def sign(root: Path, secret: bytes) -> None:
     """Write ``results.sha256`` and ``results.mac`` for a results folder (what a device tool that has
     Python runs; one in C does the same with sha256sum and an HMAC, qconform/docs/runners.md §11)."""
-    sums = "".join(f"{hashlib.sha256((root / name).read_bytes()).hexdigest()}  {name}\n" for name in result_files(root))
+    sums = manifest(digests(root))
     (root / SUMS).write_text(sums, encoding="utf-8")
     (root / MAC).write_text(hmac.new(secret, sums.encode(), hashlib.sha256).hexdigest() + "\n", encoding="utf-8")
 
 
-def verify(root: Path, secret: bytes | None) -> str:
-    """'verified' (a valid MAC under ``secret`` over a list that covers every result file, each
-    unchanged), 'unchecked' (a MAC, but no secret here to check it) or 'none' (no MAC). A MAC that
-    does not verify, or a file edited, added or removed after signing, raises OfflineError."""
-    if not (root / MAC).is_file():
-        return "none"
+def verify(root: Path, secret: bytes | None, present: dict[str, str] | None = None) -> str:
+    """'verified' (a valid MAC under ``secret`` over a list of every file in the folder, each
+    unchanged), 'unchecked' (a MAC, but no secret here to check it) or 'none' (no MAC, no secret).
+    Raises OfflineError, in one line, when the MAC does not verify, a file was edited, added or removed
+    after signing, or a secret is given and the folder is not signed: a CI job that passes the secret
+    requires signed results, as a controller holding the secret refuses a worker that does not prove
+    it. ``present``: the folder's ``digests``, when already computed."""
     if secret is None:
-        return "unchecked"
-    try:
-        sums = (root / SUMS).read_bytes()
-    except FileNotFoundError:
-        raise OfflineError(f"{root}: {MAC} without {SUMS}: the results cannot be checked") from None
+        return "unchecked" if (root / MAC).is_file() else "none"
+    missing = [name for name in (MAC, SUMS) if not (root / name).is_file()]
+    if missing:
+        raise OfflineError(f"{root}: a shared secret was given but the results are not signed (no "
+                           f"{' and no '.join(missing)}): sign them on the device (qconform export sign) or "
+                           "import without the secret; refused")
+    sums = (root / SUMS).read_bytes()
     want = hmac.new(secret, sums, hashlib.sha256).hexdigest()
     if not hmac.compare_digest((root / MAC).read_text(encoding="utf-8").strip(), want):
         raise OfflineError(f"{root}: {MAC} does not verify under the shared secret: the results were changed "
@@ -90,22 +114,26 @@ def verify(root: Path, secret: bytes | None) -> str:
     listed = {}
     for line in sums.decode("utf-8", "replace").splitlines():
         digest, _, name = line.partition("  ")
-        listed[name.lstrip("*")] = digest
-    present = result_files(root)
+        listed[name.lstrip("*").removeprefix("./")] = digest
+    if "index.json" not in listed and (root / "index.json").is_file():
+        raise OfflineError(f"{root}: {SUMS} does not list index.json: signed by an older qconform, which signed "
+                           "only actual/ and device.json; sign the folder again on the device (qconform export sign)")
+    present = digests(root) if present is None else present
     unlisted = sorted(set(present) - set(listed))
     if unlisted:
-        raise OfflineError(f"{root}: {len(unlisted)} result file(s) not in the signed {SUMS} (first: {unlisted[0]}); "
+        raise OfflineError(f"{root}: {len(unlisted)} file(s) not in the signed {SUMS} (first: {unlisted[0]}); "
                            "refused")
     for name, digest in listed.items():
-        path = root / name
-        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+        if present.get(name) != digest:
             raise OfflineError(f"{root}: {name} is missing or differs from the signed {SUMS}; refused")
     return "verified"
 
 
 class OfflineResults:
     """The runner identity of an offline run: what the device tool wrote in ``device.json``, marked
-    ``authenticated`` only when the folder's MAC verified under the shared secret."""
+    ``authenticated`` only when the folder's MAC verified under the shared secret, and the digest of
+    every file in the folder (``results_sha256``): the identity keys ``--state``, so verdicts are
+    never read back across changed results."""
 
     def __init__(self, root: str, secret: bytes | None = None) -> None:
         self.root = Path(root)
@@ -117,8 +145,10 @@ class OfflineResults:
             raise OfflineError(f"{self.root / DEVICE}: not JSON ({exc})") from None
         if not isinstance(info, dict):
             raise OfflineError(f"{self.root / DEVICE}: not a JSON object")
-        mac = verify(self.root, secret)
+        present = digests(self.root)
+        mac = verify(self.root, secret, present)
         self.info = {"name": f"offline:{self.root.name}", **info, "results": str(self.root),
+                     "results_sha256": hashlib.sha256(manifest(present).encode()).hexdigest(),
                      "authenticated": mac == "verified",
                      "identity": {"verified": "verified by the results' MAC under the shared secret",
                                   "unchecked": "declared by device.json; the results carry a MAC, but no secret "
@@ -133,6 +163,17 @@ class OfflineResults:
         raise RuntimeError("offline results are judged by OfflineEngine, not run")
 
 
+def case_dir(root: Path, rel: object) -> Path:
+    """A case's directory named in index.json, refused in one line unless it lies inside the folder
+    (no absolute path, no ``..``, no symlink leading out): results elsewhere are not this folder's,
+    signed or not."""
+    inside = isinstance(rel, str) and not PurePosixPath(rel).is_absolute() \
+        and ".." not in PurePosixPath(rel).parts and (root / rel).resolve().is_relative_to(root.resolve())
+    if not inside:
+        raise OfflineError(f"{root}/index.json: case directory {rel!r} is not inside {root}; refused")
+    return root / rel
+
+
 def load_index(root: Path, digest: str) -> dict[str, Path]:
     """Case id -> the directory its results go in (the first of its readings' directories)."""
     try:
@@ -144,7 +185,7 @@ def load_index(root: Path, digest: str) -> dict[str, Path]:
     if index.get("corpus_digest") != digest:
         raise OfflineError(f"{root}: exported from corpus {str(index.get('corpus_digest'))[:12]}, this corpus is "
                            f"{digest[:12]}: export again with this qconform")
-    return {c["id"]: root / c["readings"][0]["dir"] for c in index.get("cases", [])}
+    return {c["id"]: case_dir(root, c["readings"][0]["dir"]) for c in index.get("cases", [])}
 
 
 #: Why a case of the export is not run: each said once in the report, never per path.
@@ -154,6 +195,21 @@ CONFLICT = ("the device tool wrote outputs and a refusal (unsupported.txt or err
             "one of them is stale; clear actual/ and run the case again")
 UNREADABLE = "a result file of this case is not a TensorProto"
 NOT_EXPORTED = "not in the export (export it, run it, import again)"
+NOT_CORPUS = ("the export's model.onnx or inputs for this case are not the corpus's (changed after export): "
+              "export again and run the device on the new export")
+
+
+def ran_the_corpus(case, directory: Path) -> bool:
+    """Whether ``directory`` holds the corpus's model and inputs for ``case``, byte for byte as the
+    export writes them: outputs of a changed model (or of another case's) are no result of this case,
+    however well signed."""
+    for rel, data in runnable_files(case).items():
+        try:
+            if (directory / rel).read_bytes() != data:
+                return False
+        except OSError:
+            return False
+    return True
 
 
 def stored_call(case, directory: Path) -> CallResult:
@@ -204,6 +260,8 @@ class OfflineEngine:
         directory = self.dirs.get(case_id)
         if directory is None:
             got = CallResult(NOT_RUN, message=NOT_EXPORTED)
+        elif not ran_the_corpus(case, directory):
+            got = CallResult(NOT_RUN, message=NOT_CORPUS)
         else:
             got = stored_call(case, directory)
         return self.pipeline.judge_call(case, got)
@@ -212,5 +270,5 @@ class OfflineEngine:
         pass
 
 
-__all__ = ["OfflineEngine", "OfflineError", "OfflineResults", "load_index", "read_tensor", "result_files", "sign",
-           "stored_call", "verify"]
+__all__ = ["OfflineEngine", "OfflineError", "OfflineResults", "case_dir", "digests", "load_index", "manifest",
+           "ran_the_corpus", "read_tensor", "result_files", "sign", "stored_call", "verify"]

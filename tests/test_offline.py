@@ -7,14 +7,17 @@ flipped), driven by DEVICE_TOOL below exactly as the shipped example runner
 (qconform/examples/my_runner.py) drives it; the direct run is that runner with the same bug."""
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from qconform import cli
+from qconform import cli, offline, wire
 
 REPO = Path(__file__).resolve().parents[1]
 SLICE = "QuantizeLinear-21/*"
@@ -215,7 +218,6 @@ def test_the_documented_shell_recipe_signs_results_the_import_verifies(tmp_path)
     """runners.md §11's sha256sum + openssl recipe (what a device tool in any language does) makes the
     same two files qconform verifies."""
     import re
-    import shutil
 
     if not (shutil.which("openssl") and shutil.which("sha256sum")):
         pytest.skip("openssl and sha256sum are needed for the shell recipe (apt-get install openssl coreutils)")
@@ -224,8 +226,155 @@ def test_the_documented_shell_recipe_signs_results_the_import_verifies(tmp_path)
     out = _export(tmp_path, BASIC)
     _write_outputs(out, _results_dirs(out))
     (out / "device.json").write_text(json.dumps({"name": "npu-sim"}))
-    (out / "lab.secret").write_text("f" * 64 + "\n")
+    (tmp_path / "lab.secret").write_text("f" * 64 + "\n")  # outside the folder: every file in it is signed
     subprocess.run(["bash", "-euo", "pipefail", "-c", recipe], cwd=out, check=True, timeout=60)
-    from qconform import offline
-
     assert offline.verify(out, ("f" * 64).encode()) == "verified"
+
+
+def _signed(tmp_path: Path, flip: bool = True) -> tuple[Path, Path]:
+    """An export of BASIC with a device's results, signed: with ``flip``, the first case's output is
+    wrong (a deviation a forger would like to hide)."""
+    out = _export(tmp_path, BASIC)
+    dirs = _results_dirs(out)
+    _write_outputs(out, dirs)
+    if flip:
+        _flip(dirs[0] / "actual" / "output_0.pb")
+    (out / "device.json").write_text(json.dumps({"name": "npu-sim", "version": "2.1"}))
+    secret = tmp_path / "lab.secret"
+    assert cli.main(["secret", str(secret)]) == 0
+    assert cli.main(["export", "sign", str(out), "--secret-file", str(secret)]) == 0
+    return out, secret
+
+
+def _flip(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+
+
+def _import(out: Path, report: Path, *extra: str) -> int:
+    return cli.main(["import-results", str(out), "--case", BASIC, "--report", str(report), *extra])
+
+
+def _refused(capsys, rc: int, *words: str) -> None:
+    """Refused in one line (exit 2) naming ``words``."""
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and all(w in err for w in words), err
+
+
+def test_a_forged_index_pointing_at_the_expected_outputs_is_refused_when_signed(tmp_path, capsys):
+    """REVIEW §2: index.json is signed with the rest, so pointing a case at a folder of expected
+    outputs (here outside the export) refuses the import instead of an authenticated all-pass."""
+    out, secret = _signed(tmp_path)
+    index = json.loads((out / "index.json").read_text())
+    for c in index["cases"]:
+        src = out / c["readings"][0]["dir"]
+        forged = tmp_path / "forged" / src.name
+        shutil.copytree(src, forged, ignore=shutil.ignore_patterns("actual"))
+        shutil.copytree(src / "test_data_set_0", forged / "actual", ignore=shutil.ignore_patterns("input_*"))
+        c["readings"][0]["dir"] = f"../forged/{src.name}"
+    (out / "index.json").write_text(json.dumps(index))
+    capsys.readouterr()
+    _refused(capsys, _import(out, tmp_path / "r", "--secret-file", str(secret)),
+             "index.json is missing or differs from the signed results.sha256")
+
+
+@pytest.mark.parametrize("how", ["dotdot", "absolute", "symlink"])
+def test_a_case_directory_outside_the_folder_is_refused(tmp_path, capsys, how):
+    """Unsigned too: a case's results are read only from inside the folder."""
+    out = _export(tmp_path, BASIC)
+    _write_outputs(out, _results_dirs(out))
+    index = json.loads((out / "index.json").read_text())
+    src = out / index["cases"][0]["readings"][0]["dir"]
+    outside = tmp_path / "elsewhere"
+    shutil.copytree(src, outside)
+    if how == "symlink":
+        (out / "conformance" / "link").symlink_to(outside, target_is_directory=True)
+    index["cases"][0]["readings"][0]["dir"] = {"dotdot": "../elsewhere", "absolute": str(outside),
+                                               "symlink": "conformance/link"}[how]
+    (out / "index.json").write_text(json.dumps(index))
+    capsys.readouterr()
+    _refused(capsys, _import(out, tmp_path / "r"), "is not inside")
+
+
+def test_swapped_case_directories_give_no_verdict_signed_or_not(tmp_path, capsys):
+    """index.json pointing each case at the other's directory: signed, the import is refused; unsigned,
+    neither case has the corpus's model there, so neither gets a verdict (not run, exit 2)."""
+    out, secret = _signed(tmp_path)
+    index = json.loads((out / "index.json").read_text())
+    a, b = index["cases"][0]["readings"][0], index["cases"][1]["readings"][0]
+    a["dir"], b["dir"] = b["dir"], a["dir"]
+    (out / "index.json").write_text(json.dumps(index))
+    capsys.readouterr()
+    _refused(capsys, _import(out, tmp_path / "signed", "--secret-file", str(secret)), "index.json")
+    (out / "results.mac").unlink()
+    (out / "results.sha256").unlink()
+    assert _import(out, tmp_path / "unsigned") == 2
+    report = json.loads((tmp_path / "unsigned" / "report.json").read_text())
+    assert report["counts"]["not-run"] == 2 and not report["counts"]["pass"] and not report["counts"]["fail"]
+    assert [x["text"] for x in report["reasons"]] == [offline.NOT_CORPUS]
+
+
+def test_a_signed_device_that_ran_a_tampered_export_gets_no_verdict_for_it(tmp_path):
+    """Suspected D: the export's model is replaced by one that returns the expected outputs as
+    constants; the device runs it honestly and signs. The MAC verifies, but the model is not the
+    corpus's: that case is not run, the run incomplete."""
+    import onnx
+    from onnx import helper
+
+    out = _export(tmp_path, BASIC)
+    dirs = _results_dirs(out)
+    model = onnx.load(dirs[0] / "model.onnx")
+    expected = onnx.TensorProto()
+    expected.ParseFromString((dirs[0] / "test_data_set_0" / "output_0.pb").read_bytes())
+    model.graph.ClearField("node")
+    model.graph.node.append(helper.make_node("Constant", [], [model.graph.output[0].name], value=expected))
+    onnx.save(model, dirs[0] / "model.onnx")
+    _write_outputs(out, dirs[1:])
+    (dirs[0] / "actual").mkdir()
+    shutil.copy(dirs[0] / "test_data_set_0" / "output_0.pb", dirs[0] / "actual" / "output_0.pb")  # what it returns
+    secret = tmp_path / "lab.secret"
+    assert cli.main(["secret", str(secret)]) == 0
+    assert cli.main(["export", "sign", str(out), "--secret-file", str(secret)]) == 0
+    assert _import(out, tmp_path / "r", "--secret-file", str(secret)) == 2
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["runner"]["authenticated"] is True
+    assert report["counts"]["pass"] == 1 and report["counts"]["not-run"] == 1
+    assert [x["text"] for x in report["reasons"]] == [offline.NOT_CORPUS]
+
+
+def test_a_secret_refuses_unsigned_or_partly_signed_results(tmp_path, capsys):
+    """REVIEW §12: a job that gives the secret requires signed results; deleting the MAC (and putting
+    the expected outputs in place) is refused, not reported as 'not authenticated' with exit 0. A folder
+    signed by the older format (only actual/ and device.json listed) is refused with a line to sign again."""
+    out, secret = _signed(tmp_path)
+    for d in _results_dirs(out):
+        shutil.copy(d / "test_data_set_0" / "output_0.pb", d / "actual" / "output_0.pb")
+    (out / "results.mac").unlink()
+    capsys.readouterr()
+    _refused(capsys, _import(out, tmp_path / "r1", "--secret-file", str(secret)), "not signed", "results.mac")
+    (out / "results.sha256").unlink()
+    _refused(capsys, _import(out, tmp_path / "r2", "--secret-file", str(secret)), "not signed")
+    assert _import(out, tmp_path / "r3") == 0  # without the secret: declared, not verified, as before
+    assert json.loads((tmp_path / "r3" / "report.json").read_text())["runner"]["authenticated"] is False
+
+    old = [n for n in offline.result_files(out) if "/actual/" in n or n == "device.json"]
+    sums = "".join(f"{hashlib.sha256((out / n).read_bytes()).hexdigest()}  {n}\n" for n in old)
+    (out / "results.sha256").write_text(sums)
+    key = wire.read_secret(str(secret))
+    (out / "results.mac").write_text(hmac.new(key, sums.encode(), hashlib.sha256).hexdigest() + "\n")
+    with pytest.raises(offline.OfflineError, match="older qconform.*sign the folder again"):
+        offline.verify(out, key)
+
+
+def test_a_state_file_is_not_read_back_across_changed_results(tmp_path, capsys):
+    """REVIEW §7: the offline identity carries a digest of every file, so --state written for the
+    device's earlier results is refused once the results change (re-signed or not)."""
+    out, secret = _signed(tmp_path, flip=False)
+    state = tmp_path / "st.jsonl"
+    assert _import(out, tmp_path / "a", "--secret-file", str(secret), "--state", str(state)) == 0
+    _flip(_results_dirs(out)[0] / "actual" / "output_0.pb")  # the device's new run deviates; signed again
+    assert cli.main(["export", "sign", str(out), "--secret-file", str(secret)]) == 0
+    capsys.readouterr()
+    _refused(capsys, _import(out, tmp_path / "b", "--secret-file", str(secret), "--state", str(state)),
+             "written by another run")
+    assert _import(out, tmp_path / "c", "--secret-file", str(secret)) == 1  # a fresh import shows the deviation

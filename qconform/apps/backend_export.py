@@ -51,9 +51,11 @@ the data.json tolerances (0 and 0 here: exact values), so:
 - for bfloat16 outputs onnx's Runner widens rtol to 2**-6 whatever data.json says.
 
 ``pytest --runner=...`` remains the bit-exact verdict; this export is for harnesses that already run
-ONNX backend tests. Tensors are written by the same code as ``--export-failures`` (onnx's own
+ONNX backend tests. Tensors are written in the same encoding as ``--export-failures`` (onnx's own
 TensorProto encoding, sub-byte packing included). Deterministic: the same cases give the same bytes
-(directories written in id order, no clock, no absolute path in any file).
+(directories written in id order, no clock, no absolute path in any file), so ``qconform
+import-results`` rebuilds each case's ``model.onnx`` and inputs (``qconform.model.runnable_files``) to
+check that a device ran the corpus's.
 """
 from __future__ import annotations
 
@@ -68,14 +70,13 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from qconform.case import Case
+from qconform.model import build_model, runnable_files
 from qconform.report.export import (
     DATA_SET,
     dirname,
     dont_care_counts,
     write_dont_care,
-    write_inputs,
     write_json,
-    write_model,
     write_outputs,
 )
 
@@ -169,11 +170,13 @@ def export_backend(cases: Iterable[Case], out_dir: Path, *, corpus_digest: str =
     for case in todo:
         kind = _kind(case)
         dirs = [names[(case.id, r.name)] for r in case.readings]
-        model = None
+        model = build_model(case)
+        runnable = runnable_files(case, model)
         for reading, name in zip(case.readings, dirs):
             d = out / kind / name
-            model = write_model(d, case, model)
-            write_inputs(d / DATA_SET, model, case)
+            for rel, data in runnable.items():
+                (d / rel).parent.mkdir(parents=True, exist_ok=True)
+                (d / rel).write_bytes(data)
             write_outputs(d / DATA_SET, case, reading)
             write_dont_care(case, reading, lambda n, d=d: d / f"dont_care_{n}.pb")
             write_json(d / "data.json", DATA_JSON)
