@@ -97,12 +97,13 @@ class Status(StrEnum):
 class Conformance(StrEnum):
     """What a certificate states of one scope (an op version, a type combination) and of a run."""
 
-    CONFORMANT = "conformant"  # every case that ran passed
+    CONFORMANT = "conformant"  # every case ran, and passed
     ACCEPTED = "deviates, accepted by baseline"  # deviates, and every deviation is accepted with a reason
     DEVIATES = "deviates"  # a deviation no baseline entry covers
     UNSUPPORTED = "not supported"  # the runner ran none of its cases
     INFORMATION = "information only"  # every case a model the text makes invalid
     NOT_RUN = "not run"
+    NOT_FULLY_RUN = "not fully run"  # some of its cases did not run, none deviating: no statement on them
 
 
 PASS, FAIL, ERROR, CRASHED, TIMEOUT = Verdict.PASS, Verdict.FAIL, Verdict.ERROR, Verdict.CRASHED, Verdict.TIMEOUT

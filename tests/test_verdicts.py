@@ -26,7 +26,7 @@ NOT_VERDICTS = {
     ("diagnosis/diagnose.py", "error"): "a field of report.json's diagnosis errors: a model's error text",
     ("report/markdown.py", "error"): "the same field, read",
     ("apps/pytest_report.py", "error"): "the same field, read",
-    ("report/html.py", "ok"): "a CSS class of the certificate's headline",
+    ("report/certificate.py", "ok"): "a certificate's tone, the CSS class of report.html's statement box",
     ("platform.py", "info"): "the name of a function, in __all__",
     ("runners/iree_runner.py", "crashed"): "a word in a runtime's own message",
     ("kernels/__init__.py", "ok"): "a kernel parameter's name: the output kind (qkernels.h's `ok`)",

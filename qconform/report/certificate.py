@@ -1,18 +1,25 @@
 """What a certificate states: a verdict per scope a customer understands, one overall statement,
 and the integrity digests that let ``qconform report verify`` show the documents were not edited.
 
-Scopes are op versions and, inside each, type combinations. A scope is *conformant* when every
-case that ran passed, and only then; *deviates, accepted by baseline* when it deviates and every
-deviation is covered by the baseline (each with its reason): an accepted deviation is still a
-deviation, and is never worded or coloured as conformance; *deviates* when a deviation is not
-covered; *not supported* when the runner ran none of its cases. CI's words (gate, passed/failed)
-stay in CI output. Accepted deviations that no diagnosis model names are counted apart, so a
-blanket baseline cannot hide a deviation nobody has explained.
+Scopes are op versions and, inside each, type combinations. A scope is *conformant* when every one
+of its cases ran and every case that ran passed, and only then; *not fully run* when some of its
+cases did not run and none deviates (what ran is no statement about what did not); *deviates,
+accepted by baseline* when it deviates and every deviation is covered by the baseline (each with its
+reason): an accepted deviation is still a deviation, and is never worded or coloured as conformance;
+*deviates* when a deviation is not covered; *not supported* when the runner ran none of its cases.
+CI's words (gate, passed/failed) stay in CI output. Accepted deviations that no diagnosis model names
+are counted apart, so a blanket baseline cannot hide a deviation nobody has explained.
+
+One rule (``tone``) decides whether a certificate is green, for report.html and summary.md alike: a
+certificate never claims more than the run showed, so a partial, empty, unauthenticated run, or one
+against a corpus other than qconform's bundled one, says so and is not green.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import re
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -20,6 +27,10 @@ from typing import Any
 from qconform.verdicts import DEVIATING, FAIL, INFO, NOT_RUN, PASS, UNSUPPORTED, Conformance
 
 CONFORMANT, ACCEPTED, DEVIATES = Conformance.CONFORMANT, Conformance.ACCEPTED, Conformance.DEVIATES
+#: A scope some of whose cases did not run, none deviating: never conformant, whatever ran passed.
+NOT_FULLY_RUN = Conformance.NOT_FULLY_RUN
+#: The tone of a certificate that may claim conformance (``tone``; report.html's CSS class of it).
+GREEN = "ok"
 
 
 def verdict_of(cases: list[dict], unnamed: frozenset[str] = frozenset()) -> dict[str, Any]:
@@ -34,6 +45,8 @@ def verdict_of(cases: list[dict], unnamed: frozenset[str] = frozenset()) -> dict
         word = DEVIATES
     elif accepted:
         word = ACCEPTED
+    elif cnt[NOT_RUN]:  # what did not run may deviate: no conformance over it
+        word = NOT_FULLY_RUN if cnt[NOT_RUN] < len(cases) else Conformance.NOT_RUN
     elif cnt[PASS]:
         word = CONFORMANT
     elif cnt[UNSUPPORTED]:
@@ -43,7 +56,8 @@ def verdict_of(cases: list[dict], unnamed: frozenset[str] = frozenset()) -> dict
     else:
         word = Conformance.NOT_RUN
     return {"verdict": word, "cases": len(cases), PASS: cnt[PASS], "new": new, "accepted": accepted,
-            "accepted_unnamed": accepted_unnamed, UNSUPPORTED: cnt[UNSUPPORTED], INFO: cnt[INFO], "reasons": reasons}
+            "accepted_unnamed": accepted_unnamed, UNSUPPORTED: cnt[UNSUPPORTED], INFO: cnt[INFO],
+            NOT_RUN: cnt[NOT_RUN], "reasons": reasons}
 
 
 def unnamed_deviations(report: dict) -> frozenset[str]:
@@ -131,11 +145,21 @@ def coverage(report: dict) -> str:
 
 
 def overall(report: dict, scoped: list[dict] | None = None) -> str:
-    """One sentence for the top of the certificate."""
+    """One sentence for the top of the certificate. An incomplete run states no conformance count:
+    it says how many op versions did not run in full instead."""
     scoped = scoped if scoped is not None else scopes(report)
     n = Counter(s["verdict"] for s in scoped)
     runner = certified(report["runner"])
-    parts = [f"{n[CONFORMANT]} of {len(scoped)} op versions conformant"]
+    other = other_corpus(report)
+    who = f"{runner} (run against {other})" if other else runner
+    complete = report.get("complete", True)
+    if complete:
+        parts = [f"{n[CONFORMANT]} of {len(scoped)} op versions conformant"]
+    else:  # what ran is no statement about what did not
+        short = sum(1 for s in scoped if s.get(NOT_RUN))
+        parts = [f"{short} of {len(scoped)} op versions not fully run"]
+        if n[CONFORMANT]:
+            parts.append(f"{n[CONFORMANT]} ran in full with every case passing")
     accepted = sum(s["accepted"] for s in scoped)
     if n[DEVIATES]:
         new = sum(s["new"] for s in scoped)
@@ -150,21 +174,21 @@ def overall(report: dict, scoped: list[dict] | None = None) -> str:
                      + (f", {unnamed} of them named by no diagnosis model" if unnamed else ""))
     if n[Conformance.UNSUPPORTED]:
         parts.append(f"{n[Conformance.UNSUPPORTED]} not supported")
-    if not report.get("complete", True):  # an incomplete run certifies nothing, whatever ran passed
+    if not complete:  # an incomplete run certifies nothing, whatever ran passed
         c = report.get("counts") or {}
         why = report.get("stopped") or ("interrupted" if report.get("interrupted") else "")
-        head = (f"{runner}: incomplete run, {c.get(NOT_RUN, 0):,} of {c.get('collected', 0):,} cases not run"
+        head = (f"{who}: incomplete run, {c.get(NOT_RUN, 0):,} of {c.get('collected', 0):,} cases not run"
                 + (f" ({why})" if why else "") + "; no conformance is stated"
                 + ("; the cases that ran deviate from the ONNX specification" if n[DEVIATES] or n[ACCEPTED] else ""))
     elif coverage(report):  # a selection, or nothing judged: what ran is reported, nothing is certified
-        head = (f"{runner}: {coverage(report)}; no conformance is stated"
+        head = (f"{who}: {coverage(report)}; no conformance is stated"
                 + ("; the cases that ran deviate from the ONNX specification" if n[DEVIATES] or n[ACCEPTED] else ""))
     elif not n[DEVIATES] and not n[ACCEPTED]:
-        head = f"{runner} conforms bit-exactly wherever it runs these operators"
+        head = f"{who} conforms bit-exactly {'against that corpus ' if other else ''}wherever it runs these operators"
     elif not n[DEVIATES]:
-        head = f"{runner} deviates from the ONNX specification; a baseline accepts every deviation"
+        head = f"{who} deviates from the ONNX specification; a baseline accepts every deviation"
     else:
-        head = f"{runner} deviates from the ONNX specification"
+        head = f"{who} deviates from the ONNX specification"
     unverified = unauthenticated(report)
     if unverified:
         head += f" ({unverified})"
@@ -172,6 +196,82 @@ def overall(report: dict, scoped: list[dict] | None = None) -> str:
     if scope:
         parts.append(f"in its declared scope: {scope['why']} ({scope.get('left_out', 0):,} cases outside it, not run)")
     return f"{head}: {', '.join(parts)}."
+
+
+def tone(report: dict, scoped: list[dict] | None = None) -> str:
+    """The one rule for a certificate's colour and summary.md's tick, so the two never disagree:
+    'bad' where a case deviates (a baseline's acceptance included), the run is incomplete or its gate
+    failed; 'warn' where nothing deviates but the run shows less than a conformance claim needs
+    (``withheld``); 'ok', green, only otherwise."""
+    scoped = scoped if scoped is not None else scopes(report)
+    if (not report.get("complete", True) or (report.get("gate") or {}).get("passed") is False
+            or any(s["verdict"] in (DEVIATES, ACCEPTED) for s in scoped)):
+        return "bad"
+    if withheld(report) or not any(s["verdict"] == CONFORMANT for s in scoped):
+        return "warn"
+    return GREEN
+
+
+def withheld(report: dict) -> str:
+    """Why a run in which nothing deviates is still not green ('' when it may be): a selection or
+    nothing judged, a device nobody authenticated (a pass nobody can attribute), or another corpus
+    than qconform's bundled one."""
+    if coverage(report):
+        return f"{coverage(report)}, none deviating; no conformance is stated"
+    if unauthenticated(report):
+        return "passed on a device that was not authenticated"
+    if other_corpus(report):
+        return f"passed against {other_corpus(report)}"
+    return ""
+
+
+@functools.lru_cache(maxsize=1)
+def bundled_corpus_digest() -> str | None:
+    """The digest of qconform's bundled corpus, as its MANIFEST states it (None when it cannot be
+    read): what 'the corpus' means in an unqualified certificate. Its files need no hashing here: a
+    run checks every byte of the corpus it reads."""
+    from qconform import corpus
+
+    return corpus.manifest_digest(corpus.DEFAULT_ROOT)
+
+
+def other_corpus(report: dict) -> str:
+    """'' when the run was against qconform's bundled corpus, else which corpus it was: its goldens
+    are whoever made them, so conformance holds only against that corpus."""
+    c = report.get("corpus") or {}
+    digest = str(c.get("digest") or "")
+    if digest and digest == bundled_corpus_digest():
+        return ""
+    cases = c.get("cases")
+    size = f", {cases:,} cases" if isinstance(cases, int) else ""
+    return f"another corpus, not qconform's bundled one: digest {digest[:16] or '?'}…{size}"
+
+
+def resumed_line(report: dict) -> str:
+    """How many verdicts were read back from an earlier run's ``--state`` file rather than run now
+    ('' when none): the date and duration are this run's, those verdicts are not."""
+    inv = report.get("invocation") or {}
+    n = int(inv.get("resumed") or 0)
+    if not n:
+        return ""
+    total = int((report.get("counts") or {}).get("collected", 0))
+    return (f"{n:,} of {total:,} cases were read back from an earlier run (--state), not run now: "
+            "their verdicts are that run's")
+
+
+def platforms(report: dict) -> tuple[dict, dict | None, str]:
+    """The platform the runtime ran on, the controller's (None when the runtime ran here), and how
+    the first is known: where it ran elsewhere (a device worker, a device's stored results), the
+    device's own declaration, never this host's CPU or packages."""
+    from qconform.runner import ran_elsewhere
+
+    ident, here = report.get("runner") or {}, report.get("platform") or {}
+    where = ran_elsewhere(ident)
+    if not where:
+        return here, None, ""
+    device = ident.get("platform") if isinstance(ident.get("platform"), dict) else {}
+    how = f"declared by the device ({where})" + (", not authenticated" if ident.get("authenticated") is False else "")
+    return device, here, how
 
 
 def packing_line(report: dict) -> str:
@@ -212,6 +312,10 @@ def content_digest(report: dict) -> str:
 
 #: The report directory's checksum file (the ``sha256sum -c`` format): every file, byte for byte.
 SUMS = "SHA256SUMS"
+#: The documents the writer writes into every report directory (besides SUMS), and its folders with
+#: the files it writes there: what ``verify`` requires listed, and all ``writer.prepare`` clears.
+DOCUMENTS = ("report.json", "report.html", "summary.md", "semantics.html")
+FOLDERS = {"evidence": "*.csv", "texts": "*.txt"}
 
 
 def sums_text(root: Path, names: list[str]) -> str:
@@ -222,9 +326,19 @@ def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def referenced(report: dict) -> list[str]:
+    """The files beside report.json that the report names (evidence CSVs, whole runner texts): each
+    must be in SUMS too, or an edited one would go unseen."""
+    evidence = [f["evidence_file"] for f in report.get("failures") or () if f.get("evidence_file")]
+    texts = re.findall(r"texts/[0-9a-f]{64}\.txt", json.dumps(report, ensure_ascii=False))
+    return list(dict.fromkeys([*evidence, *texts]))
+
+
 def verify(root: Path) -> list[str]:
-    """What does not match in a report directory (empty: intact). A digest is not a signature:
-    it shows an edit, not who made the document."""
+    """What does not match in a report directory (empty: intact). Every file the writer writes must
+    be listed in SUMS and match: checking only what SUMS happens to list lets a rewritten document
+    pass once its line is deleted. A digest is not a signature: it shows an edit, not who made the
+    document."""
     root = root if root.is_dir() else root.parent
     try:
         report = json.loads((root / "report.json").read_text(encoding="utf-8"))
@@ -240,15 +354,22 @@ def verify(root: Path) -> list[str]:
         problems.append("report.json: the corpus digest was changed")
     sums = root / SUMS
     if not sums.is_file():
-        problems.append(f"{SUMS}: missing (it lists every file's SHA-256)")
-    else:
-        for line in sums.read_text(encoding="utf-8").splitlines():
-            digest, _, name = line.partition("  ")
-            path = root / name
-            if not path.is_file():
-                problems.append(f"{name}: missing")
-            elif sha256_file(path) != digest:
-                problems.append(f"{name}: edited after it was written (its SHA-256 is not the one in {SUMS})")
+        return problems + [f"{SUMS}: missing (it lists every file's SHA-256)"]
+    listed: dict[str, str] = {}
+    for line in sums.read_text(encoding="utf-8").splitlines():
+        digest, _, name = line.partition("  ")
+        listed[name] = digest
+    for name in [*DOCUMENTS, *referenced(report)]:
+        if name not in listed:
+            problems.append(f"{name}: not listed in {SUMS} (every file the writer writes is)")
+    for name, digest in listed.items():
+        path = root / name
+        if Path(name).is_absolute() or ".." in Path(name).parts:
+            problems.append(f"{name}: listed in {SUMS} but outside the report directory")
+        elif not path.is_file():
+            problems.append(f"{name}: missing")
+        elif sha256_file(path) != digest:
+            problems.append(f"{name}: edited after it was written (its SHA-256 is not the one in {SUMS})")
     html = root / "report.html"
     if html.is_file() and integ.get("content_sha256", "") not in html.read_text(encoding="utf-8", errors="replace"):
         problems.append("report.html: does not show the report's digest")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from html import escape
 
+from qconform.report.certificate import NOT_FULLY_RUN
 from qconform.verdicts import CRASHED, ERROR, FAIL, INFO, NOT_RUN, PASS, TIMEOUT, UNSUPPORTED, VERDICTS, Conformance, \
     Stale, Status
 
@@ -16,7 +17,7 @@ from qconform.verdicts import CRASHED, ERROR, FAIL, INFO, NOT_RUN, PASS, TIMEOUT
 COLOURS = {PASS: "#2e7d32", Status.PARTIAL: "#9ccc65", FAIL: "#c62828", ERROR: "#ef6c00", CRASHED: "#ef6c00",
            TIMEOUT: "#ef6c00", UNSUPPORTED: "#9e9e9e", INFO: "#90caf9", NOT_RUN: "#eceff1"}
 #: Verdicts and statuses drawn light, with dark text.
-LIGHT = frozenset({Status.PARTIAL, NOT_RUN, Conformance.NOT_RUN})
+LIGHT = frozenset({Status.PARTIAL, NOT_RUN, Conformance.NOT_RUN, NOT_FULLY_RUN})
 
 #: What every page qconform renders shares (a certificate, the scoreboard): the page and its headings.
 BASE_CSS = """
@@ -60,7 +61,7 @@ html.print .caselist{display:none} html.print .printonly{display:block}
 #: Colour of each scope verdict (qconform/report/certificate.py).
 SCOPE_COLOURS = {Conformance.DEVIATES: "#c62828", Conformance.ACCEPTED: "#ef6c00",
                  Conformance.CONFORMANT: "#2e7d32", Conformance.UNSUPPORTED: "#9e9e9e",
-                 Conformance.INFORMATION: "#90caf9", Conformance.NOT_RUN: "#eceff1"}
+                 Conformance.INFORMATION: "#90caf9", Conformance.NOT_RUN: "#eceff1", NOT_FULLY_RUN: "#cfd8dc"}
 
 JS = """
 function qcFilter(){
@@ -113,19 +114,25 @@ def _plain(value) -> str:
 
 def _identity(report: dict) -> str:
     """What was tested, on what, with which suite: the block a customer reads first."""
-    from qconform.report.certificate import packing_line
+    from qconform.report.certificate import other_corpus, packing_line, platforms, resumed_line
+    from qconform.runner import ran_elsewhere
 
-    r, p, corpus, inv = report["runner"], report["platform"], report["corpus"], report["invocation"]
-    host = None
-    if r.get("remote") and isinstance(r.get("platform"), dict):  # a device worker: it ran there, this host judged
-        host, p = p, {**r["platform"], "packages": p.get("packages")}
+    r, corpus, inv = report["runner"], report["corpus"], report["invocation"]
+    p, host, declared = platforms(report)  # where it ran elsewhere: the device's word, never this host's
+
+    def shown(text: str) -> str:
+        """A platform row: labelled as the device's declaration where it ran elsewhere."""
+        return text + (f" — {_e(declared)}" if declared else "") if text else unknown
     opts = ", ".join(f"{k}={_plain(v)}" for k, v in sorted((r.get("options") or {}).items())) or "none"
     extra = {k: v for k, v in r.items()
              if k not in ("name", "version", "device", "options", "platform", "source", "load", "execution_provider")}
     ep = r.get("execution_provider") or {}
     src = r.get("source") or {}
-    pk = p.get("packages") or {}
-    packages = ", ".join(f"{k} {v}" for k, v in sorted(pk.items()))
+    packages = ", ".join(f"{k} {v}" for k, v in sorted((p.get("packages") or {}).items()))
+    unknown = "not declared by the device" if host is not None else "?"
+    machine = " · ".join(_e(x) for x in (p.get("cpu"), p.get("label"), p.get("platform")) if x)
+    host_packages = ", ".join(f"{k} {v}" for k, v in sorted(((host or {}).get("packages") or {}).items()))
+    other = other_corpus(report)
     base = inv.get("baseline")
     rows = [
         ("runner", f"<b>{_e(r.get('name', '?'))}</b> {_e(r.get('version', ''))} on {_e(r.get('device', '?'))}"),
@@ -133,17 +140,19 @@ def _identity(report: dict) -> str:
         *([("execution provider", _e(" · ".join(f"{k} {_plain(v)}" for k, v in ep.items())))] if ep else []),
         ("runner source", f"<code>{_e(src.get('path', '?'))}</code> SHA-256 <code>{_e(src.get('sha256', ''))}</code>"
                           if src else "not known"),
-        ("platform", f"{_e(p.get('cpu', '?'))} · {_e(p.get('label', ''))} · {_e(p.get('platform', ''))} · "
-                     f"Python {_e(p.get('python', ''))}"),
-        ("ISA features", _e(" ".join(p.get("features") or []) or "?")),
+        ("platform", shown(machine + (f" · Python {_e(p['python'])}" if machine and p.get("python") else ""))),
+        ("ISA features", shown(_e(" ".join(p.get("features") or [])))),
+        ("packages", shown(_e(packages))),
         *([("controller", f"{_e(host.get('label', ''))} · {_e(host.get('platform', ''))}: built the models, compared "
-                          f"and reported; the runtime ran on the device at {_e(r.get('remote'))}")] if host else []),
-        ("packages", _e(packages or "?")),
+                          f"and reported; the runtime ran on the device ({_e(ran_elsewhere(r))}). Its packages: "
+                          f"{_e(host_packages or '?')}")] if host is not None else []),
         ("suite", f"qconform {_e(report['qconform_version'])} · corpus <code>{_e(corpus.get('digest', ''))}</code> "
                   f"({_e(corpus.get('cases', '?'))} cases: the SHA-256 over the corpus MANIFEST, which lists every "
-                  f"case file's SHA-256) · profile {_e(inv.get('profile', ''))}"),
+                  f"case file's SHA-256)" + (f" · <b>{_e(other)}</b>" if other else "")
+                  + f" · profile {_e(inv.get('profile', ''))}"),
         ("command", f"<code>{_e(inv.get('command_line') or ' '.join(inv.get('args', [])))}</code>"),
-        ("date", f"{_e(report['timing'].get('started', ''))} · {_e(report['timing'].get('duration_s', ''))} s"),
+        ("date", f"{_e(report['timing'].get('started', ''))} · {_e(report['timing'].get('duration_s', ''))} s"
+                 + (f" · <b>{_e(resumed_line(report))}</b>" if resumed_line(report) else "")),
         *([("packing", _e(packing_line(report)))] if packing_line(report) else []),
         ("accepted deviations", (f"baseline <code>{_e(base['path'])}</code> SHA-256 <code>{_e(base.get('sha256'))}</code>"
                                  if base else "none (no baseline)")),
@@ -174,18 +183,23 @@ def _chips(scoped: list[dict]) -> str:
     return f'<div class="chips" id="verdicts">{chips}</div>'
 
 
+def _not_run(sc: dict, sep: str) -> str:
+    """A scope's cases that did not run, where any: why it is not conformant."""
+    return f"{sep}<b>{sc[NOT_RUN]} not run</b>" if sc.get(NOT_RUN) else ""
+
+
 def _scopes(scoped: list[dict]) -> str:
     """Op versions, each with its type combinations folded under it: fits a laptop screen."""
     rows = []
     for sc in scoped:
         detail = "".join(
             f"<tr><td><code>{_e(t['types'])}</code></td>{_scope_cell(t)}<td>{t[PASS]} pass · {t['new']} new · "
-            f"{t['accepted']} accepted · {t[UNSUPPORTED]} not supported</td><td>"
+            f"{t['accepted']} accepted · {t[UNSUPPORTED]} not supported" + _not_run(t, " · ") + "</td><td>"
             + "<br>".join(_e(x) for x in t["reasons"]) + "</td></tr>" for t in sc["types"])
         rows.append(
             f'<tr data-ov="{_e(sc["op_version"])}"><td><b>{_e(sc["op_version"])}</b></td>{_scope_cell(sc)}'
             f"<td>{sc['cases']} cases: {sc[PASS]} pass, {sc['new']} deviating (new), {sc['accepted']} accepted, "
-            f"{sc[UNSUPPORTED]} not supported"
+            f"{sc[UNSUPPORTED]} not supported" + _not_run(sc, ", ")
             + (f"<br>accepted because: {'; '.join(_e(x) for x in sc['reasons'])}" if sc["reasons"] else "")
             + f'<details class="ty"><summary>{len(sc["types"])} type combinations</summary>'
             f'<table><tr><th>types</th><th>verdict</th><th>cases</th><th>accepted because</th></tr>{detail}'
@@ -229,8 +243,13 @@ def _failure(f: dict) -> str:
 
 
 def _fixed(report: dict) -> str:
-    """An incomplete run, and accepted deviations this run no longer shows (fixed, or not run)."""
+    """An incomplete run, verdicts read back from an earlier run, and accepted deviations this run
+    no longer shows (fixed, or not run)."""
+    from qconform.report.certificate import resumed_line
+
     g, out = report.get("gate") or {}, []
+    if resumed_line(report):
+        out.append(f'<div class="banner warn" id="resumed">{_e(resumed_line(report))}.</div>')
     if not report["complete"]:
         c = report["counts"]
         out.append(f'<div class="banner bad">Incomplete run{" (interrupted)" if report["interrupted"] else ""}: '
@@ -381,18 +400,15 @@ def render(report: dict) -> str:
     tps = "".join(f'<option value="{_e(t)}">{_e(t)}</option>'
                   for t in sorted({m["type_pair"] for m in report["matrix"]}))
     failures = "\n".join(_failure(f) for f in report["failures"]) or "<p>No failures.</p>"
-    from qconform.report.certificate import overall, scopes
+    from qconform.report.certificate import overall, scopes, tone
 
     scoped = scopes(report)
     statement = overall(report, scoped)
-    # Passing colours only where nothing deviates: accepted deviations are still deviations.
-    tone = "bad" if any(x["verdict"] in (Conformance.DEVIATES, Conformance.ACCEPTED) for x in scoped) \
-        or not report["complete"] else ("ok" if any(x["verdict"] == Conformance.CONFORMANT for x in scoped) else "warn")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
 <title>qconform certificate — {_e(runner)}</title><style>{CSS}</style><script>{JS}</script></head><body>
 <h1>ONNX quantization operators: bit-exact conformance of {_e(runner)}</h1>
-<div class="overall {tone}" id="overall">{_e(statement)}</div>
+<div class="overall {tone(report, scoped)}" id="overall">{_e(statement)}</div>
 {_identity(report)}
 {_fixed(report)}
 <div class="totals">{totals}</div>

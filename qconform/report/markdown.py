@@ -15,28 +15,32 @@ MAX_ROWS = 10
 
 def render(report: dict) -> str:
     r, c, g = report["runner"], report["counts"], report.get("gate") or {}
-    from qconform.report.certificate import certified
+    from qconform.report.certificate import (GREEN, certified, other_corpus, packing_line, platforms, resumed_line, tone,
+                                             unauthenticated, withheld)
 
     runner = certified(r) + (f" {r['device']}" if r.get("device") and not r.get("execution_provider") else "")
     ok = g.get("passed", not any(c.get(v) for v in DEVIATING)) and report["complete"]
     deviating = sum(c.get(v, 0) for v in DEVIATING)
-    if not report["complete"]:  # an incomplete run passes nothing, whatever its cases did
+    if tone(report) == GREEN:  # the one rule report.html's colour follows too
+        head = "✅ passed"
+    elif not report["complete"]:  # an incomplete run passes nothing, whatever its cases did
         why = report.get("stopped") or ("interrupted" if report.get("interrupted") else "")
         head = f"⛔ incomplete: {c[NOT_RUN]} of {c['collected']} cases not run" + (f" ({why})" if why else "")
-    elif ok and deviating:  # the gate passed on accepted deviations: still deviations, never a green tick
+    elif not ok:
+        head = "❌ failed"
+    elif deviating:  # the gate passed on accepted deviations: still deviations, never a green tick
         head = f"⚠️ deviates: {deviating} deviation(s), every one accepted by the baseline (no new ones)"
-    else:
-        head = "✅ passed" if ok else "❌ failed"
-    from qconform.report.certificate import coverage, packing_line, unauthenticated
-
+    else:  # nothing deviates, and the run shows less than a conformance claim needs
+        head = f"⚠️ {withheld(report) or 'no op version conformant'}"
     unverified = unauthenticated(report)
-    if unverified and head.startswith("✅"):  # a pass nobody can attribute is not a green tick
-        head = "⚠️ passed on a device that was not authenticated"
-    if coverage(report) and head.startswith("✅"):  # nor is a pass over a selection, or over nothing
-        head = f"⚠️ {coverage(report)}, none deviating; no conformance is stated"
     lines = [f"## qconform: {runner} — {head}", ""]
     if unverified:
         lines += [f"**Device not authenticated**: results {unverified}.", ""]
+    if other_corpus(report):
+        lines += [f"**Another corpus**: run against {other_corpus(report)}; conformance is claimed only against "
+                  "that corpus.", ""]
+    if resumed_line(report):
+        lines += [f"**Read back**: {resumed_line(report)}.", ""]
     if not report["complete"]:
         lines += [f"**Incomplete run**{' (interrupted)' if report['interrupted'] else ''}: "
                   f"{c[NOT_RUN]} of {c['collected']} collected cases did not run"
@@ -119,6 +123,9 @@ def render(report: dict) -> str:
         lines += ["", "Diagnosis errors (a qconform bug: a deviation model raised instead of computing a case):", ""]
         lines += [f"- {e['error']} ({e['cases']} case(s))" for e in diag["errors"]][:MAX_ROWS]
     corpus = report["corpus"]
+    plat, _, declared = platforms(report)  # where it ran elsewhere: the device's word, never this host's
+    where = " · ".join(str(x) for x in (plat.get("label"), plat.get("platform")) if x) or "platform not declared"
     lines += ["", f"<sub>qconform {report['qconform_version']} · corpus {str(corpus.get('digest', ''))[:16]} · "
-                  f"{report['timing'].get('duration_s', '?')} s · {report['platform'].get('label', '')} · {report['platform'].get('platform', '')}</sub>", ""]
+                  f"{report['timing'].get('duration_s', '?')} s · {where}" + (f" — {declared}" if declared else "")
+                  + "</sub>", ""]
     return "\n".join(lines)

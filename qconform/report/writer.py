@@ -67,26 +67,51 @@ def baseline_identity(path: str | Path) -> dict:
 
 
 def prepare(root: Path) -> str:
-    """'' once the report directory exists (made if needed), else why it cannot be: both front-ends
-    ask before the first case, so a bad ``--report`` costs nothing."""
+    """'' once the report directory exists (made if needed) and holds no report of an earlier run,
+    else why it cannot be: both front-ends ask before the first case, so a bad ``--report`` costs
+    nothing, and a run killed before ``write`` leaves no finished report of another run behind."""
     try:
         Path(root).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return f"cannot create the directory: {exc.strerror or exc}"
+    try:
+        clear(Path(root))
+    except OSError as exc:
+        return f"cannot remove the earlier report in it: {exc.strerror or exc} ({exc.filename})"
     return ""
 
 
+def clear(root: Path) -> None:
+    """Remove what the writer writes (``certificate.DOCUMENTS``, SUMS, the files of its folders) and
+    nothing else: the directory may hold the user's own files."""
+    from qconform.report import certificate
+
+    for name in (*certificate.DOCUMENTS, certificate.SUMS):
+        (root / name).unlink(missing_ok=True)
+    for folder, pattern in certificate.FOLDERS.items():
+        if not (root / folder).is_dir():
+            continue
+        for path in (root / folder).glob(pattern):
+            if path.is_file():
+                path.unlink()
+        if not any((root / folder).iterdir()):
+            (root / folder).rmdir()
+
+
 def write(root: Path, report: dict, texts: dict[str, str] | None = None) -> list[Path]:
-    """report.json, report.html, summary.md, semantics.html, evidence/, texts/ and SHA256SUMS;
-    adds the integrity block to ``report``. Returns the main files written."""
+    """report.json, report.html, summary.md, semantics.html, evidence/, texts/ and SHA256SUMS (an
+    earlier run's are removed first); adds the integrity block to ``report``. Returns the main files
+    written."""
     from qconform.report import certificate, html, markdown, semantics_html
 
     root.mkdir(parents=True, exist_ok=True)
+    clear(root)
     extra = _write_evidence(root, report) + _write_texts(root, texts or {})
     report["integrity"] = {"content_sha256": certificate.content_digest(report),
                            "corpus_digest": report["corpus"].get("digest")}
     files = {"report.json": model.dumps(report), "report.html": html.render(report),
              "summary.md": markdown.render(report), "semantics.html": semantics_html.render()}
+    assert tuple(files) == certificate.DOCUMENTS
     for name, text in files.items():
         (root / name).write_text(text, encoding="utf-8")
     (root / certificate.SUMS).write_text(certificate.sums_text(root, [*files, *extra]), encoding="utf-8")

@@ -147,9 +147,8 @@ def build(reports: Mapping[str, Mapping[str, Any]], links: Mapping[str, Mapping[
     rts, digests, per_ov = [], {}, {}
     for name in names:
         r = reports[name]
-        who, plat, c = r.get("runner") or {}, r.get("platform") or {}, r["counts"]
-        if who.get("remote") and isinstance(who.get("platform"), dict):  # a device worker: its platform
-            plat = who["platform"]
+        who, c = r.get("runner") or {}, r["counts"]
+        plat, _, _ = certificate.platforms(dict(r))  # where it ran elsewhere, the device's own, never this host's
         digest = (r.get("corpus") or {}).get("digest") or ""
         digests.setdefault(digest, []).append(name)
         scoped = certificate.scopes(dict(r))
