@@ -64,6 +64,19 @@ class StateFile:
             self._fh = None
 
 
+def code_digest() -> str:
+    """qconform's own code, as one SHA-256 over every module of the package (docs/ aside): a state
+    file keeps verdicts judged by this code (its comparison, its diagnosis), so one written by another
+    build is refused rather than read back under this build's name. The version alone does not move."""
+    import hashlib
+
+    package = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(p for p in package.rglob("*.py") if "docs" not in p.relative_to(package).parts):
+        h.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 class Progress:
     """One line on stderr, rewritten at most twice a second (a terminal) or every 10 % (a log):
     items done, how many deviate, the time so far; with a weight (a sweep's inputs), the rate and

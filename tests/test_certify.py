@@ -100,6 +100,13 @@ def test_a_stopped_run_resumes_from_its_state_file(tmp_path):
         [{k: v for k, v in c.items() if k != "duration_s"} for c in b["cases"]]
     other = certify("--runner", "onnx-reference", *both, "--state", str(state), "--report", str(tmp_path / "x"))
     assert other.returncode == 2 and other.stderr.count("\n") == 1 and "written by another run" in other.stderr
+    # written by another build of qconform (its comparison, its diagnosis): refused, never read back
+    head, *rest = state.read_text().splitlines()
+    header = json.loads(head)
+    header["key"]["qconform"] = "0" * 64
+    state.write_text("\n".join([json.dumps(header, sort_keys=True), *rest]) + "\n")
+    older = certify("--runner", "cpu-ref", *both, "--state", str(state), "--report", str(tmp_path / "y"))
+    assert older.returncode == 2 and "written by another run" in older.stderr
 
 
 def test_a_selection_never_reads_as_conformance(tmp_path):

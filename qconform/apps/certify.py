@@ -20,7 +20,7 @@ import time
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from qconform.progress import Progress, StateError, StateFile
+from qconform.progress import Progress, StateError, StateFile, code_digest
 from qconform.record import CaseRecord
 from qconform.verdicts import DEVIATING, NOT_RUN, VERDICTS
 
@@ -196,7 +196,8 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
             print(f"qconform certify: {'packing' if packing['used'] else 'not packing'}: {packing['why']}",
                   file=sys.stderr)
         state = StateFile(Path(args.state), STATE_FORMAT,
-                          {"corpus": index.digest, "runner": ident, "options": dataclasses.asdict(options)}) \
+                          {"corpus": index.digest, "runner": ident, "options": dataclasses.asdict(options),
+                           "qconform": code_digest()}) \
             if args.state else None
         try:
             done = {cid: CaseRecord.from_dict(rec) for cid, rec in state.load(lambda rec: rec["id"]).items()} \
