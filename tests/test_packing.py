@@ -148,6 +148,8 @@ def test_certify_packs_only_on_an_equivalence_measured_for_this_corpus(monkeypat
     offline = certify._packing({**ident, "results": "/lab/export"}, digest)
     assert not offline["used"] and "run on this machine" in offline["why"]
     # another runner whose describe() says onnxruntime (a file of one's own): the measurement is not its
+    threads = certify._packing({**ident, "load": {"runner": "onnxruntime", "options": {"threads": "0"}}}, digest)
+    assert not threads["used"] and "measured with its default settings" in threads["why"]
     impostor = {**ident, "source": {"path": "/tmp/fake_ort.py", "sha256": "0" * 64}}
     refused = certify._packing(impostor, digest)
     assert not refused["used"] and "only a bundled runtime" in refused["why"]

@@ -297,6 +297,10 @@ def _packing(ident: dict, corpus_digest: str, scope: list[str] | None = None) ->
     if ran_elsewhere(ident) or source not in facts.RUNNER_SOURCES:  # whatever runtime a device or a file declares
         why = "only a bundled runtime run on this machine can be shown to pack equivalently (qconform facts packing)"
         return {**refused, "why": f"{source or runtime_name(ident)} runs unpacked: {why}"}
+    chosen = (ident.get("load") or {}).get("options") or {}
+    if chosen:  # a measurement is made with the runtime's own settings: threads, providers, options change kernels
+        return {**refused, "why": f"{source} {version} runs unpacked: its packing was measured with its default "
+                                  f"settings, and this run sets {', '.join(f'{k}={v}' for k, v in sorted(chosen.items()))}"}
     m = facts.load(source).packing_here(version)
     how = f"measure it: qconform facts packing --runner {ident.get('name', source)} --write"
     if m is None:

@@ -80,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
     from qconform import corpus as corpus_mod
     from qconform.execution import Pipeline
     from qconform.progress import Progress
-    from qconform.runner import RunnerError, identity, parse_options, resolve, runtime_name
+    from qconform.runner import RunnerError, bundled_runtime, identity, parse_options, resolve, runtime_name
 
     try:
         opts = parse_options(args.runner_opt)
@@ -89,10 +89,14 @@ def main(args: argparse.Namespace) -> int:
     except RunnerError as exc:
         print(f"qconform facts packing: {exc}", file=sys.stderr)
         return 2
-    source = runtime_name(ident)
+    source = bundled_runtime(ident)
     if source not in facts.RUNNER_SOURCES:
-        print(f"qconform facts packing: no facts file for {source!r}; known: {', '.join(facts.RUNNER_SOURCES)}",
-              file=sys.stderr)
+        print(f"qconform facts packing: no facts file for {source or runtime_name(ident)!r} (a bundled runner's "
+              f"measurement; known: {', '.join(facts.RUNNER_SOURCES)})", file=sys.stderr)
+        return 2
+    if args.write and opts:  # certify packs only a run with the runtime's own settings
+        print("qconform facts packing: --write keeps a measurement of the runtime's default settings; "
+              f"this one sets {', '.join(sorted(opts))}: run it without --runner-opt to keep it", file=sys.stderr)
         return 2
     index = corpus_mod.index(Path(args.golden or corpus_mod.DEFAULT_ROOT))
     from qconform.runtimes import RUNTIMES
