@@ -31,10 +31,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from qconform.case import Case, Reading
-from qconform.model import build_model
+from qconform.model import DATA_SET, build_model, tensor_bytes
 
 
 def dirname(case_id: str) -> str:
@@ -43,14 +42,11 @@ def dirname(case_id: str) -> str:
 
 
 # The pieces of a node-test directory, shared with ``backend_export`` (``qconform export backend-test``).
-DATA_SET = "test_data_set_0"
 
 
 def write_tensor(path: Path, arr: np.ndarray, name: str) -> None:
-    """One tensor as a serialised TensorProto (onnx's own encoding of every type, sub-byte packing
-    included). Rank 0 stays rank 0 (``np.ascontiguousarray`` alone makes a scalar shape [1])."""
-    arr = np.ascontiguousarray(arr).reshape(np.shape(arr))
-    path.write_bytes(numpy_helper.from_array(arr, name).SerializeToString())
+    """One tensor as a serialised TensorProto (``qconform.model.tensor_bytes``)."""
+    path.write_bytes(tensor_bytes(arr, name))
 
 
 def write_model(d: Path, case: Case, model: onnx.ModelProto | None = None) -> onnx.ModelProto:
