@@ -194,11 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "OUT that is neither empty nor an earlier export (--force replaces one)."))
     sign = xsub.add_parser(
         "sign", help="sign a device's offline results with the shared secret (results.sha256, results.mac)",
-        description="On the device, after its tool wrote actual/ folders and device.json into an export: list "
-                    "every result file with its SHA-256 (results.sha256) and write that list's HMAC-SHA256 under "
-                    "the shared secret (results.mac), so qconform import-results --secret-file FILE can show the "
-                    "device's identity as verified. A device tool without qconform does the same with sha256sum "
-                    "and an HMAC (qconform/docs/runners.md §11).")
+        description="On the device, after its tool wrote actual/ folders and device.json into an export, last: "
+                    "list every file of the folder (index.json, the models and inputs, actual/, device.json) with "
+                    "its SHA-256 (results.sha256) and write that list's HMAC-SHA256 under the shared secret "
+                    "(results.mac), so qconform import-results --secret-file FILE can show the device's identity "
+                    "as verified. A device tool without qconform does the same with sha256sum and an HMAC "
+                    "(qconform/docs/runners.md §11).")
     sign.add_argument("results", type=Path, metavar="DIR", help="the export with the device's results")
     sign.add_argument("--secret-file", default=None, metavar="FILE", help="the shared secret (else $QCONFORM_WORKER_SECRET)")
     _describe_subcommands(parser)
@@ -296,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError) as exc:
             print(f"qconform export sign: {exc}", file=sys.stderr)
             return 2
-        print(f"signed {len(offline.result_files(args.results))} result file(s) in {args.results}")
+        print(f"signed {len(offline.result_files(args.results))} file(s) in {args.results}")
         return 0
     if args.cmd == "export":
         return backend_export.main(args)
