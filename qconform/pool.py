@@ -92,6 +92,8 @@ class InProcessPool:
     def __init__(self, job: Job, worker: Worker | None = None) -> None:
         self.job, self._worker = job, worker
         self._items: dict[str, Any] = {}
+        #: why the job could not start here (``_unstarted``): every item answered so, as ``_serve`` does
+        self._refused: tuple[Verdict, str] | None = None
 
     @property
     def worker(self) -> Worker:
@@ -104,7 +106,15 @@ class InProcessPool:
             self._items[self.job.key(item)] = item
 
     def result(self, key: str) -> Any:
-        return self.worker.run(self._items.pop(key, key))
+        item = self._items.pop(key, key)
+        if self._worker is None and self._refused is None:
+            try:
+                self._worker = self.job.start()
+            except Exception as exc:  # a Dask worker's in-process pool: its items' verdict, not a crash
+                self._refused = _unstarted(exc)
+        if self._refused is not None:
+            return self.job.failed(item, *self._refused)
+        return self._worker.run(item)
 
     def close(self) -> None:
         pass

@@ -180,3 +180,19 @@ def test_a_worker_whose_runner_is_not_the_reports_runs_nothing(tmp_path):
     assert r.returncode == 2 and not report["complete"], r.stderr[-2000:]
     assert report["counts"]["not-run"] == report["counts"]["collected"] > 0
     assert "is not the one the run started with" in report["reasons"][0]["text"]
+
+
+def test_an_in_process_pool_whose_runner_is_not_the_reports_answers_not_run():
+    """A Dask worker's in-process pool (``pool.InProcessPool``) whose runner is not the report's answers
+    every item *not run*, as an isolated worker does: never an exception the cluster would take for a
+    crash of the case."""
+    from qconform import corpus
+    from qconform.execution import CorpusJob, Options
+    from qconform.pool import InProcessPool
+
+    job = CorpusJob(Options(str(corpus.DEFAULT_ROOT), "cpu-ref", runner_identity="0" * 64))
+    pool = InProcessPool(job)
+    case = "QuantizeLinear-21/float32-int8/basic/per-tensor"
+    pool.submit([case])
+    res = pool.result(case)
+    assert res.verdict == "not-run" and "is not the one the run started with" in res.record.problem

@@ -262,7 +262,7 @@ def _refused(capsys, rc: int, *words: str) -> None:
 
 
 def test_a_forged_index_pointing_at_the_expected_outputs_is_refused_when_signed(tmp_path, capsys):
-    """REVIEW §2: index.json is signed with the rest, so pointing a case at a folder of expected
+    """index.json is signed with the rest, so pointing a case at a folder of expected
     outputs (here outside the export) refuses the import instead of an authenticated all-pass."""
     out, secret = _signed(tmp_path)
     index = json.loads((out / "index.json").read_text())
@@ -343,7 +343,7 @@ def test_a_signed_device_that_ran_a_tampered_export_gets_no_verdict_for_it(tmp_p
 
 
 def test_a_secret_refuses_unsigned_or_partly_signed_results(tmp_path, capsys):
-    """REVIEW §12: a job that gives the secret requires signed results; deleting the MAC (and putting
+    """A job that gives the secret requires signed results; deleting the MAC (and putting
     the expected outputs in place) is refused, not reported as 'not authenticated' with exit 0. A folder
     signed by the older format (only actual/ and device.json listed) is refused with a line to sign again."""
     out, secret = _signed(tmp_path)
@@ -367,7 +367,7 @@ def test_a_secret_refuses_unsigned_or_partly_signed_results(tmp_path, capsys):
 
 
 def test_a_state_file_is_not_read_back_across_changed_results(tmp_path, capsys):
-    """REVIEW §7: the offline identity carries a digest of every file, so --state written for the
+    """The offline identity carries a digest of every file, so --state written for the
     device's earlier results is refused once the results change (re-signed or not)."""
     out, secret = _signed(tmp_path, flip=False)
     state = tmp_path / "st.jsonl"
