@@ -87,6 +87,13 @@ def test_the_quick_start_from_the_wheel(wheel_env, vendor_dir):
     assert (vendor_dir / "qconform-report" / "report.html").is_file()
 
 
+def test_python_dash_m_is_the_command(wheel_env, vendor_dir):
+    """``python -m qconform`` is the ``qconform`` command, for an environment whose scripts are not on PATH."""
+    by_module = _run([wheel_env, "-m", "qconform", "--version"], cwd=vendor_dir)
+    by_script = _run([wheel_env.parent / "qconform", "--version"], cwd=vendor_dir)
+    assert by_module.returncode == 0 and by_module.stdout == by_script.stdout and by_module.stdout.strip()
+
+
 def test_installed_suite_runs_from_a_vendor_directory_with_its_own_runners_package(wheel_env, vendor_dir):
     r = _run([wheel_env, "-m", "pytest", "--runner=onnxruntime", "-k", "QuantizeLinear-13", "-q",
               "-p", "no:cacheprovider"], cwd=vendor_dir)
