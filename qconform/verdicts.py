@@ -79,6 +79,7 @@ class Stale(StrEnum):
     FIXED = "fixed"  # its cases ran, and some pass now: the deviation it accepted is gone there
     NOT_DEVIATING = "not-deviating"  # its cases ran, none deviates, none passes (unsupported, information)
     REDUNDANT = "redundant"  # its cases still deviate, accepted by an entry before it (a behaviour entry)
+    CHANGED = "changed"  # its cases still deviate, but not as it accepts (a failure is now an error or a crash)
 
 
 class Status(StrEnum):

@@ -41,6 +41,23 @@ class FlipInt8NoUint8Runner(FlipInt8Runner):
         return super().prepare(model)
 
 
+class RaiseOnInt8Runner(CpuRefRunner):
+    """Raises on every model with an int8 output (an error where FlipInt8Runner fails): another
+    deviation on the same cases, which a baseline entry accepting one must not accept."""
+
+    name = "raise-on-int8"
+
+    def prepare(self, model):
+        run = super().prepare(model)
+        if any(o.type.tensor_type.elem_type == 3 for o in model.graph.output):  # TensorProto.INT8
+
+            def refuse(feeds):
+                raise RuntimeError("int8 kernel rejected the model")
+
+            return refuse
+        return run
+
+
 class LoudRunner(CpuRefRunner):
     """Raises a 6 MB message on every case: what a runtime that dumps its whole graph into an
     exception does. The report must stay small and keep the text whole once."""

@@ -20,6 +20,7 @@ from support import SUPPORT, FlipInt8Runner, copy_group  # noqa: F401
 pytest_plugins = ["pytester"]
 
 HERE = Path(__file__).resolve()
+TODAY = __import__("datetime").date(2026, 1, 1)
 FAST = ("-p", "no:randomly", "--isolate=off")
 
 
@@ -153,6 +154,91 @@ def test_a_baseline_by_behaviour_never_accepts_another_bug_beside_it(pytester, g
         assert "diagnosis" in f, f["id"]
 
 
+def test_an_entry_accepts_the_verdict_it_was_written_for(pytester, golden, ids):
+    """A model the runtime rejected and wrong output bits on it are two bugs: a baseline made from a
+    run that raised on the int8 cases accepts those errors, not the failures a later run gives on
+    the same cases (then listed as new, the entries as changed), and the other way round."""
+    _, raised = run(pytester, golden, f"{SUPPORT}:RaiseOnInt8Runner", out="raised")
+    assert {c["id"] for c in raised["cases"] if c["verdict"] == "error"} == ids["int8"]
+    data = baseline_mod.create(raised, reason="vendor bug 1: int8 models rejected")
+    assert {e["verdict"] for e in data["entries"]} == {"error"} and len(data["entries"]) == len(ids["int8"])
+    path = pytester.path / "errors.json"
+    path.write_text(baseline_mod.dumps(data))
+    result, again = run(pytester, golden, f"{SUPPORT}:RaiseOnInt8Runner", f"--baseline={path}", out="again")
+    assert result.ret == pytest.ExitCode.OK and again["gate"]["baselined"] == len(ids["int8"])
+
+    result, flipped = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", f"--baseline={path}", out="flipped")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert set(flipped["gate"]["new_failures"]) == ids["int8"] and flipped["gate"]["baselined"] == 0
+    assert {s["state"] for s in flipped["gate"]["stale"]} == {"changed"}
+    assert "another deviation than the error it accepts" in flipped["gate"]["stale"][0]["why"]
+
+    fails = write_baseline(pytester, *({"id": cid, "reason": "vendor bug 2: low bit"} for cid in ids["int8"]))
+    result, report = run(pytester, golden, f"{SUPPORT}:RaiseOnInt8Runner", f"--baseline={fails}", out="errors")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED and set(report["gate"]["new_failures"]) == ids["int8"]
+
+
+def test_a_failure_no_model_names_is_accepted_case_by_case(pytester, golden, ids):
+    """``baseline create`` writes one entry per unexplained failure (its own id), so a later run with
+    more unexplained failures in the same op version and types fails on exactly those."""
+    report = {"cases": [{"id": f"Q-21/float32-int8/basic/c{i}", "verdict": "fail"} for i in range(3)],
+              "failures": [{"id": "Q-21/float32-int8/basic/c0", "verdict": "fail", "diagnosis": []},
+                           {"id": "Q-21/float32-int8/basic/c1", "verdict": "fail", "diagnosis": ["round-half-away"]},
+                           {"id": "Q-21/float32-int8/basic/c2", "verdict": "fail"}]}  # not diagnosed: budget
+    data = baseline_mod.create(report, reason="r")
+    assert data["entries"] == [
+        {"id": "Q-21/float32-int8/*", "diagnosis": "round-half-away", "cases": 1, "reason": "r"},
+        {"id": "Q-21/float32-int8/basic/c0", "diagnosis": "none", "reason": "r"},
+        {"id": "Q-21/float32-int8/basic/c2", "reason": "r"}]
+    assert baseline_mod.undiagnosed(report) == ["Q-21/float32-int8/basic/c2"]
+    b = baseline_mod.parse(data)
+    assert b.live_match("Q-21/float32-int8/basic/c0", "fail", TODAY, "none").number == 2
+    assert b.live_match("Q-21/float32-int8/basic/c3", "fail", TODAY, "none") is None
+    assert b.live_match("Q-21/float32-int8/basic/c2", "error", TODAY) is None  # its verdict only
+
+    # refresh --add-new writes the entries create would, never a bare id for a diagnosed failure
+    refreshed, _, new = baseline_mod.refresh({"qconform_baseline": 1, "entries": []}, report, add_new=True, reason="r")
+    assert len(new) == 3 and refreshed["entries"] == data["entries"]
+
+
+@pytest.mark.parametrize("entries, message", [
+    ([{"id": "Q-21/*", "diagnosis": "none", "reason": "r"}], "accepted case by case"),
+    ([{"id": "Q-21/*", "diagnosis": "round-half-awya", "reason": "r"}], "'round-half-awya' is no deviation model"),
+    ([{"id": "Q-21/*", "diagnosis": "round-half-away+nope", "reason": "r"}], "'nope' is no deviation model"),
+    ([{"id": "Q-21/*", "verdict": "unsupported", "reason": "r"}], "is not a deviating verdict"),
+    ([{"id": "Q-21/*", "diagnosis": "round-half-away", "verdict": "error", "reason": "r"}], "must be fail"),
+])
+def test_a_baseline_entry_says_exactly_what_it_accepts(entries, message):
+    with pytest.raises(baseline_mod.BaselineError, match=message):
+        baseline_mod.parse({"qconform_baseline": 1, "entries": entries})
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"qconform_baseline": 1, "runner": "onnxruntime", "entries": []}', "unknown top-level key(s) ['runner']"),
+    ('{"qconform_baseline": 1, "entries": [{"id": "A-1/*", "reason": "a"}], "entries": []}',
+     "'entries' is given twice"),
+    ('{"qconform_baseline": 1, "entries": [{"id": "A-1/*", "id": "B-1/*", "reason": "a"}]}', "'id' is given twice"),
+])
+def test_a_baseline_file_is_read_whole_or_refused(tmp_path, text, message):
+    path = tmp_path / "baseline.json"
+    path.write_text(text)
+    with pytest.raises(baseline_mod.BaselineError) as exc:
+        baseline_mod.load(path)
+    assert message in str(exc.value) and str(path) in str(exc.value)
+
+
+def test_pytests_own_protocol_gates_as_the_report_does(pytester, golden):
+    """With ``--case-protocol=pytest`` a deviation a behaviour entry accepts is accepted as in the
+    fast protocol (the gate read the diagnosis from a result the item had let go)."""
+    _, first = run(pytester, golden, f"{SUPPORT}:TiesAway", "--diagnose-per-group=0", out="first")
+    path = pytester.path / "behaviour.json"
+    path.write_text(baseline_mod.dumps(baseline_mod.create(first, reason="known: ties rounded away")))
+    result, report = run(pytester, golden, f"{SUPPORT}:TiesAway", f"--baseline={path}", "--case-protocol=pytest",
+                         out="second")
+    assert report["gate"]["passed"] and report["gate"]["baselined"] == first["counts"]["fail"] > 0
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
+
+
 def test_a_baseline_with_placeholders_is_refused_with_every_unfilled_entry(pytester):
     path = write_baseline(pytester, {"id": "A-1/*", "reason": baseline_mod.PLACEHOLDER},
                           {"id": "B-2/*", "diagnosis": "round-half-away", "reason": baseline_mod.PLACEHOLDER},
@@ -280,7 +366,7 @@ def test_baseline_glob_and_expiry_rules():
     import datetime as dt
 
     day, after = dt.date(2026, 1, 31), dt.date(2026, 2, 1)
-    assert b.live_match("Q-21/float16-int8/specials/extremes", day).number == 1  # expiry day inclusive
-    assert b.live_match("Q-21/float16-int8/specials/extremes", after) is None
-    assert b.live_match("Q-21/float32-int8/basic/per-axis", after).number == 2
-    assert b.live_match("Q-21/float32-int8/basic/per-tensor", day) is None
+    assert b.live_match("Q-21/float16-int8/specials/extremes", "fail", day).number == 1  # expiry day inclusive
+    assert b.live_match("Q-21/float16-int8/specials/extremes", "fail", after) is None
+    assert b.live_match("Q-21/float32-int8/basic/per-axis", "fail", after).number == 2
+    assert b.live_match("Q-21/float32-int8/basic/per-tensor", "fail", day) is None

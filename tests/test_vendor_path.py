@@ -140,7 +140,8 @@ def test_baseline_create_refuses_placeholders_and_refresh_keeps_reasons():
                        {"id": "A-1/t/basic/v", "verdict": "fail"}], "invocation": {"filters": ["-k A-1"]}}
     refreshed, dropped, new = baseline.refresh(data, later)  # a filtered run: B-2/* is simply not in it
     assert [d["id"] for d in dropped] == ["A-1/t/basic/x"] and dropped[0]["now"] == "its cases now pass"
-    assert refreshed["entries"] == [{"id": "A-1/t/basic/y", "reason": "vendor bug 7", "expires": "2030-01-01"},
+    assert refreshed["entries"] == [{"id": "A-1/t/basic/y", "verdict": "error", "reason": "vendor bug 7",
+                                     "expires": "2030-01-01"},
                                     {"id": "B-2/*", "reason": "not in this run"}]
     assert new == ["A-1/t/basic/v"]
     refreshed, _, _ = baseline.refresh(data, later, add_new=True)
@@ -175,10 +176,10 @@ def test_an_entry_shadowed_by_a_behaviour_entry_is_redundant_not_fixed():
     it now accepts: stale as *redundant* -- its case still deviates -- never "its cases now fail"."""
     import datetime
 
-    entries = [{"id": "A-1/t/*", "diagnosis": "none", "reason": "unexplained, accepted"},
+    entries = [{"id": "A-1/t/*", "diagnosis": "round-half-away", "reason": "ties rounded away, accepted"},
                {"id": "A-1/t/basic/y", "reason": "accepted case by case"}]
     report = {"counts": {"collected": 1}, "cases": [{"id": "A-1/t/basic/y", "verdict": "fail"}],
-              "failures": [{"id": "A-1/t/basic/y", "verdict": "fail", "diagnosis": []}]}
+              "failures": [{"id": "A-1/t/basic/y", "verdict": "fail", "diagnosis": ["round-half-away"]}]}
     gate = baseline.gate(json.loads(json.dumps(report)), baseline.parse({"qconform_baseline": 1, "entries": entries}),
                          datetime.date(2026, 1, 1))
     (stale,) = gate["stale"]

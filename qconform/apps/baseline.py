@@ -12,14 +12,21 @@ well in a diff)::
        {"id": "DequantizeLinear-21/int4-float32/basic/per-axis", "reason": "vendor bug 1234"}]}
 
 ``id`` is a case id or an ``fnmatch`` glob over the whole id (``*`` also crosses ``/``). An entry
-covers the deviating verdicts (fail, error, crashed, timeout), never ``unsupported``. An entry
-whose ``expires`` date (ISO, inclusive) has passed covers nothing and fails the run by itself.
+accepts one deviating verdict of its cases: ``"verdict"`` is ``fail`` (wrong outputs: the default),
+``error``, ``crashed`` or ``timeout`` -- a model the runtime used to reject is a different bug from
+wrong bits or a crash on it, and an entry for one never accepts the others. ``unsupported`` is never
+a deviation. An entry whose ``expires`` date (ISO, inclusive) has passed covers nothing and fails the
+run by itself.
 
 An entry accepts a *behaviour* where it names one: ``"diagnosis": "round-half-away"`` covers only
-the deviations of its ids that the diagnosis names with that model first, and ``"diagnosis": "none"``
-only those no model names; a run with such a baseline diagnoses every failure. ``qconform baseline
-create`` writes one entry per op version, types and behaviour (``cases`` says how many it covered
-then), so accepting one known bug never accepts another that appears beside it.
+the failures of its ids that the diagnosis names with that model first (a pair ``a+b`` as written),
+and ``"diagnosis": "none"`` only a failure no model names -- of one case: an unexplained failure is
+no known behaviour, so it is accepted case by case, never by a glob. A run with such a baseline
+diagnoses every failure. ``qconform baseline create`` (and ``refresh --add-new``) writes one entry
+per op version, types and behaviour (``cases`` says how many it covered then), one per case for
+failures no model names, and one per case and verdict for the rest, so accepting one known bug never
+accepts another that appears beside it. The file is checked whole: unknown keys, a key given twice,
+an unknown model name or verdict are refused in one line.
 """
 from __future__ import annotations
 
@@ -33,7 +40,7 @@ from typing import Any
 from qconform.record import UNNAMED, behaviour
 from qconform.report.model import ReportError
 from qconform.report.model import load as load_report
-from qconform.verdicts import DEVIATING, PASS, Stale
+from qconform.verdicts import DEVIATING, FAIL, PASS, Stale
 
 FORMAT_KEY = "qconform_baseline"
 FORMAT_VERSION = 1
@@ -53,19 +60,25 @@ class Entry:
     expires: _dt.date | None = None
     number: int = 0  # 1-based position in the file, for messages
     diagnosis: str | None = None  # the behaviour it accepts: a model name, UNNAMED, or None (any)
+    verdict: str = FAIL  # the deviating verdict it accepts
 
-    def matches(self, case_id: str, named: str | None = None) -> bool:
-        """Whether it covers the case; ``named``: the case's behaviour (``behaviour(record)``)."""
-        if self.diagnosis is not None and named != self.diagnosis:
-            return False
+    def names(self, case_id: str) -> bool:
+        """Whether its ``id`` (a case id or a glob) names the case, whatever the case did."""
         return case_id == self.pattern or fnmatchcase(case_id, self.pattern)
+
+    def matches(self, case_id: str, verdict: str, named: str | None = None) -> bool:
+        """Whether it accepts the case: its id, the verdict, and ``named``, the case's behaviour
+        (``behaviour(record)``), where the entry names one."""
+        if verdict != self.verdict or (self.diagnosis is not None and named != self.diagnosis):
+            return False
+        return self.names(case_id)
 
     def expired(self, today: _dt.date) -> bool:
         return self.expires is not None and today > self.expires
 
     def as_dict(self) -> dict[str, Any]:
         return {"entry": self.number, "id": self.pattern, "reason": self.reason,
-                "expires": self.expires.isoformat() if self.expires else None} \
+                "expires": self.expires.isoformat() if self.expires else None, "verdict": self.verdict} \
             | ({"diagnosis": self.diagnosis} if self.diagnosis is not None else {})
 
 
@@ -74,9 +87,9 @@ class Baseline:
     path: str
     entries: tuple[Entry, ...]
 
-    def live_match(self, case_id: str, today: _dt.date, named: str | None = None) -> Entry | None:
-        """The first unexpired entry covering this case (id and behaviour), if any."""
-        return next((e for e in self.entries if not e.expired(today) and e.matches(case_id, named)), None)
+    def live_match(self, case_id: str, verdict: str, today: _dt.date, named: str | None = None) -> Entry | None:
+        """The first unexpired entry accepting this case (id, verdict and behaviour), if any."""
+        return next((e for e in self.entries if not e.expired(today) and e.matches(case_id, verdict, named)), None)
 
     @property
     def by_behaviour(self) -> bool:
@@ -94,16 +107,30 @@ class Baseline:
 def _entry(raw: Any, n: int, where: str) -> Entry:
     if not isinstance(raw, dict):
         raise BaselineError(f"{where}: entry {n} is {type(raw).__name__}, not an object with id and reason")
-    unknown = sorted(set(raw) - {"id", "reason", "expires", "diagnosis", "cases"})
+    unknown = sorted(set(raw) - _ENTRY_KEYS)
     if unknown:
-        raise BaselineError(f"{where}: entry {n} has unknown key(s) {unknown}; allowed: id, reason, expires, "
-                            f"diagnosis, cases")
+        raise BaselineError(f"{where}: entry {n} has unknown key(s) {unknown}; allowed: {', '.join(sorted(_ENTRY_KEYS))}")
     diagnosis = raw.get("diagnosis")
     if diagnosis is not None and (not isinstance(diagnosis, str) or not diagnosis):
         raise BaselineError(f"{where}: entry {n}: \"diagnosis\" names a deviation model, or \"{UNNAMED}\"")
     pattern, reason = raw.get("id"), raw.get("reason")
     if not isinstance(pattern, str) or not pattern:
         raise BaselineError(f"{where}: entry {n} needs \"id\": a case id or glob pattern")
+    unknown_model = _unknown_model(diagnosis)
+    if unknown_model:
+        raise BaselineError(f"{where}: entry {n} ({pattern}): \"diagnosis\" {diagnosis!r}: {unknown_model!r} is no "
+                            f"deviation model of this qconform (qconform/docs/diagnosis.md lists them; "
+                            f"\"{UNNAMED}\": a failure no model names)")
+    if diagnosis == UNNAMED and _is_glob(pattern):
+        raise BaselineError(f"{where}: entry {n} ({pattern}): a failure no model names is accepted case by case: "
+                            f"\"diagnosis\": \"{UNNAMED}\" needs one case id, not a glob")
+    verdict = raw.get("verdict", FAIL)
+    if verdict not in DEVIATING:
+        raise BaselineError(f"{where}: entry {n} ({pattern}): \"verdict\" {verdict!r} is not a deviating verdict; "
+                            f"one of {', '.join(sorted(DEVIATING))}")
+    if diagnosis is not None and verdict != FAIL:
+        raise BaselineError(f"{where}: entry {n} ({pattern}): a diagnosis names a failure's behaviour: "
+                            f"\"verdict\" must be {FAIL} (or left out) where \"diagnosis\" is given")
     if not isinstance(reason, str) or not reason.strip():
         raise BaselineError(f"{where}: entry {n} ({pattern}) needs a non-empty \"reason\"")
     expires = raw.get("expires")
@@ -113,13 +140,43 @@ def _entry(raw: Any, n: int, where: str) -> Entry:
         except (TypeError, ValueError):
             raise BaselineError(f"{where}: entry {n} ({pattern}): expires {expires!r} is not an ISO date "
                                 f"like 2027-01-31") from None
-    return Entry(pattern, reason.strip(), expires, n, diagnosis)
+    return Entry(pattern, reason.strip(), expires, n, diagnosis, verdict)
+
+
+_ENTRY_KEYS = frozenset({"id", "reason", "expires", "diagnosis", "verdict", "cases"})
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(ch in pattern for ch in "*?[")
+
+
+def _unknown_model(diagnosis: str | None) -> str | None:
+    """The part of a ``diagnosis`` value that names no deviation model (None: every part does)."""
+    if diagnosis is None or diagnosis == UNNAMED:
+        return None
+    from qconform.diagnosis.models import MODELS
+
+    return next((part for part in diagnosis.split("+") if part not in MODELS), None)
+
+
+def _no_repeated_keys(pairs: list[tuple[str, Any]]) -> dict:
+    """``json.loads``'s object hook: a key given twice would silently drop the first value."""
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise BaselineError(f"the key {key!r} is given twice in one object (the first would be lost)")
+        seen[key] = value
+    return seen
 
 
 def parse(data: Any, where: str = "<baseline>") -> Baseline:
     if isinstance(data, dict):
         if data.get(FORMAT_KEY) != FORMAT_VERSION:
             raise BaselineError(f"{where}: expected \"{FORMAT_KEY}\": {FORMAT_VERSION} at the top level")
+        unknown = sorted(set(data) - {FORMAT_KEY, "entries"})
+        if unknown:
+            raise BaselineError(f"{where}: unknown top-level key(s) {unknown}; a baseline holds "
+                                f"\"{FORMAT_KEY}\" and \"entries\" only")
         data = data.get("entries")
     if not isinstance(data, list):
         raise BaselineError(f"{where}: expected {{\"{FORMAT_KEY}\": {FORMAT_VERSION}, \"entries\": [...]}} "
@@ -142,11 +199,16 @@ def load(path: str | Path) -> Baseline:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise BaselineError(f"baseline file {p} cannot be read: {exc.strerror or exc}") from None
+    return parse(_json(text, p), str(p))
+
+
+def _json(text: str, path: Path) -> Any:
     try:
-        data = json.loads(text)
+        return json.loads(text, object_pairs_hook=_no_repeated_keys)
     except json.JSONDecodeError as exc:
-        raise BaselineError(f"baseline file {p} is not JSON: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    return parse(data, str(p))
+        raise BaselineError(f"baseline file {path} is not JSON: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except BaselineError as exc:
+        raise BaselineError(f"baseline file {path}: {exc}") from None
 
 
 def stale_entries(entries: list[Entry], report: dict, today: _dt.date, filtered: bool) -> list[tuple[Entry, dict]]:
@@ -160,7 +222,7 @@ def stale_entries(entries: list[Entry], report: dict, today: _dt.date, filtered:
     used, covering = set(), {}
     for case in report["cases"]:
         if case["verdict"] in DEVIATING:
-            entry = next((e for e in live if e.matches(case["id"], named.get(case["id"]))), None)
+            entry = next((e for e in live if e.matches(case["id"], case["verdict"], named.get(case["id"]))), None)
             if entry is not None:
                 used.add(entry.number)
                 covering[case["id"]] = entry.number
@@ -168,20 +230,30 @@ def stale_entries(entries: list[Entry], report: dict, today: _dt.date, filtered:
     for e in live:
         if e.number in used:
             continue
-        matching = [c for c in report["cases"] if e.matches(c["id"], named.get(c["id"]))
-                    or (e.diagnosis is not None and c["verdict"] not in DEVIATING and e.matches(c["id"], e.diagnosis))]
-        if not matching and filtered:
+        mine = [c for c in report["cases"] if e.names(c["id"])]
+        matching = [c for c in mine if c["verdict"] not in DEVIATING or e.matches(c["id"], c["verdict"], named.get(c["id"]))]
+        # an entry naming no behaviour whose cases deviate otherwise now (a failure became an error)
+        other = [c for c in mine if e.diagnosis is None and c["verdict"] in DEVIATING and c not in matching]
+        if not matching and not other and filtered:
             continue
-        now = sorted({c["verdict"] for c in matching})
+        now = sorted({c["verdict"] for c in matching + other})
         before = sorted({covering[c["id"]] for c in matching if c["id"] in covering})
         if before:  # shadowed, not fixed: an earlier entry (a behaviour that covers these cases now) accepts them
             why = (f"its cases still deviate and entr{'y' if len(before) == 1 else 'ies'} "
                    f"{', '.join(f'#{n}' for n in before)} before it accept{'s' if len(before) == 1 else ''} them: "
                    "this entry is redundant")
             state = Stale.REDUNDANT
+        elif not matching and not other:
+            why, state = "matches no case in this run", Stale.UNMATCHED
+        elif PASS in now:
+            why, state = "its cases now " + "/".join(now), Stale.FIXED
+        elif other:
+            why = (f"its cases now {'/'.join(now)}: another deviation than the {e.verdict} it accepts "
+                   "(the new one is not accepted)")
+            state = Stale.CHANGED
         else:
-            why = "matches no case in this run" if not matching else "its cases now " + "/".join(now)
-            state = Stale.UNMATCHED if not matching else Stale.FIXED if PASS in now else Stale.NOT_DEVIATING
+            why, state = "its cases now " + "/".join(now), Stale.NOT_DEVIATING
+        matching += other
         out.append((e, {**e.as_dict(), "why": why, "cases": len(matching), "state": state}))
     return out
 
@@ -209,7 +281,7 @@ def gate(report: dict, baseline: Baseline | None, today: _dt.date, *, min_cases:
     new = []
     named = {f["id"]: behaviour(f) for f in report.get("failures") or ()}
     for case in report["cases"]:
-        entry = baseline.live_match(case["id"], today, named.get(case["id"])) if baseline else None
+        entry = baseline.live_match(case["id"], case["verdict"], today, named.get(case["id"])) if baseline else None
         if case["verdict"] in DEVIATING:
             if entry:
                 case["baseline"] = entry.reason
@@ -265,21 +337,39 @@ def deviations(report: dict) -> list[str]:
 
 
 def create(report: dict, reason: str | None = None, expires: str | None = None) -> dict:
-    """One entry per op version, types and behaviour of the report's deviations (never unsupported
-    ones): ``OpVersion/types/*`` with the diagnosis model that names them (``none``: no model does).
-    A deviation the report did not diagnose gets an entry of its own id."""
+    """A baseline accepting exactly the report's deviations (never unsupported ones): ``entries_for``
+    every one of them."""
     if expires is not None:
         _dt.date.fromisoformat(expires)  # refuse a bad date now, not at the next run
+    return {FORMAT_KEY: FORMAT_VERSION, "entries": entries_for(report, deviations(report), reason, expires)}
+
+
+def entries_for(report: dict, ids: list[str], reason: str | None = None, expires: str | None = None) -> list[dict]:
+    """Entries accepting these deviating cases of the report and no other behaviour: one per op
+    version, types and diagnosis model (``OpVersion/types/*`` with ``diagnosis`` and ``cases``); a
+    failure no model names (``none``), or one the report did not diagnose (a ``--diagnose-per-group``
+    budget), gets an entry of its own id, as an error, a crash or a timeout does, with its verdict."""
     failures = {f["id"]: f for f in report.get("failures") or ()}
-    groups: dict[tuple[str, str | None], list[str]] = {}
-    for cid in deviations(report):
-        named = behaviour(failures.get(cid, {}))
-        key = (cid.rsplit("/", 2)[0] + "/*", named) if named is not None else (cid, None)
+    verdicts = {c["id"]: c["verdict"] for c in report["cases"]}
+    groups: dict[tuple[str, str | None, str], list[str]] = {}
+    for cid in ids:
+        named = behaviour(failures.get(cid, {})) if verdicts[cid] == FAIL else None
+        if named is not None and named != UNNAMED:
+            key = (cid.rsplit("/", 2)[0] + "/*", named, FAIL)
+        else:
+            key = (cid, named, verdicts[cid])
         groups.setdefault(key, []).append(cid)
-    entries = [{"id": pattern, **({"diagnosis": named, "cases": len(ids)} if named is not None else {}),
-                "reason": reason or PLACEHOLDER, **({"expires": expires} if expires else {})}
-               for (pattern, named), ids in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or ""))]
-    return {FORMAT_KEY: FORMAT_VERSION, "entries": entries}
+    return [{"id": pattern, **({"diagnosis": named} if named is not None else {}),
+             **({"cases": len(ids)} if named is not None and named != UNNAMED else {}),
+             **({"verdict": verdict} if verdict != FAIL else {}),
+             "reason": reason or PLACEHOLDER, **({"expires": expires} if expires else {})}
+            for (pattern, named, verdict), ids in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2]))]
+
+
+def undiagnosed(report: dict) -> list[str]:
+    """The report's failures its diagnosis did not look at (a per-group budget): ``create`` can only
+    accept them by case id, not by behaviour."""
+    return sorted(f["id"] for f in report.get("failures") or () if f.get("verdict") == FAIL and behaviour(f) is None)
 
 
 def refresh(data: dict, report: dict, *, add_new: bool = False, reason: str | None = None) -> tuple[dict, list, list]:
@@ -301,9 +391,10 @@ def refresh(data: dict, report: dict, *, add_new: bool = False, reason: str | No
         else:
             kept.append(raw_entry)
     covered = [e for e in parsed if e.number not in gone]
-    new = [cid for cid in deviations(report) if not any(e.matches(cid, named.get(cid)) for e in covered)]
+    verdicts = {c["id"]: c["verdict"] for c in report["cases"]}
+    new = [cid for cid in deviations(report) if not any(e.matches(cid, verdicts[cid], named.get(cid)) for e in covered)]
     if add_new:
-        kept += [{"id": cid, "reason": reason or PLACEHOLDER} for cid in new]
+        kept += entries_for(report, new, reason)
     return {FORMAT_KEY: FORMAT_VERSION, "entries": kept}, dropped, new
 
 
@@ -337,15 +428,20 @@ def main(args) -> int:
             out.write_text(dumps(data), encoding="utf-8")
             n = len(data["entries"])
             print(f"wrote {out}: {n} entr{'y' if n == 1 else 'ies'} from {args.report}")
+            blind = undiagnosed(report)
+            if blind:
+                print(f"{len(blind)} failure(s) of the report were not diagnosed (a --diagnose-per-group budget): "
+                      f"each is accepted by its own id, whatever its behaviour; certify with --diagnose-per-group 0 "
+                      f"to accept them by behaviour")
             if n and not args.reason:
                 print(f"each entry has the placeholder reason {PLACEHOLDER!r}; the gate refuses the file until "
                       f"every reason says why the deviation is accepted")
             return 0
         path = Path(args.baseline)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise BaselineError(f"baseline file {path}: {exc}") from None
+            data = _json(path.read_text(encoding="utf-8"), path)
+        except OSError as exc:
+            raise BaselineError(f"baseline file {path}: {exc.strerror or exc}") from None
         parse(data if not isinstance(data, dict) else {**data, "entries": [
             {**e, "reason": "placeholder"} if isinstance(e, dict) and e.get("reason") == PLACEHOLDER else e
             for e in data.get("entries", [])]}, str(path))  # malformed entries: one clear line

@@ -155,8 +155,9 @@ class _Session:
         baseline = self.state.baseline
         if baseline and rep.when == "call" and rep.failed and (hasattr(item, "case_id") or hasattr(item, "case")):
             result = getattr(item, "_result", None)
-            named = baseline_mod.behaviour(result.record.to_dict()) if result is not None else None
-            entry = baseline.live_match(getattr(item, "case_id", None) or item.case.id, self.state.today, named)
+            record = result.record.to_dict() if result is not None else {}
+            entry = baseline.live_match(getattr(item, "case_id", None) or item.case.id, record.get("verdict"),
+                                        self.state.today, baseline_mod.behaviour(record))
             if entry is not None:
                 rep.outcome = "skipped"
                 rep.wasxfail = f"baseline: {entry.reason}"
