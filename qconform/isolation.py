@@ -10,6 +10,7 @@ and the caller starts a fresh one.
 """
 from __future__ import annotations
 
+import atexit
 import multiprocessing as mp
 import os
 import queue
@@ -106,17 +107,100 @@ def call(run: Callable, feeds: Mapping[str, np.ndarray]) -> CallResult:
 # ----------------------------------------------------------------------------------------------
 # A worker process
 # ----------------------------------------------------------------------------------------------
+#: A worker's temporary directory (its TMPDIR) is ``<temp dir>/qconform-worker-XXXXXXXX``. It goes
+#: when the worker ends: removed by the controller (``Child.kill``: crashed, hung or done), by the
+#: worker itself when it ends on its own (its controller gone: killed, its Dask worker or its machine
+#: lost), and otherwise (the worker killed together with its controller: SIGKILL, the OOM killer, a
+#: device worker's runner dying with it) by the next ``Child.start`` on the machine (``sweep``). Its
+#: ``LOCK`` file is held (a shared ``flock``) by the controller and by the worker while either lives:
+#: a directory whose lock can be taken exclusively belongs to nobody any more.
+PREFIX = "qconform-worker-"
+LOCK = ".qconform-worker.lock"
+#: ``Child.start`` sweeps its temp directory at most once in this many seconds (per process).
+SWEEP_EVERY = 60.0
+_last_sweep: dict[str, float] = {}
+
+
+def _hold(fd: int) -> bool:
+    """A shared lock on the directory's lock file: False where the file system has no ``flock``."""
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        return True
+    except (ImportError, OSError):
+        return False
+
+
+def _new_dir() -> tuple[str, int | None]:
+    """A fresh worker directory and the controller's lock on it; the lock file gets its name only once
+    locked, so a sweep never sees it free."""
+    tmp = tempfile.mkdtemp(prefix=PREFIX)
+    fd = None
+    try:
+        fresh = os.path.join(tmp, LOCK + ".new")
+        fd = os.open(fresh, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        if _hold(fd):
+            os.rename(fresh, os.path.join(tmp, LOCK))
+    except OSError:  # no lock: the directory is still removed by the controller and the worker, never swept
+        pass
+    return tmp, fd
+
+
+def sweep(root: str | None = None) -> list[str]:
+    """Remove the temporary directories of this user's workers that are gone (their lock is free: no
+    controller or worker holds it; a directory without a lock file is never touched). The removed paths."""
+    try:
+        import fcntl
+    except ImportError:
+        return []
+    root = os.path.realpath(root or tempfile.gettempdir())
+    removed: list[str] = []
+    try:
+        entries = [e for e in os.scandir(root) if e.name.startswith(PREFIX)]
+    except OSError:
+        return removed
+    uid = os.getuid()
+    # this process's own are passed over (where flock is emulated by POSIX locks, they would not conflict)
+    mine = {os.path.realpath(child._tmp) for child in list(_LIVE) if child._tmp}
+    for entry in entries:
+        try:
+            if entry.path in mine or not entry.is_dir(follow_symlinks=False) or \
+                    entry.stat(follow_symlinks=False).st_uid != uid:
+                continue
+            fd = os.open(os.path.join(entry.path, LOCK), os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a controller or worker lives
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
 def _child_main(conn, target: Callable, args: tuple, memory_mb: int, tmp: str) -> None:
     os.setsid()  # its own process group: whatever it starts is killed with it
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the controller's to handle
+    try:
+        lock = os.open(os.path.join(tmp, LOCK), os.O_RDONLY)  # held while this process lives (never closed)
+        _hold(lock)
+    except OSError:  # no lock file (no flock here), or the directory is already gone with the controller
+        pass
     os.environ["TMPDIR"] = tmp
     tempfile.tempdir = tmp
-    if memory_mb:
-        import resource
+    try:
+        if memory_mb:
+            import resource
 
-        limit = memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    target(conn, *args)
+            limit = memory_mb * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        target(conn, *args)
+    finally:  # ended on its own (done, or its controller gone): nothing of it is needed any more
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 class Child:
@@ -136,17 +220,30 @@ class Child:
         self._conn = None
         self._inbox: queue.Queue | None = None
         self._tmp = ""
+        self._lock: int | None = None
         self.started = 0
         self.last_arrival = time.monotonic()
 
     def start(self) -> None:
         self.kill()
+        root = tempfile.gettempdir()
+        if time.monotonic() - _last_sweep.get(root, -SWEEP_EVERY) >= SWEEP_EVERY:
+            _last_sweep[root] = time.monotonic()
+            sweep(root)
         parent, child = self._ctx.Pipe()
-        self._tmp = tempfile.mkdtemp(prefix="qconform-worker-")
-        self._proc = self._ctx.Process(target=_child_main, args=(child, self.target, self.args, self.memory_mb,
-                                                                 self._tmp), daemon=True, name="qconform-runner")
-        self._proc.start()
-        child.close()
+        self._tmp, self._lock = _new_dir()
+        _LIVE.add(self)
+        proc = self._ctx.Process(target=_child_main, args=(child, self.target, self.args, self.memory_mb, self._tmp),
+                                 daemon=True, name="qconform-runner")
+        try:
+            proc.start()
+        except BaseException:  # no worker: nothing of it is left (its directory with it)
+            parent.close()
+            self.kill()
+            raise
+        finally:
+            child.close()
+        self._proc = proc
         self._conn = parent
         self._inbox = queue.Queue()
         self.last_arrival = time.monotonic()
@@ -207,12 +304,30 @@ class Child:
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = ""
+        if self._lock is not None:  # released only once the directory is gone
+            os.close(self._lock)
+            self._lock = None
+        _LIVE.discard(self)
 
     def close(self) -> None:
         if self._proc is not None and self._proc.is_alive():
             self.send(None)
             self._proc.join(5)
         self.kill()
+
+
+#: Children not killed or closed yet: killed at interpreter exit (a pool its owner never closed),
+#: their directories with them.
+_LIVE: set[Child] = set()
+
+
+@atexit.register
+def _kill_live() -> None:
+    for child in list(_LIVE):
+        try:
+            child.kill()
+        except Exception:  # noqa: BLE001 - the others are still killed
+            pass
 
 
 def describe_exit(code: int | None) -> str:

@@ -7,10 +7,13 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from conftest import REPO, run_pytest
 from fault_runners import FAULTS
+
+from qconform import isolation
 
 RUNNER = f"--runner={Path(__file__).with_name('fault_runners.py')}:FaultRunner"
 
@@ -112,3 +115,91 @@ def test_without_isolation_exceptions_and_garbage_are_still_classified():
             assert f"FAILED qconform/golden/MANIFEST::{cid}" in r.stdout
     assert "Traceback" not in r.stdout.split("short test summary")[0] or "INTERNALERROR" not in r.stdout
     assert "INTERNALERROR" not in r.stdout
+
+
+def _workers(pid: int) -> list[int]:
+    """The runner worker processes (multiprocessing's spawned children) whose parent is ``pid``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == pid and b"spawn_main" in (stat.parent / "cmdline").read_bytes():
+                found.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def _kill_quietly(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+class KilledRun:
+    """A ``qconform certify --runner cpu-ref`` run whose workers make their directories in ``own``
+    (TMPDIR), once its first worker's directory is there (the worker started)."""
+
+    def __init__(self, own: Path, report: Path) -> None:
+        self.own = own
+        self.proc = subprocess.Popen([sys.executable, "-m", "qconform.cli", "certify", "--runner", "cpu-ref", "-j", "1",
+                                      "--report", str(report)], cwd=REPO, env={**os.environ, "TMPDIR": str(own)},
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        self.workers: list[int] = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (self.dirs() and self.workers) and self.proc.poll() is None:
+            self.workers = _workers(self.proc.pid)
+            time.sleep(0.05)
+        assert self.proc.poll() is None and self.dirs() and self.workers, "the run never started its worker"
+        time.sleep(1)  # the worker past its start (it has read what it runs from its controller)
+
+    def dirs(self) -> list[Path]:
+        return list(self.own.glob("qconform-worker-*"))
+
+    def gone_within(self, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while self.dirs() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return not self.dirs()
+
+    def clean_up(self) -> None:
+        for pid in [self.proc.pid, *self.workers]:
+            _kill_quietly(pid)
+        self.proc.wait(30)
+
+
+def test_a_worker_whose_controller_is_killed_removes_its_own_directory(tmp_path):
+    """The controller SIGKILLed (the OOM killer, a killed pytest, a lost Dask worker) never removes its
+    worker's directory: the worker, left alone, removes it as it ends."""
+    own = tmp_path / "tmp"
+    own.mkdir()
+    run = KilledRun(own, tmp_path / "r")
+    try:
+        os.kill(run.proc.pid, signal.SIGKILL)
+        run.proc.wait(30)
+        assert run.gone_within(30), f"the orphaned worker left {run.dirs()}"
+    finally:
+        run.clean_up()
+
+
+def test_the_directory_of_a_worker_killed_with_its_controller_is_swept_and_a_live_ones_is_not(tmp_path):
+    """Killed together (SIGKILL both: a device worker's runner dies with it), no code of theirs runs:
+    the next worker started on the machine removes the directory. A live run's directory stays."""
+    own = tmp_path / "tmp"
+    own.mkdir()
+    run = KilledRun(own, tmp_path / "r")
+    try:
+        live = run.dirs()
+        assert isolation.sweep(str(own)) == [] and all(d.is_dir() for d in live)  # its controller and worker hold it
+        for sig in (signal.SIGSTOP, signal.SIGKILL):  # stopped first: neither sees the other go
+            for pid in (run.proc.pid, *run.workers):
+                os.kill(pid, sig)
+        run.proc.wait(30)
+        time.sleep(1)
+        left = run.dirs()
+        assert left, "nothing was left behind to sweep"
+        swept = isolation.sweep(str(own))
+        assert sorted(Path(p).name for p in swept) == sorted(d.name for d in left) and not run.dirs()
+    finally:
+        run.clean_up()
