@@ -576,3 +576,66 @@ def test_openvinos_relu_and_clip_around_its_fakequantize():
     assert clip.outputs(covering[0])[0].tolist() == MODELS["requantise-through-fakequantize-bounds"].outputs(
         covering[1])[0].tolist() == [255, 255, 255, 30]
     assert not clip.applies(_requant([1], 0.1, 100, 0.1, 100, middle="Clip", bounds=(-1.0,)))  # a bound left out
+
+
+def _dq_bfloat16(x_type: str, x, scale_bits, zero_point=None, out: str = "bfloat16") -> "Draft":
+    """DequantizeLinear-21 of ``x_type`` codes with a bfloat16 scale given by its bits (the output is the
+    scale's type), per tensor, or per axis 0 when ``scale_bits`` is a list; ``out`` other than
+    bfloat16: DequantizeLinear-23 with that output_dtype."""
+    from onnx import TensorProto
+
+    from qconform import dtypes
+    from qconform.case import Arg, Draft
+
+    t = dtypes.get(x_type).dtype
+    args = [Arg("x", x_type, np.array(x, t)),
+            Arg("s", "bfloat16", np.array(scale_bits, np.uint16).view(dtypes.get("bfloat16").dtype), True)]
+    if zero_point is not None:
+        args.append(Arg("zp", x_type, np.array(zero_point, t), True))
+    if out == "bfloat16":
+        return Draft("DequantizeLinear", 21, f"{x_type}-bfloat16", "t", "t", tuple(args), {"axis": 0})
+    return Draft("DequantizeLinear", 23, f"{x_type}-bfloat16-{out}", "t", "t", tuple(args),
+                 {"axis": 0, "output_dtype": {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}[out]})
+
+
+def test_openvinos_bfloat16_dequantize_without_bfloat16_hardware():
+    """bfloat16-emulated-half-up-if-odd (research/openvino-bfloat16.md), step by step on inputs whose
+    outputs OpenVINO 2026.4.1 gave under ONEDNN_MAX_CPU_ISA=AVX2 (the probe's bits; checked by hand):
+    - the zero point is rounded to bfloat16 while x stays exact: uint16 65535, 65533, 257 with zero
+      point 65535 (-> 65536) and scale 1 give -1, -3 and fma = -65279 = 0xC77EFF00 (kept bit even:
+      truncated to -65024, 0xC77E), where the spec gives 0, -2, -65280 (0xC77F);
+    - the result is stored half up only when the kept last bit is odd: int16 -32767 * 1.0078125 =
+      -33022.9921875 = 0xC700FEFE gives -32768 (0xC700), the spec -33024 (0xC701); -697 * 1.0078125 =
+      -702.4453125 = 0xC42F9C80 gives -704 (0xC430), the spec -700 (x rounded to -696 first, 0xC42F);
+    - an infinite bias is clamped to -FLT_MAX: uint8 1 with zero point 128 and scale bfloat16-max
+      (0x7F7F) is fma = -(2^120 - 2^104) = 0xFB7FFF00, odd kept bit, -2^120 (0xFB80), where the spec
+      gives -inf; 254 overflows to +inf as the spec does;
+    - a per-axis scale holding a subnormal is flushed while the bias folded from it is not: int16 with
+      zero points -32768 and scales 2^-133 (0x0001) gives 32768 * 2^-133 = 2^-118 (0x0480) for every x,
+      where the spec gives 2^-133 for x = -32767 and 65535 * 2^-133 = 2^-118 * (2 - 2^-15), rounded up
+      to 2^-117 (0x0500), for x = 32767; a single-element scale is not flushed: the spec's bits;
+    - a single zero zero point is removed, a per-axis one kept as a bias of +0: x = 0 with scale -1
+      gives -0 (0 * -1) and +0 (-0 + (-0 * -1)) respectively."""
+    from qconform.oracle.base import evaluate
+
+    model = MODELS["bfloat16-emulated-half-up-if-odd"]
+    bits = lambda a: np.asarray(a).view(np.uint16).reshape(-1).tolist()
+    cases = [  # draft, OpenVINO's bits (AVX2), the spec's bits
+        (_dq_bfloat16("uint16", [65535, 65533, 257], 0x3F80, 65535), [0xBF80, 0xC040, 0xC77E], [0x0000, 0xC000, 0xC77F]),
+        (_dq_bfloat16("int16", [-32767, -697], 0x3F81), [0xC700, 0xC430], [0xC701, 0xC42F]),
+        (_dq_bfloat16("uint8", [1, 254], 0x7F7F, 128), [0xFB80, 0x7F80], [0xFF80, 0x7F80]),
+        (_dq_bfloat16("int16", [[-32767, 32767]] * 2, [0x0001] * 2, [-32768] * 2), [0x0480] * 4, [0x0001, 0x0500] * 2),
+        (_dq_bfloat16("int16", [-32767, 32767], 0x0001, -32768), [0x0001, 0x0500], [0x0001, 0x0500]),
+        (_dq_bfloat16("int8", [0, 1], 0xBF80, 0), [0x8000, 0xBF80], [0x8000, 0xBF80]),
+        (_dq_bfloat16("int8", [[0, 1]] * 2, [0xBF80] * 2, [0, 0]), [0x0000, 0xBF80] * 2, [0x8000, 0xBF80] * 2),
+    ]
+    for draft, given, spec in cases:
+        assert model.applies(draft)
+        assert bits(model.outputs(draft)[0]) == given, draft.inputs
+        assert bits(evaluate(draft).expected[0]) == spec, draft.inputs
+    # the native path's model (x rounded to bfloat16, hardware round-to-nearest-even) gives other bits
+    native = MODELS["bfloat16-half-up-if-odd"]
+    assert bits(native.outputs(cases[0][0])[0])[0] == 0x0000
+    assert bits(native.outputs(cases[1][0])[0]) == [0xC701, 0xC42F]
+    # only a bfloat16 output goes through the emulation
+    assert not model.applies(_dq_bfloat16("uint8", [1], 0x3F80, 128, out="float32"))

@@ -84,6 +84,7 @@ ORDER = (
     "dq-multiply-in-scale-type",
     "fake-quantize",
     "bfloat16-half-up-if-odd",
+    "bfloat16-emulated-half-up-if-odd",
     "constant-subnormals-flushed",
     "dq-fused-bias",
     "add-just-under-half-then-truncate",
