@@ -433,7 +433,13 @@ class CaseItem(pytest.Item):
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):
-        return self.path, None, self.case_id
+        return self.path, 0, self.case_id  # pytest's skip report needs a line: the corpus's MANIFEST has none
+
+
+def _marked_to_skip(item: pytest.Item) -> bool:
+    """A case item a conftest marked ``skip``, ``skipif`` or ``xfail``: pytest's own protocol runs it,
+    so its skipping plugin decides (the fast protocol calls no setup hook)."""
+    return any(True for name in ("skip", "skipif", "xfail") for _ in item.iter_markers(name))
 
 
 def _nothing() -> None:
@@ -472,7 +478,8 @@ class Records:
             where = config.workerinput.get(WORKERINPUT_RECORDS)
             if where:
                 path = Path(where) / f"{config.workerinput.get('workerid', os.getpid())}.jsonl"
-                self._file = path.open("w", encoding="utf-8")
+                # line-buffered: a worker that crashes (xdist restarts it) keeps every record it made
+                self._file = path.open("w", encoding="utf-8", buffering=1)
 
     def add(self, rec: CaseRecord) -> None:
         self.by_id[rec.id] = rec
@@ -615,11 +622,11 @@ class QconformPlugin:
             return CorpusFile.from_parent(parent, path=file_path)
         return None
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
-                                      items: list[pytest.Item]) -> None:
-        """The plan: this session's case ids, in run order (after -k/-m selection)."""
-        self.plan = [item.case_id for item in items if isinstance(item, CaseItem)]
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """The plan: this session's case ids, in run order, once every plugin has selected and ordered
+        them (-k/-m, and the cache plugin's --lf/--ff, which deselect in a wrapper after every
+        ``pytest_collection_modifyitems``)."""
+        self.plan = [item.case_id for item in session.items if isinstance(item, CaseItem)]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
@@ -628,7 +635,7 @@ class QconformPlugin:
         each phase (the runner runs in its own process), exception and traceback machinery for a verdict
         already known. ``--case-protocol=pytest`` keeps pytest's own protocol (setup hooks, capture); so
         does ``auto`` when a plugin outside pytest hooks a phase."""
-        if not isinstance(item, CaseItem) or not self.fast:
+        if not isinstance(item, CaseItem) or not self.fast or _marked_to_skip(item):
             return None
         item.run_protocol()
         return True
@@ -663,10 +670,12 @@ class QconformPlugin:
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config: pytest.Config):
         result = yield
-        if self.records.by_id and not _is_xdist_worker(config):
-            _summary(terminalreporter, self.records.by_id.values())
-            _rerun_hint(terminalreporter, config, self.records.by_id.values())
-            config.hook.pytest_qconform_summary(terminalreporter=terminalreporter, config=config)  # features, last
+        if not _is_xdist_worker(config):
+            if self.records.by_id:
+                _summary(terminalreporter, self.records.by_id.values())
+                _rerun_hint(terminalreporter, config, self.records.by_id.values())
+            # features, last; also without a record: a gate that fails a run of no case says why
+            config.hook.pytest_qconform_summary(terminalreporter=terminalreporter, config=config)
         return result
 
 

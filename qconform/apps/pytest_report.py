@@ -34,7 +34,7 @@ from qconform.apps.certification import assemble
 from qconform.plugin import PLUGIN, plugin_of
 from qconform.record import CaseRecord
 from qconform.report import writer
-from qconform.verdicts import ERROR, NOT_RUN
+from qconform.verdicts import DEVIATING, ERROR, NOT_RUN
 
 
 @dataclass
@@ -42,7 +42,8 @@ class _State:
     baseline: baseline_mod.Baseline | None = None
     today: _dt.date = field(default_factory=_dt.date.today)
     collected: list[str] | None = None  # case ids, collection order
-    failed_without_record: dict[str, str] = field(default_factory=dict)  # case id -> why (setup error, crash)
+    #: case id -> (phase, why) of a case pytest reported failed (setup error, crash, a conftest's hook)
+    failed_without_record: dict[str, tuple[str, str]] = field(default_factory=dict)
     durations: dict[str, float] = field(default_factory=dict)
     started: float = 0.0
     started_iso: str = ""
@@ -139,7 +140,7 @@ class _Session:
                     stubs[c.id] = CaseRecord.stub(c)
                     self.state.extra_cases[c.id] = c
                 ids.append(c.id)
-        self.state.collected = ids
+        self.state.collected = list(dict.fromkeys(ids))  # a case collected twice (--keep-duplicates) is one case
         self.state.deselected += self.config.stash[PLUGIN].prefiltered  # -k / -m decided while collecting
 
     @pytest.hookimpl(optionalhook=True)
@@ -174,7 +175,7 @@ class _Session:
             crash = getattr(getattr(report.longrepr, "reprcrash", None), "message", None)
             lines = (report.longreprtext or "").strip().splitlines()
             why = crash or (lines[-1] if lines else "")
-            state.failed_without_record[cid] = f"no result recorded ({report.when}): {why}"[:500]
+            state.failed_without_record[cid] = (report.when, why[:500])
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         self.state.deselected += len(items)
@@ -263,9 +264,12 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, CaseRecord]
     config = session.config
     collected = [stubs.get(cid, CaseRecord(cid)).to_dict() for cid in (state.collected or [])]
     got = dict(config.stash[PLUGIN].records.by_id)
-    for cid, why in state.failed_without_record.items():
+    for cid, (when, why) in state.failed_without_record.items():
         if cid not in got:
-            got[cid] = dataclasses.replace(stubs[cid], verdict=ERROR, problem=why)
+            got[cid] = dataclasses.replace(stubs[cid], verdict=ERROR, problem=f"no result recorded ({when}): {why}")
+        elif got[cid].verdict not in DEVIATING | {NOT_RUN}:  # pytest failed it (a conftest's hook, a teardown): not a pass
+            got[cid] = dataclasses.replace(stubs[cid], verdict=ERROR, problem=f"pytest failed this case in its {when} "
+                                           f"phase, after the engine's verdict {got[cid].verdict}: {why}")
     records = []
     for rec in got.values():
         rec = rec.over(stubs[rec.id]) if rec.id in stubs else rec
