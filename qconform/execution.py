@@ -103,6 +103,9 @@ class Pipeline:
         self._budget = None
         #: the run of cases being judged (its first id; None: judged one by one): the diagnosis budget's scope
         self.scope: str | None = None
+        #: called before qconform's own work on a case the runner has answered (a failure's diagnosis):
+        #: a pool's worker tells its pool, whose item timeout measures the runtime alone
+        self.on_qconform_work: Callable[[], None] | None = None
 
     @classmethod
     def local(cls, runner: Any, *, diagnose: bool = False, strict_nan: bool = False, profile: str = "default",
@@ -411,6 +414,8 @@ class Pipeline:
             self._budget = Budget(self.options.diagnose_per_group or None)
         if not self._budget.allow(case, self.scope):
             return None, [], ""
+        if self.on_qconform_work is not None:
+            self.on_qconform_work()
         errors: list[str] = []
         try:
             found = diagnose_case(case, outputs, strict_nan=self.options.strict_nan, profile=self.options.profile,

@@ -42,6 +42,11 @@ RUN = 512
 TOGETHER = "\x00together"
 #: A group of results, ``(RESULTS, [(key, result), ...])``, in order: what arrived since the last group.
 RESULTS = "\x00results"
+#: A worker's notice ``(QCONFORM_WORK,)`` that the runtime is done with its current item and qconform's
+#: own work on it begins (a failure's diagnosis): the item timeout measures the runtime, so from here the
+#: item has ``QCONFORM_WORK_LIMIT`` seconds (a bound on a qconform bug, not on the runtime).
+QCONFORM_WORK = "\x00qconform-work"
+QCONFORM_WORK_LIMIT = 600.0
 #: A worker sends the results it holds once this many seconds have passed since its last message
 #: (and at the end of each batch): a pipe message per group instead of per item, while a slow item
 #: is still answered as soon as it ends (so a hang is measured from the item's start, within this).
@@ -168,6 +173,8 @@ def _serve(conn, job: Job) -> None:
     # a worker that runs a batch as a whole (packing, a device's batch) answers it in one group
     many = getattr(worker, "run_many", None) if getattr(worker, "batches", False) else None
     out = _Outbox(conn, job)
+    if hasattr(worker, "on_qconform_work"):  # its own work on an item is not the runtime's time
+        worker.on_qconform_work = lambda: out.notice((QCONFORM_WORK,))
     for scope, batch, alone in _incoming(conn):
         worker.scope = scope
         together = not alone and len(batch) > 1
@@ -338,8 +345,11 @@ class _Lane:
         # the head item started when the message before it arrived (results come strictly in order)
         since = max(self.last, self.child.last_arrival) if self.child.inbox_empty() else self.last
         got = self.child.receive(None if timeout is None else max(0.0, since + timeout - time.monotonic()))
-        while isinstance(got, tuple) and got and got[0] == TOGETHER:
-            self.packing = set(got[1])
+        while isinstance(got, tuple) and got and got[0] in (TOGETHER, QCONFORM_WORK):
+            if got[0] == TOGETHER:
+                self.packing = set(got[1])
+            elif timeout is not None:  # the runtime answered the head item; qconform now works on it
+                since, timeout = time.monotonic(), max(timeout, QCONFORM_WORK_LIMIT)
             got = self.child.receive(None if timeout is None else max(0.0, since + timeout - time.monotonic()))
         if got in (Child.TIMEOUT, Child.GONE) and head in self.packing:
             # inside a batch answered together: which item did it is unknown; the unanswered again, one by one
@@ -457,4 +467,4 @@ def local_pool(job: Job, *, isolate: bool = True, workers: int = 1, timeout: flo
     return InProcessPool(job, worker)
 
 
-__all__ = ["FLUSH", "InProcessPool", "IsolatedPool", "Job", "RESULTS", "RUN", "READY", "TOGETHER", "STARTUP_TIMEOUT", "Worker", "local_pool", "runs"]
+__all__ = ["FLUSH", "InProcessPool", "IsolatedPool", "Job", "QCONFORM_WORK", "RESULTS", "RUN", "READY", "TOGETHER", "STARTUP_TIMEOUT", "Worker", "local_pool", "runs"]

@@ -104,6 +104,42 @@ class TiesAway(CpuRefRunner):
         return DeviationRunner(model="round-half-away").prepare(model)
 
 
+class SlowOwnWorkJob:
+    """A pool job whose worker's runtime answers each item at once and whose own work on it (what a
+    failure's diagnosis is) then takes ``seconds``, announced (``say``) as qconform's work or not."""
+
+    def __init__(self, seconds: float, say: bool = True) -> None:
+        self.seconds, self.say = seconds, say
+
+    def start(self) -> "_SlowOwnWork":
+        return _SlowOwnWork(self.seconds, self.say)
+
+    def key(self, item: str) -> str:
+        return item
+
+    def group(self, item: str) -> str:
+        return "one"
+
+    def failed(self, item: str, verdict: str, why: str, traceback: str = "") -> tuple:
+        return (verdict, why)
+
+
+class _SlowOwnWork:
+    scope = None
+
+    def __init__(self, seconds: float, say: bool) -> None:
+        self.seconds, self.say = seconds, say
+        self.on_qconform_work = None
+
+    def run(self, item: str) -> tuple:
+        import time
+
+        if self.say and self.on_qconform_work is not None:
+            self.on_qconform_work()
+        time.sleep(self.seconds)
+        return ("done", item)
+
+
 def copy_group(root: Path, group: str = "QuantizeLinear-21") -> Path:
     """A real corpus made of one golden group of the bundled corpus (files copied, MANIFEST rewritten)."""
     src = default_golden()

@@ -129,3 +129,26 @@ def test_the_local_executors_are_executors():
             assert ex.result(cid).verdict == "pass"
         finally:
             ex.close()
+
+
+def test_the_case_timeout_measures_the_runtime_not_qconforms_diagnosis():
+    """A failure's diagnosis runs in the worker after the runtime answered (pytest's engine): it is
+    not the runtime's time. A worker that says so keeps the item however long qconform's own work
+    takes (with --case-timeout 0.5 a slow diagnosis made 'timeout' verdicts certify never gave);
+    one that does not, times out as before."""
+    from support import SlowOwnWorkJob
+
+    from qconform.pool import IsolatedPool
+    from qconform.verdicts import TIMEOUT
+
+    for say, expected in ((True, [("done", "a"), ("done", "b")]), (False, None)):
+        pool = IsolatedPool(SlowOwnWorkJob(1.5, say=say), timeout=0.5)
+        try:
+            pool.submit(["a", "b"])
+            got = [pool.result("a"), pool.result("b")]
+        finally:
+            pool.close()
+        if expected is not None:
+            assert got == expected
+        else:
+            assert got[0][0] == TIMEOUT, got
