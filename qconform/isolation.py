@@ -101,7 +101,14 @@ def call(run: Callable, feeds: Mapping[str, np.ndarray]) -> CallResult:
     for name, original in feeds.items():
         if handed[name].shape != np.shape(original) or handed[name].tobytes() != np.ascontiguousarray(original).tobytes():
             return CallResult(Call.ERROR, message=f"runner mutated its input {name!r}")
-    return CallResult(Call.OK, outputs=[np.array(o, copy=True) for o in outputs])
+    return CallResult(Call.OK, outputs=[_native(np.array(o, copy=True)) for o in outputs])
+
+
+def _native(a: np.ndarray) -> np.ndarray:
+    """An output in this machine's byte order: a binding may hand back big-endian ``>f4`` holding the
+    runtime's very values; compared as they are, their element type read as another and every element's
+    bits swapped. The values (and each one's bits) are the same either way."""
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -203,3 +203,19 @@ def test_the_directory_of_a_worker_killed_with_its_controller_is_swept_and_a_liv
         assert sorted(Path(p).name for p in swept) == sorted(d.name for d in left) and not run.dirs()
     finally:
         run.clean_up()
+
+
+def test_outputs_in_the_other_byte_order_are_the_same_values():
+    """A binding that hands back big-endian arrays holding the runtime's values: the same element type
+    and bits once in this machine's order (compared as they were, every element read as another
+    type: 'element type >f4, expected float32')."""
+    import numpy as np
+
+    from qconform.verdicts import Call
+
+    values = np.array([1.5, -0.0, np.nan, 65504.0], np.float32)
+    res = isolation.call(lambda feeds: [values.astype(">f4"), np.array([-3, 7], ">i2")], {})
+    assert res.kind == Call.OK
+    (f, i) = res.outputs
+    assert f.dtype == np.float32 and f.tobytes() == values.tobytes()
+    assert i.dtype == np.int16 and i.tolist() == [-3, 7]
