@@ -1,7 +1,8 @@
 """IREE: the ONNX importer, ``iree-compile`` for llvm-cpu, the ``iree.runtime`` local HAL driver:
 ``pip install 'qconform[iree]'``.
 
-The model goes through what ``iree-import-onnx`` does (``onnx_importer.ModelInfo`` /
+The model goes through what ``iree-import-onnx`` does (``onnx.shape_inference.infer_shapes``,
+which types a graph's intermediate values, then ``onnx_importer.ModelInfo`` /
 ``NodeImporter.define_function(...).import_all()`` / ``verify()``) in a fresh MLIR context, then
 ``iree.compiler.tools.compile_file`` (``--iree-input-type=onnx``, ``--iree-hal-target-backends=llvm-cpu``,
 ``--iree-llvmcpu-target-cpu=generic``: IREE warns without an explicit CPU; ``--runner-opt cpu=host``
@@ -142,6 +143,9 @@ class IreeRunner(BaseRunner):
 
     def prepare(self, model: onnx.ModelProto) -> Prepared:
         try:
+            # iree-import-onnx infers shapes first: without it an intermediate value of a graph (a QDQ
+            # pattern's) has no type and imports as !torch.none, which no lowering takes
+            model = onnx.shape_inference.infer_shapes(model)
             with ir.Context() as context:
                 info = onnx_importer.ModelInfo(model)
                 module = info.create_module(context=context).operation
