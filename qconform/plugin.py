@@ -626,7 +626,10 @@ class QconformPlugin:
         """The plan: this session's case ids, in run order, once every plugin has selected and ordered
         them (-k/-m, and the cache plugin's --lf/--ff, which deselect in a wrapper after every
         ``pytest_collection_modifyitems``)."""
-        self.plan = [item.case_id for item in session.items if isinstance(item, CaseItem)]
+        # a case a conftest marks skip/skipif is not run ahead: if its condition lets it run, it is
+        # computed when pytest asks for it
+        self.plan = [item.case_id for item in session.items if isinstance(item, CaseItem)
+                     and not any(True for name in ("skip", "skipif") for _ in item.iter_markers(name))]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):

@@ -192,9 +192,25 @@ def test_a_conftests_skip_and_xfail_marks_on_cases_are_honoured(tmp_path):
     protocol hit an INTERNALERROR: a case item had no line for the skip report); ``xfail`` is
     pytest's own xfail, whatever the protocol."""
     (tmp_path / "conftest.py").write_text(SKIP_AND_XFAIL)
+    # the skipped case must not reach the runner at all (not even run ahead by the engine's plan)
+    (tmp_path / "crash_on_skipped.py").write_text(textwrap.dedent("""
+        import os
+        from qconform.runners.cpu_ref import CpuRefRunner
+
+        class CrashOnSkipped(CpuRefRunner):
+            name = "crash-on-skipped"
+
+            def prepare(self, model):
+                if model.graph.name == "QuantizeLinear-13_float32-int8_basic_per-tensor":
+                    open(os.environ["RAN_FILE"], "w").write("ran")
+                return super().prepare(model)
+    """))
     for protocol in ("auto", "pytest"):
-        r = run_pytest("--runner=cpu-ref", *BASIC_13,
-                       f"--case-protocol={protocol}", "-rsx", f"--report={tmp_path / protocol}", cwd=tmp_path)
+        ran = tmp_path / f"ran-{protocol}"
+        r = run_pytest("--runner=crash_on_skipped.py:CrashOnSkipped", *BASIC_13,
+                       f"--case-protocol={protocol}", "-rsx", f"--report={tmp_path / protocol}", cwd=tmp_path,
+                       env={"RAN_FILE": str(ran)})
+        assert not ran.exists(), f"{protocol}: the skipped case reached the runner"
         assert "INTERNALERROR" not in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
         assert "SKIPPED" in r.stdout and "known to crash the board" in r.stdout, r.stdout[-3000:]
         assert "1 xpassed" in r.stdout or "1 xfailed" in r.stdout, r.stdout[-3000:]
