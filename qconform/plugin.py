@@ -439,7 +439,13 @@ class CaseItem(pytest.Item):
 def _marked_to_skip(item: pytest.Item) -> bool:
     """A case item a conftest marked ``skip``, ``skipif`` or ``xfail``: pytest's own protocol runs it,
     so its skipping plugin decides (the fast protocol calls no setup hook)."""
-    return any(True for name in ("skip", "skipif", "xfail") for _ in item.iter_markers(name))
+    return _skip_marked(item) or any(True for _ in item.iter_markers("xfail"))
+
+
+def _skip_marked(item: pytest.Item) -> bool:
+    """Marked ``skip`` or ``skipif``: never run ahead (if its condition lets it run, it is computed
+    when pytest asks for it)."""
+    return any(True for name in ("skip", "skipif") for _ in item.iter_markers(name))
 
 
 def _nothing() -> None:
@@ -521,7 +527,8 @@ def _xdist_queued_cases(config: pytest.Config) -> list[str]:
     except Exception:  # noqa: BLE001 - another xdist: one case at a time
         return []
     return [items[i].case_id for i in indices
-            if isinstance(i, int) and 0 <= i < len(items) and isinstance(items[i], CaseItem)]
+            if isinstance(i, int) and 0 <= i < len(items) and isinstance(items[i], CaseItem)
+            and not _skip_marked(items[i])]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -626,10 +633,7 @@ class QconformPlugin:
         """The plan: this session's case ids, in run order, once every plugin has selected and ordered
         them (-k/-m, and the cache plugin's --lf/--ff, which deselect in a wrapper after every
         ``pytest_collection_modifyitems``)."""
-        # a case a conftest marks skip/skipif is not run ahead: if its condition lets it run, it is
-        # computed when pytest asks for it
-        self.plan = [item.case_id for item in session.items if isinstance(item, CaseItem)
-                     and not any(True for name in ("skip", "skipif") for _ in item.iter_markers(name))]
+        self.plan = [item.case_id for item in session.items if isinstance(item, CaseItem) and not _skip_marked(item)]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
