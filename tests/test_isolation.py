@@ -10,6 +10,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO, run_pytest
 from fault_runners import FAULTS
 
@@ -117,15 +119,22 @@ def test_without_isolation_exceptions_and_garbage_are_still_classified():
     assert "INTERNALERROR" not in r.stdout
 
 
+#: Linux's list of a process's children (``/proc/PID/task/TID/children``): the tests below find the
+#: run's worker there, reading only their own run's processes.
+PROC_CHILDREN = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists()
+needs_proc_children = pytest.mark.skipif(not PROC_CHILDREN, reason="needs Linux's /proc/PID/task/TID/children "
+                                                                   "to find the run's worker process")
+
+
 def _workers(pid: int) -> list[int]:
-    """The runner worker processes (multiprocessing's spawned children) whose parent is ``pid``."""
+    """The runner worker processes (multiprocessing's spawned children) of the run ``pid``."""
     found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
         try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            if ppid == pid and b"spawn_main" in (stat.parent / "cmdline").read_bytes():
-                found.append(int(stat.parent.name))
-        except (OSError, IndexError, ValueError):
+            for child in children.read_text().split():
+                if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    found.append(int(child))
+        except (OSError, ValueError):
             continue
     return found
 
@@ -169,6 +178,7 @@ class KilledRun:
         self.proc.wait(30)
 
 
+@needs_proc_children
 def test_a_worker_whose_controller_is_killed_removes_its_own_directory(tmp_path):
     """The controller SIGKILLed (the OOM killer, a killed pytest, a lost Dask worker) never removes its
     worker's directory: the worker, left alone, removes it as it ends."""
@@ -183,6 +193,7 @@ def test_a_worker_whose_controller_is_killed_removes_its_own_directory(tmp_path)
         run.clean_up()
 
 
+@needs_proc_children
 def test_the_directory_of_a_worker_killed_with_its_controller_is_swept_and_a_live_ones_is_not(tmp_path):
     """Killed together (SIGKILL both: a device worker's runner dies with it), no code of theirs runs:
     the next worker started on the machine removes the directory. A live run's directory stays."""

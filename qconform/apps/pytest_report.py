@@ -43,7 +43,7 @@ class _State:
     today: _dt.date = field(default_factory=_dt.date.today)
     collected: list[str] | None = None  # case ids, collection order
     #: case id -> (phase, why) of a case pytest reported failed (setup error, crash, a conftest's hook)
-    failed_without_record: dict[str, tuple[str, str]] = field(default_factory=dict)
+    failed_by_pytest: dict[str, tuple[str, str]] = field(default_factory=dict)
     durations: dict[str, float] = field(default_factory=dict)
     started: float = 0.0
     started_iso: str = ""
@@ -169,13 +169,14 @@ class _Session:
             return
         state, cid = self.state, _case_id(report.nodeid)
         state.durations[cid] = state.durations.get(cid, 0.0) + (report.duration or 0.0)
-        # A failure may have no record (setup error, a qconform bug, a crashed pytest worker): known at
-        # the end, when the records of every process are in.
-        if report.failed and cid in self.stubs() and cid not in state.failed_without_record:
+        # A case pytest failed: with no record (setup error, a qconform bug, a crashed pytest worker) or
+        # after the engine's verdict (a plugin's hook, a teardown); settled at the end, when the records
+        # of every process are in (_finish).
+        if report.failed and cid in self.stubs() and cid not in state.failed_by_pytest:
             crash = getattr(getattr(report.longrepr, "reprcrash", None), "message", None)
             lines = (report.longreprtext or "").strip().splitlines()
             why = crash or (lines[-1] if lines else "")
-            state.failed_without_record[cid] = (report.when, why[:500])
+            state.failed_by_pytest[cid] = (report.when, why[:500])
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         self.state.deselected += len(items)
@@ -264,7 +265,7 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, CaseRecord]
     config = session.config
     collected = [stubs.get(cid, CaseRecord(cid)).to_dict() for cid in (state.collected or [])]
     got = dict(config.stash[PLUGIN].records.by_id)
-    for cid, (when, why) in state.failed_without_record.items():
+    for cid, (when, why) in state.failed_by_pytest.items():
         if cid not in got:
             got[cid] = dataclasses.replace(stubs[cid], verdict=ERROR, problem=f"no result recorded ({when}): {why}")
         elif got[cid].verdict not in DEVIATING | {NOT_RUN}:  # pytest failed it (a conftest's hook, a teardown): not a pass
