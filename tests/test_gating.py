@@ -214,7 +214,8 @@ def test_a_baseline_entry_says_exactly_what_it_accepts(entries, message):
 
 
 @pytest.mark.parametrize("text, message", [
-    ('{"qconform_baseline": 1, "runner": "onnxruntime", "entries": []}', "unknown top-level key(s) ['runner']"),
+    ('{"qconform_baseline": 1, "runtime": "onnxruntime", "entries": []}', "unknown top-level key(s) ['runtime']"),
+    ('{"qconform_baseline": 1, "runner": 1, "entries": []}', "\"runner\" names the runner"),
     ('{"qconform_baseline": 1, "entries": [{"id": "A-1/*", "reason": "a"}], "entries": []}',
      "'entries' is given twice"),
     ('{"qconform_baseline": 1, "entries": [{"id": "A-1/*", "id": "B-1/*", "reason": "a"}]}', "'id' is given twice"),
@@ -225,6 +226,43 @@ def test_a_baseline_file_is_read_whole_or_refused(tmp_path, text, message):
     with pytest.raises(baseline_mod.BaselineError) as exc:
         baseline_mod.load(path)
     assert message in str(exc.value) and str(path) in str(exc.value)
+
+
+def test_a_baseline_written_for_another_runner_fails_the_gate(pytester, golden, ids):
+    """``create`` records the runner; a run of another runtime with that file fails its gate (its
+    known deviations are not this runtime's), and ``refresh`` from another runner's report is refused.
+    A file without ``runner`` (written before it was recorded) is taken for any runner."""
+    _, flipped = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", out="flipped")
+    data = baseline_mod.create(flipped, reason="vendor bug 3: low bit")
+    assert data["runner"] == "flip-int8"
+    path = pytester.path / "flip.json"
+    path.write_text(baseline_mod.dumps(data))
+    result, same = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", f"--baseline={path}", out="same")
+    assert result.ret == pytest.ExitCode.OK and same["gate"]["passed"], result.stdout.str()
+
+    path.write_text(baseline_mod.dumps({**data, "runner": "onnxruntime"}))
+    result, other = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", f"--baseline={path}", out="other")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED and not other["gate"]["passed"]
+    result.stdout.fnmatch_lines(["*gate: baseline * was written for runner 'onnxruntime'; this run's runner is "
+                                 "'flip-int8'*"])
+    with pytest.raises(baseline_mod.BaselineError, match="written for runner 'onnxruntime', the report is of 'flip-int8'"):
+        baseline_mod.refresh({**data, "runner": "onnxruntime"}, flipped)
+    refreshed, dropped, new = baseline_mod.refresh({k: v for k, v in data.items() if k != "runner"}, flipped)
+    assert refreshed["runner"] == "flip-int8" and not dropped and not new
+
+    path.write_text(baseline_mod.dumps({k: v for k, v in data.items() if k != "runner"}))
+    result, unnamed = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", f"--baseline={path}", out="unnamed")
+    assert result.ret == pytest.ExitCode.OK and unnamed["gate"]["passed"]
+
+
+def test_a_partial_run_passes_no_gate(pytester, golden):
+    """A report of a run that did not run its selection (here ``--collect-only``: every case not
+    run) fails its gate and says why, although no case deviated."""
+    result, report = run(pytester, golden, "cpu-ref", "--collect-only")
+    assert report is not None and not report["complete"] and report["counts"]["fail"] == 0
+    assert not report["gate"]["passed"] and result.ret != pytest.ExitCode.OK
+    assert any(m.startswith("the run is incomplete (0 of ") and m.endswith("a partial run passes no gate")
+               for m in report["gate"]["messages"]), report["gate"]["messages"]
 
 
 def test_pytests_own_protocol_gates_as_the_report_does(pytester, golden):

@@ -26,7 +26,8 @@ diagnoses every failure. ``qconform baseline create`` (and ``refresh --add-new``
 per op version, types and behaviour (``cases`` says how many it covered then), one per case for
 failures no model names, and one per case and verdict for the rest, so accepting one known bug never
 accepts another that appears beside it. The file is checked whole: unknown keys, a key given twice,
-an unknown model name or verdict are refused in one line.
+an unknown model name or verdict are refused in one line. ``"runner"`` (written by ``create``) names
+the runner whose report the file came from: a run of another runner fails its gate, saying so.
 """
 from __future__ import annotations
 
@@ -86,6 +87,9 @@ class Entry:
 class Baseline:
     path: str
     entries: tuple[Entry, ...]
+    #: The runner whose report the file was written from (``"runner"``; absent in files written
+    #: before qconform recorded it): a run of another runner fails its gate rather than use it.
+    runner: str | None = None
 
     def live_match(self, case_id: str, verdict: str, today: _dt.date, named: str | None = None) -> Entry | None:
         """The first unexpired entry accepting this case (id, verdict and behaviour), if any."""
@@ -170,13 +174,18 @@ def _no_repeated_keys(pairs: list[tuple[str, Any]]) -> dict:
 
 
 def parse(data: Any, where: str = "<baseline>") -> Baseline:
+    runner = None
     if isinstance(data, dict):
         if data.get(FORMAT_KEY) != FORMAT_VERSION:
             raise BaselineError(f"{where}: expected \"{FORMAT_KEY}\": {FORMAT_VERSION} at the top level")
-        unknown = sorted(set(data) - {FORMAT_KEY, "entries"})
+        unknown = sorted(set(data) - {FORMAT_KEY, "runner", "entries"})
         if unknown:
             raise BaselineError(f"{where}: unknown top-level key(s) {unknown}; a baseline holds "
-                                f"\"{FORMAT_KEY}\" and \"entries\" only")
+                                f"\"{FORMAT_KEY}\", \"runner\" and \"entries\" only")
+        runner = data.get("runner")
+        if runner is not None and (not isinstance(runner, str) or not runner):
+            raise BaselineError(f"{where}: \"runner\" names the runner the baseline was written for "
+                                f"(its report's runner name), not {runner!r}")
         data = data.get("entries")
     if not isinstance(data, list):
         raise BaselineError(f"{where}: expected {{\"{FORMAT_KEY}\": {FORMAT_VERSION}, \"entries\": [...]}} "
@@ -190,7 +199,7 @@ def parse(data: Any, where: str = "<baseline>") -> Baseline:
                             f"ha{'s' if len(unfilled) == 1 else 've'} the placeholder reason: write why each is "
                             f"accepted (or remove it; `qconform baseline create REPORT --reason TEXT` gives every "
                             f"entry one reason):\n{shown}")
-    return Baseline(where, entries)
+    return Baseline(where, entries, runner)
 
 
 def load(path: str | Path) -> Baseline:
@@ -275,7 +284,8 @@ def gate(report: dict, baseline: Baseline | None, today: _dt.date, *, min_cases:
     """Decide the run's gate from a report; marks covered cases/failures with their entry's reason.
 
     Fails on: deviations no live entry covers, expired entries, fewer collected cases than
-    ``min_cases``. Stale entries (matching no deviation in this run) are listed, not failed on.
+    ``min_cases``, a run that is not complete (stopped, interrupted, cases not run), a baseline
+    written for another runner. Stale entries (matching no deviation in this run) are listed, not failed on.
     """
     used: dict[int, list[str]] = {}
     new = []
@@ -297,6 +307,19 @@ def gate(report: dict, baseline: Baseline | None, today: _dt.date, *, min_cases:
 
     collected = report["counts"]["collected"]
     messages = []
+    ran_by = (report.get("runner") or {}).get("name")
+    runner_ok = not (baseline and baseline.runner and ran_by and baseline.runner != ran_by)
+    if not runner_ok:
+        messages.append(f"baseline {baseline.path} was written for runner {baseline.runner!r}; this run's runner is "
+                        f"{ran_by!r}: another runtime's known deviations are not this one's (write one for "
+                        f"{ran_by!r} with qconform baseline create)")
+    complete = report.get("complete", True)
+    if not complete:
+        c = report["counts"]
+        messages.append(f"the run is incomplete ({c.get('ran', 0)} of {collected} selected case(s) ran"
+                        + (f"; stopped: {report['stopped']}" if report.get("stopped") else "")
+                        + (", interrupted" if report.get("interrupted") else "")
+                        + "): a partial run passes no gate")
     if new:
         messages.append(f"{len(new)} deviation(s) not covered by " + (f"baseline {baseline.path}" if baseline
                                                                         else "a baseline"))
@@ -308,7 +331,7 @@ def gate(report: dict, baseline: Baseline | None, today: _dt.date, *, min_cases:
         messages.append(f"only {collected} case(s) collected, fewer than the floor of {min_cases} "
                         f"(--min-cases): a generator or a selection filter may be broken")
     return {
-        "passed": not new and not expired and floor_ok,
+        "passed": not new and not expired and floor_ok and runner_ok and complete,
         "baseline": baseline.path if baseline else None,
         "today": today.isoformat(),
         "new_failures": new,
@@ -341,7 +364,14 @@ def create(report: dict, reason: str | None = None, expires: str | None = None) 
     every one of them."""
     if expires is not None:
         _dt.date.fromisoformat(expires)  # refuse a bad date now, not at the next run
-    return {FORMAT_KEY: FORMAT_VERSION, "entries": entries_for(report, deviations(report), reason, expires)}
+    return {FORMAT_KEY: FORMAT_VERSION, **_runner_of(report),
+            "entries": entries_for(report, deviations(report), reason, expires)}
+
+
+def _runner_of(report: dict) -> dict:
+    """``{"runner": name}`` of the report's runner, or nothing where the report names none."""
+    name = (report.get("runner") or {}).get("name")
+    return {"runner": name} if name else {}
 
 
 def entries_for(report: dict, ids: list[str], reason: str | None = None, expires: str | None = None) -> list[dict]:
@@ -379,6 +409,10 @@ def refresh(data: dict, report: dict, *, add_new: bool = False, reason: str | No
     Kept entries keep their reason and expiry. New deviations are listed; with ``add_new`` they get
     entries (with ``reason`` or the placeholder the gate refuses)."""
     raw = data.get("entries", []) if isinstance(data, dict) else data
+    runner, ran_by = (data.get("runner") if isinstance(data, dict) else None), _runner_of(report).get("runner")
+    if runner and ran_by and runner != ran_by:
+        raise BaselineError(f"the baseline was written for runner {runner!r}, the report is of {ran_by!r}: "
+                            f"refresh it from a report of {runner!r}")
     parsed = [_entry_lenient(r, n) for n, r in enumerate(raw, 1)]
     named = {f["id"]: behaviour(f) for f in report.get("failures") or ()}
     filtered = bool((report.get("invocation") or {}).get("filters"))
@@ -395,7 +429,8 @@ def refresh(data: dict, report: dict, *, add_new: bool = False, reason: str | No
     new = [cid for cid in deviations(report) if not any(e.matches(cid, verdicts[cid], named.get(cid)) for e in covered)]
     if add_new:
         kept += entries_for(report, new, reason)
-    return {FORMAT_KEY: FORMAT_VERSION, "entries": kept}, dropped, new
+    return {FORMAT_KEY: FORMAT_VERSION, **({"runner": runner} if runner else _runner_of(report)),
+            "entries": kept}, dropped, new
 
 
 def _entry_lenient(raw: Any, n: int) -> Entry:
@@ -409,8 +444,8 @@ def dumps(data: dict) -> str:
     """One entry per line: a baseline reviews well in a diff."""
     lines = [json.dumps(e, ensure_ascii=False) for e in data["entries"]]
     body = ",\n    ".join(lines)
-    return f'{{"{FORMAT_KEY}": {FORMAT_VERSION},\n "entries": [\n    {body}\n ]}}\n' if lines else \
-        f'{{"{FORMAT_KEY}": {FORMAT_VERSION}, "entries": []}}\n'
+    head = f'{{"{FORMAT_KEY}": {FORMAT_VERSION}' + (f', "runner": {json.dumps(data["runner"])}' if data.get("runner") else "")
+    return f'{head},\n "entries": [\n    {body}\n ]}}\n' if lines else f'{head}, "entries": []}}\n'
 
 
 def main(args) -> int:
