@@ -244,6 +244,20 @@ def _no_cache_dir(config: pytest.Config) -> None:
             config.pluginmanager.unregister(plugin)
 
 
+#: Said where --lf / --ff find no record: a plain ``pytest --runner`` run writes none (``_no_cache_dir``).
+NO_LAST_FAILED = ("qconform: --lf/--ff found no record of failures, so every selected case runs: a run without a "
+                  "cache option writes no .pytest_cache. Rerun a report's failures with --from-report "
+                  "DIR/report.json, or pass --lf on every run to keep the record")
+
+
+def _no_last_failed(config: pytest.Config) -> bool:
+    """--lf or --ff was asked for and pytest's cache holds no failure to go by."""
+    if not (getattr(config.option, "lf", False) or getattr(config.option, "failedfirst", False)):
+        return False
+    plugin = config.pluginmanager.get_plugin("lfplugin")
+    return plugin is not None and not getattr(plugin, "lastfailed", None)
+
+
 #: Hooks of pytest's own test phases. The fast protocol calls none of them, so a plugin that
 #: implements one (a conftest that fails a setup, a timeout plugin) gets pytest's own protocol.
 PHASE_HOOKS = ("pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown")

@@ -109,12 +109,14 @@ def corpus():
     return corpus_mod.load(default_golden())
 
 
-def run_pytest(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 600):
-    """Run pytest in a subprocess (the plugin is loaded through its pytest11 entry point)."""
+def run_pytest(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 600,
+               cache: bool = False):
+    """Run pytest in a subprocess (the plugin is loaded through its pytest11 entry point); with
+    ``cache``, pytest's cache plugin stays (--lf, --ff)."""
     import os
 
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+    return subprocess.run([sys.executable, "-m", "pytest", *([] if cache else ["-p", "no:cacheprovider"]), *args],
                           cwd=cwd or REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
 
 

@@ -267,3 +267,18 @@ def test_an_xdist_workers_records_reach_the_file_as_they_are_made(tmp_path):
     records.add(CaseRecord("QuantizeLinear-13/float32-int8/basic/per-tensor", verdict="fail"))
     assert "per-tensor" in (tmp_path / "gw0.jsonl").read_text()  # before close()
     records.close()
+
+
+def test_lf_without_a_record_says_how_to_rerun_failures(tmp_path):
+    """A plain ``pytest --runner`` run writes no .pytest_cache, so a later ``--lf`` would quietly run
+    everything again: it says so in one line, with the report's rerun; --lf on every run keeps the record."""
+    flip = str(__import__("pathlib").Path(__file__).resolve().parent / "support.py") + ":FlipInt8Runner"
+    args = (f"--runner={flip}", "-m", "op_QuantizeLinear and opset_21 and family_basic", "-q", "--tb=no")
+    first = run_pytest(*args, cwd=tmp_path, cache=True)
+    assert first.returncode == 1 and not (tmp_path / ".pytest_cache").exists(), first.stdout[-2000:]
+    again = run_pytest(*args, "--lf", cwd=tmp_path, cache=True)
+    assert "--lf/--ff found no record of failures" in again.stdout and "--from-report" in again.stdout
+    failed = int(again.stdout.split(" failed")[0].split()[-1])
+    kept = run_pytest(*args, "--lf", cwd=tmp_path, cache=True)
+    assert "found no record" not in kept.stdout and f"{failed} failed" in kept.stdout and " passed" not in kept.stdout, \
+        kept.stdout[-2000:]

@@ -53,6 +53,7 @@ class _State:
     exported: int = 0
     deselected: int = 0  # items a selection (-k, -m, a plugin) set aside; on xdist, from the workers
     extra_cases: dict = field(default_factory=dict)  # collected cases outside the corpus, by id
+    no_last_failed: bool = False  # --lf/--ff asked for, and pytest's cache held no failure to go by
 
 
 
@@ -125,8 +126,11 @@ class _Session:
         return self._stubs
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        from qconform.plugin import _no_last_failed
+
         self.state.started = time.perf_counter()
         self.state.started_iso = writer.now()
+        self.state.no_last_failed = _no_last_failed(session.config)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         stubs = self.stubs()
@@ -319,6 +323,10 @@ def _summary(tr, config: pytest.Config, state: _State) -> None:
         tr.write_line(f"{gate['baselined']} deviation(s) covered by baseline {gate['baseline']}")
     for msg in gate["messages"]:
         tr.write_line(f"gate: {msg}", red=True, bold=True)
+    if state.no_last_failed:
+        from qconform.plugin import NO_LAST_FAILED
+
+        tr.write_line(NO_LAST_FAILED, yellow=True)
     for e in (report.get("diagnosis") or {}).get("errors", [])[:5]:  # a broken model is a qconform bug
         tr.write_line(f"diagnosis error in {e['cases']} case(s) (qconform bug, please report): {e['error']}"
                       + (f" (e.g. {e['example']})" if e["example"] else ""), red=True)
