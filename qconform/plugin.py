@@ -146,7 +146,12 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     if config.getoption("batch") < 1:
         raise pytest.UsageError(f"--batch={config.getoption('batch')}: expected a number of cases >= 1")
-    plugin = QconformPlugin(config, runner, index, _identity(name, runner, _options(config)), _chosen_cases(config))
+    ident = _identity(name, runner, _options(config))
+    chosen, scope = _chosen_cases(config), None
+    if chosen is None:
+        chosen, scope = _declared_scope(config, ident, index)
+    plugin = QconformPlugin(config, runner, index, ident, chosen)
+    plugin.scope = scope
     config.stash[PLUGIN] = plugin
     config.pluginmanager.register(plugin, "qconform-session")
     hypothesis_plugin = config.pluginmanager.get_plugin("hypothesispytest")
@@ -212,6 +217,34 @@ def _chosen_cases(config: pytest.Config):
     elif not patterns:
         return None
     return lambda cid: cid in exact or any(fnmatchcase(cid, g) for g in globs)
+
+
+def _declared_scope(config: pytest.Config, ident: dict, index: corpus_mod.Index):
+    """(predicate, scope) of a bundled runtime certified on a declared part of the corpus, when the
+    run makes no selection of its own (no -k, -m, --deselect or node ids): the cases ``qconform
+    certify`` runs, ``scope["left_out"]`` of the corpus's not collected. (None, None) otherwise."""
+    from fnmatch import fnmatchcase
+
+    from qconform.runtimes import declared_scope
+
+    if config.option.keyword or config.option.markexpr or config.getoption("deselect", None) \
+            or any("::" in str(a) for a in config.args):
+        return None, None
+    scope = declared_scope(ident)
+    if scope is None:
+        return None, None
+    wanted = scope["cases"]
+
+    def chosen(cid: str) -> bool:
+        return any(fnmatchcase(cid, g) for g in wanted)
+
+    scope["left_out"] = sum(1 for r in index.refs if not chosen(r.id))
+    return chosen, scope
+
+
+#: Said once where a bundled runtime's declared scope narrows a run that selected nothing itself.
+SCOPED = ("qconform: {name} is certified on its declared scope: {why} ({n:,} cases; {left:,} left out; "
+          "-k, -m or --case select others)")
 
 
 def _identity(name: str, runner: Runner, options: dict[str, str]) -> dict:
@@ -576,7 +609,8 @@ class QconformPlugin:
     def __init__(self, config: pytest.Config, runner: Runner, index: corpus_mod.Index, identity: dict,
                  chosen) -> None:
         self.config, self.runner, self.index, self.identity = config, runner, index, identity
-        self.chosen = chosen  # --case / --from-report: case id -> selected? (None: no selection)
+        self.chosen = chosen  # --case / --from-report / the declared scope: case id -> selected? (None: all)
+        self.scope: dict | None = None  # a bundled runtime's declared scope, where it narrows this run
         self.records = Records(config)
         self.plan: list[str] | None = None  # this session's case ids, in run order
         self.sent = False  # the plan was handed to the engine
@@ -629,7 +663,12 @@ class QconformPlugin:
                 f"qconform: corpus {c.root} digest {c.digest[:16]} ({len(c)} cases), "
                 f"profile {config.getoption('profile')}",
                 *([XDIST_TAKEN.format(n=self.xdist_taken, w=config.getoption("runner_workers"))]
-                  if self.xdist_taken else [])]
+                  if self.xdist_taken else []),
+                *([self.scoped_line()] if self.scope else [])]
+
+    def scoped_line(self) -> str:
+        return SCOPED.format(name=self.identity.get("name", "the runner"), why=self.scope["why"],
+                             n=len(self.index) - self.scope["left_out"], left=self.scope["left_out"])
 
     def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
         golden = self.index.root.resolve()

@@ -14,6 +14,7 @@ from qconform.apps import certify, packing_check
 from qconform.execution import IsolatedEngine, Options, Pipeline
 from qconform.model import build_model
 from qconform.runner import resolve
+from qconform.runtimes import declared_scope
 from qconform.verdicts import CRASHED, PASS
 
 FAULTS_FILE = Path(__file__).with_name("fault_runners.py")
@@ -164,8 +165,8 @@ def test_a_declared_scope_is_the_bundled_runners_not_any_runner_claiming_its_nam
 
     qnn = {"name": "onnxruntime", "providers": ["QNNExecutionProvider"], "options": {"optimize": "ORT_DISABLE_ALL"}}
     bundled = identity(resolve("onnxruntime"), "onnxruntime")["source"]
-    assert certify._scope({**qnn, "source": bundled}) is not None
-    assert certify._scope({**qnn, "source": {"path": "/tmp/fake_qnn.py", "sha256": "0" * 64}}) is None
+    assert declared_scope({**qnn, "source": bundled}) is not None
+    assert declared_scope({**qnn, "source": {"path": "/tmp/fake_qnn.py", "sha256": "0" * 64}}) is None
 
 
 @pytest.mark.needs("onnxruntime")

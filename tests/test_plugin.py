@@ -282,3 +282,24 @@ def test_lf_without_a_record_says_how_to_rerun_failures(tmp_path):
     kept = run_pytest(*args, "--lf", cwd=tmp_path, cache=True)
     assert "found no record" not in kept.stdout and f"{failed} failed" in kept.stdout and " passed" not in kept.stdout, \
         kept.stdout[-2000:]
+
+
+def test_a_runtime_with_a_declared_scope_runs_it_as_certify_does(tmp_path):
+    """``pytest --runner=cpu-kernel`` with no selection collects the runtime's declared scope (the
+    cases ``qconform certify`` runs), says so once, and the report carries the scope; any selection
+    of the user's own (-k here) is taken as given."""
+    from qconform import corpus as corpus_mod
+    from qconform.runtimes import RUNTIMES
+
+    r = run_pytest("--runner=cpu-kernel", "--collect-only", "-q", f"--report={tmp_path / 'r'}", cwd=tmp_path)
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    scope = report["invocation"]["scope"]
+    index = corpus_mod.index(default_golden())
+    from fnmatch import fnmatchcase
+
+    inside = sum(1 for ref in index.refs if any(fnmatchcase(ref.id, g) for g in RUNTIMES["cpu-kernel"].scope))
+    assert scope["cases"] == list(RUNTIMES["cpu-kernel"].scope) and scope["left_out"] == len(index) - inside > 0
+    assert report["counts"]["collected"] == inside and "scope" in report["invocation"]["filters"]
+    assert r.stdout.count("cpu-kernel is certified on its declared scope") == 1, r.stdout[-2000:]
+    r = run_pytest("--runner=cpu-kernel", "--collect-only", "-q", "-k", "qdq", cwd=tmp_path)
+    assert "declared scope" not in r.stdout and " collected" in r.stdout and "no tests" not in r.stdout, r.stdout[-2000:]

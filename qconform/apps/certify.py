@@ -22,6 +22,7 @@ from pathlib import Path
 
 from qconform.progress import Progress, StateError, StateFile, code_digest
 from qconform.record import CaseRecord
+from qconform.runtimes import declared_scope
 from qconform.verdicts import DEVIATING, NOT_RUN, VERDICTS
 
 #: ``--state FILE``'s header: what it holds.
@@ -162,7 +163,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
             raise _Usage(str(exc)) from None
 
     patterns = [corpus_mod.case_pattern(c) for c in args.case if c.strip()]
-    scope = None if patterns else _scope(ident)
+    scope = None if patterns else declared_scope(ident)
     jobs = args.jobs or min(8, os.cpu_count() or 1)
     try:
         by_behaviour = base is not None and base.diagnose_every_failure(args.diagnose == "on")
@@ -316,17 +317,6 @@ def _packing(ident: dict, corpus_digest: str, scope: list[str] | None = None) ->
     return {"asked": True, "used": True,
             "why": f"{source} {version} gave the same outputs packed and alone for all {m.compared:,} cases compared "
                    f"({where}); a packed run decides only passes, every other case ran alone"}
-
-
-def _scope(ident: dict) -> dict | None:
-    """The cases a runtime is certified on by default, where its declaration narrows them, and why."""
-    from qconform.runner import bundled_runtime
-    from qconform.runtimes import RUNTIMES
-
-    rt = RUNTIMES.get(bundled_runtime(ident))
-    if rt is None or not rt.scope:
-        return None
-    return {"cases": list(rt.scope), "why": rt.scope_reason}
 
 
 def _executor(args: argparse.Namespace, options, index, jobs: int, results=None):

@@ -220,6 +220,8 @@ def _filters(config: pytest.Config, deselected: int = 0) -> list[str]:
         found.append("--case")
     if config.getoption("from_report", None):
         found.append("--from-report")
+    if config.stash[PLUGIN].scope:
+        found.append("scope")
     found += [flag for flag, opt in (("--lf", "lf"), ("--sw", "stepwise")) if getattr(config.option, opt, None)]
     if deselected:
         found.append(f"{deselected} deselected")
@@ -243,6 +245,7 @@ def _meta(session: pytest.Session, state: _State, exitstatus: int) -> dict:
                     "profile": config.getoption("profile"), "strict_nan": bool(config.getoption("strict_nan")),
                     "filters": _filters(config, state.deselected), "workers": _workers(config),
                     "command_line": _command_line(config), "baseline": _baseline_identity(config),
+                    **({"scope": config.stash[PLUGIN].scope} if config.stash[PLUGIN].scope else {}),
                     **_runner_workers(config)})
 
 
@@ -323,6 +326,8 @@ def _summary(tr, config: pytest.Config, state: _State) -> None:
         tr.write_line(f"{gate['baselined']} deviation(s) covered by baseline {gate['baseline']}")
     for msg in gate["messages"]:
         tr.write_line(f"gate: {msg}", red=True, bold=True)
+    if config.stash[PLUGIN].scope:
+        tr.write_line(config.stash[PLUGIN].scoped_line())
     if state.no_last_failed:
         from qconform.plugin import NO_LAST_FAILED
 
