@@ -225,7 +225,7 @@ def _declared_scope(config: pytest.Config, ident: dict, index: corpus_mod.Index)
     certify`` runs, ``scope["left_out"]`` of the corpus's not collected. (None, None) otherwise."""
     from fnmatch import fnmatchcase
 
-    from qconform.runtimes import declared_scope
+    from qconform.runner import declared_scope
 
     if config.option.keyword or config.option.markexpr or config.getoption("deselect", None) \
             or any("::" in str(a) for a in config.args):

@@ -79,6 +79,16 @@ def bundled_runtime(identity: Mapping[str, Any]) -> str:
     return name if ours == source["sha256"] else ""
 
 
+def declared_scope(identity: Mapping[str, Any]) -> dict | None:
+    """The cases a bundled runtime is certified on by default, where its declaration narrows them
+    (``{"cases": globs, "why": sentence}``), else None. Both front-ends apply it to a run with no
+    selection of its own; never granted to another runner on the word of its describe()."""
+    rt = RUNTIMES.get(bundled_runtime(identity))
+    if rt is None or not rt.scope:
+        return None
+    return {"cases": list(rt.scope), "why": rt.scope_reason}
+
+
 def ran_elsewhere(identity: Mapping[str, Any]) -> str:
     """Where a report's runtime ran when not on this machine: a device worker's address, or the
     folder of a device's stored results ('' when it ran here)."""

@@ -32,19 +32,4 @@ RUNTIMES: dict[str, Runtime] = {rt.name: rt for rt in (
     OPENVINO, TRACT, TINYGRAD, TVM, IREE, ONNXRUNTIME_WEB, *ORT_VARIANTS,
 )}
 
-
-
-def declared_scope(identity) -> dict | None:
-    """The cases a bundled runtime is certified on by default, where its declaration narrows them
-    (``{"cases": globs, "why": sentence}``), else None. Both front-ends apply it to a run with no
-    selection of its own; never granted to another runner on the word of its describe()."""
-    from qconform.runner import bundled_runtime
-
-    rt = RUNTIMES.get(bundled_runtime(identity))
-    if rt is None or not rt.scope:
-        return None
-    return {"cases": list(rt.scope), "why": rt.scope_reason}
-
-
-__all__ = ["ATTRIBUTE", "METADATA", "RUNTIMES", "THIRD_PARTY_CHECK", "Runtime", "Template", "declared_scope",
-           "ml_dtype"]
+__all__ = ["ATTRIBUTE", "METADATA", "RUNTIMES", "THIRD_PARTY_CHECK", "Runtime", "Template", "ml_dtype"]

@@ -13,8 +13,7 @@ from qconform import cli, facts, packing
 from qconform.apps import certify, packing_check
 from qconform.execution import IsolatedEngine, Options, Pipeline
 from qconform.model import build_model
-from qconform.runner import resolve
-from qconform.runtimes import declared_scope
+from qconform.runner import declared_scope, resolve
 from qconform.verdicts import CRASHED, PASS
 
 FAULTS_FILE = Path(__file__).with_name("fault_runners.py")

@@ -77,8 +77,7 @@ def test_the_measured_qnn_deviations_are_failures_named_or_shown_with_their_evid
 def test_qnn_is_certified_on_its_declared_scope_said_once(tmp_path):
     """Without --case the QNN row covers the patterns and QLinearMatMul and says once why the
     single-node QuantizeLinear/DequantizeLinear cases are not run (not 22,000 unsupported cases)."""
-    from qconform.runner import identity, resolve
-    from qconform.runtimes import declared_scope
+    from qconform.runner import declared_scope, identity, resolve
 
     scope = declared_scope(identity(resolve("onnxruntime-qnn"), "onnxruntime-qnn"))  # what certify reads: the runner's file too
     assert scope and scope["cases"] == ["qdq.*", "QLinearMatMul-*"]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from qconform.progress import Progress, StateError, StateFile, code_digest
 from qconform.record import CaseRecord
-from qconform.runtimes import declared_scope
+from qconform.runner import declared_scope
 from qconform.verdicts import DEVIATING, NOT_RUN, VERDICTS
 
 #: ``--state FILE``'s header: what it holds.
