@@ -4,8 +4,9 @@ One module for the op's families, each a named group of cases placed where imple
 
 - ``zero-point-ties``: min(x)/scale lands exactly on k + 0.5 (so round-half-away and truncation
   differ from ties-to-even), and one float32 step either side of the tie;
-- ``ties``: x / scale exactly k + 0.5 over the whole output range, with power-of-two and inexact
-  scales (x * (1/scale) misses the tie);
+- ``ties``: x / scale exactly k + 0.5 over the whole output range, with power-of-two scales, an exact
+  scale whose reciprocal is inexact (x * (1/scale) misses the tie), and inexact scales (x near a tie,
+  where the float32 and the exact quotient may part);
 - ``ranges``: ranges that include zero, lie entirely above or below it, single elements, and ONNX's
   own node-test inputs;
 - ``constant``: constant tensors (±0, positive, negative);
@@ -78,6 +79,11 @@ def _ties() -> Iterator[tuple[str, list, str, str]]:
     s = 2.0 ** -8
     yield ("scale-2^-8/every-k", _f32([-3 * s, 252 * s, *((np.arange(-4, 253) + 0.5) * s)]), "dql-ties",
            "x / scale = k + 0.5 with scale 2^-8, zp = 3")
+    # scale 15 * 2^-6 exactly (range 255 * scale, zp 3): x / scale is exactly k + 0.5, so every reading of
+    # the division gives the tie, while x * fl32(1 / scale) misses it for 106 of these 255 k
+    s = 15 * 2.0 ** -6
+    yield ("scale-15x2^-6/every-k", _f32([-3 * s, 252 * s, *((np.arange(-3, 252) + 0.5) * s)]), "dql-ties",
+           "x / scale = k + 0.5 exactly with an inexact reciprocal, zp = 3")
     # inexact scales: fl32(range / 255) not a power of two; x at fl32((k + 0.5) * scale) and neighbours
     for name, lo, hi in (("range-10", -4.0, 6.0), ("range-1", -0.3, 0.7), ("range-1000", -100.0, 900.0)):
         scale = float(F32(F32(hi) - F32(lo)) / F32(255))

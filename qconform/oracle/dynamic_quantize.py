@@ -6,6 +6,9 @@
 
 Every arithmetic step is one IEEE float32 operation (``fl``), as the function body in onnx.defs
 spells it (Sub, Div, Div, Sub, Clip, Round, QuantizeLinear). Readings:
+- y's x / y_scale is its QuantizeLinear-10 node's, whose precision the text leaves open for float32
+  operands: the float32 quotient (``spec``) or the exact one rounded once (``quotient-exact``), as
+  for QuantizeLinear-10 itself (#dql-formula, #q-division);
 - a zero range (all +-0, or empty): y_scale is the formula's 0/255 = +0, or -0 where an x element
   is -0 (Max and Min do not order the zeros, so hi - lo may be -0 - +0); the zero point and y are
   0/0 by the text, so don't-care (#dql-zero-input);
@@ -53,9 +56,13 @@ class DynamicQuantizeLinear(OpOracle):
         with np.errstate(all="ignore"):
             return float(self.fl("float32", rng / np.float64(QMAX - QMIN)))
 
-    def dql_quantize(self, xv: np.ndarray, lo: float, scale: float) -> tuple[int | None, np.ndarray, np.ndarray]:
+    def dql_quantize(self, xv: np.ndarray, lo: float, scale: float,
+                     division: str = "float32") -> tuple[int | None, np.ndarray, np.ndarray]:
         """(zero point, or None where the arithmetic leaves it NaN; y as int64; y's undefined mask).
 
+        ``division``: the precision of y's x / y_scale, which the body leaves to its QuantizeLinear-10
+        node: "float32" (``spec``) or "float64", the exact quotient rounded once (``quotient-exact``,
+        qconform/docs/semantics.md#dql-formula). The zero point's division is a Div node: float32.
         An undefined zero point is still some uint8 value (the Cast of a NaN), so y stays defined
         where x / scale is +-Inf: saturation decides it whatever the zero point (#dql-inf)."""
         with np.errstate(all="ignore"):
@@ -63,7 +70,7 @@ class DynamicQuantizeLinear(OpOracle):
             izp = self.fl("float32", np.float64(QMIN) - min_scaled)  # "qmin - min(x)/y_scale"
             clipped = np.clip(izp, QMIN, QMAX)  # "saturate(...)"; NaN stays NaN
             zp = float(self.round(clipped))  # "round(...)": ties to even
-            q = self.quotient(xv, np.float64(scale), "float32")
+            q = self.quotient(xv, np.float64(scale), division)
             if np.isnan(zp):
                 y, undefined = self.saturate(np.where(np.isinf(q), q, np.nan), OUT_T)
                 return None, y, undefined
@@ -99,6 +106,11 @@ class DynamicQuantizeLinear(OpOracle):
             ev.clause = "dql-inf"
         ev.add("spec", (self.pack(y, OUT_T), _f32(scale), u8(0 if zp is None else zp)))
         ev.dont_care = [undefined, np.zeros((), bool), np.asarray(zp is None)]
+        if not ev.complete:  # y's division in its QuantizeLinear-10 node: the exact quotient too (#dql-formula)
+            _, y_exact, undefined_exact = self.dql_quantize(xv, lo, scale, division="float64")
+            if not (np.array_equal(y_exact, y) and np.array_equal(undefined_exact, undefined)):
+                ev.add("quotient-exact", (self.pack(y_exact, OUT_T), _f32(scale), u8(0 if zp is None else zp)),
+                       [undefined_exact, None, None])
         return ev
 
 
