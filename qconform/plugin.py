@@ -667,7 +667,9 @@ class QconformPlugin:
                 *([self.scoped_line()] if self.scope else [])]
 
     def scoped_line(self) -> str:
-        return SCOPED.format(name=self.identity.get("name", "the runner"), why=self.scope["why"],
+        from qconform.runner import runtime_name
+
+        return SCOPED.format(name=runtime_name(self.identity), why=self.scope["why"],
                              n=len(self.index) - self.scope["left_out"], left=self.scope["left_out"])
 
     def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
