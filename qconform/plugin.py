@@ -221,13 +221,14 @@ def _chosen_cases(config: pytest.Config):
 
 def _declared_scope(config: pytest.Config, ident: dict, index: corpus_mod.Index):
     """(predicate, scope) of a bundled runtime certified on a declared part of the corpus, when the
-    run makes no selection of its own (no -k, -m, --deselect or node ids): the cases ``qconform
-    certify`` runs, ``scope["left_out"]`` of the corpus's not collected. (None, None) otherwise."""
+    run makes no selection of its own (no -k, -m or node ids; --deselect takes cases out of it; not
+    with --explore, whose cases are drafted): the cases ``qconform certify`` runs, with
+    ``scope["left_out"]`` of the corpus's not collected. (None, None) otherwise."""
     from fnmatch import fnmatchcase
 
     from qconform.runner import declared_scope
 
-    if config.option.keyword or config.option.markexpr or config.getoption("deselect", None) \
+    if config.option.keyword or config.option.markexpr or config.getoption("explore", False) \
             or any("::" in str(a) for a in config.args):
         return None, None
     scope = declared_scope(ident)
@@ -277,15 +278,20 @@ def _no_cache_dir(config: pytest.Config) -> None:
             config.pluginmanager.unregister(plugin)
 
 
-#: Said where --lf / --ff find no record: a plain ``pytest --runner`` run writes none (``_no_cache_dir``).
-NO_LAST_FAILED = ("qconform: --lf/--ff found no record of failures, so every selected case runs: a run without a "
-                  "cache option writes no .pytest_cache. Rerun a report's failures with --from-report "
-                  "DIR/report.json, or pass --lf on every run to keep the record")
+#: Said where --lf / --ff find no failure recorded: a plain ``pytest --runner`` run records none
+#: (``_no_cache_dir``), a run that passed has none to record.
+NO_LAST_FAILED = ("qconform: --lf/--ff found no failures recorded, so every selected case runs. A pytest --runner "
+                  "run records its failures only when it has a cache option itself (--lf or --ff); rerun a "
+                  "report's failures with --from-report DIR/report.json")
 
 
 def _no_last_failed(config: pytest.Config) -> bool:
-    """--lf or --ff was asked for and pytest's cache holds no failure to go by."""
+    """--lf or --ff was asked for, with no selection of cases of its own, pytest's cache holds no
+    failure to go by, and pytest then runs every selected case (``--lfnf=all``, its default)."""
     if not (getattr(config.option, "lf", False) or getattr(config.option, "failedfirst", False)):
+        return False
+    if config.getoption("from_report", None) or config.getoption("case", None) \
+            or getattr(config.option, "last_failed_no_failures", "all") != "all":
         return False
     plugin = config.pluginmanager.get_plugin("lfplugin")
     return plugin is not None and not getattr(plugin, "lastfailed", None)
@@ -663,8 +669,7 @@ class QconformPlugin:
                 f"qconform: corpus {c.root} digest {c.digest[:16]} ({len(c)} cases), "
                 f"profile {config.getoption('profile')}",
                 *([XDIST_TAKEN.format(n=self.xdist_taken, w=config.getoption("runner_workers"))]
-                  if self.xdist_taken else []),
-                *([self.scoped_line()] if self.scope else [])]
+                  if self.xdist_taken else [])]
 
     def scoped_line(self) -> str:
         from qconform.runner import runtime_name

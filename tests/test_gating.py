@@ -248,21 +248,42 @@ def test_a_baseline_written_for_another_runner_fails_the_gate(pytester, golden, 
     with pytest.raises(baseline_mod.BaselineError, match="written for runner 'onnxruntime', the report is of 'flip-int8'"):
         baseline_mod.refresh({**data, "runner": "onnxruntime"}, flipped)
     refreshed, dropped, new = baseline_mod.refresh({k: v for k, v in data.items() if k != "runner"}, flipped)
-    assert refreshed["runner"] == "flip-int8" and not dropped and not new
+    assert "runner" not in refreshed and not dropped and not new  # a file for any runner stays one
+
+    # the runtime, not describe()'s name: every onnxruntime variant's describe() says "onnxruntime"
+    from qconform.runner import identity, resolve
+
+    qnn = {**flipped, "runner": identity(resolve("onnxruntime-qnn"), "onnxruntime-qnn")}
+    cpu = {**flipped, "runner": identity(resolve("onnxruntime"), "onnxruntime")}
+    assert qnn["runner"]["name"] == cpu["runner"]["name"] == "onnxruntime"
+    from_qnn = baseline_mod.create(qnn, reason="r")
+    assert from_qnn["runner"] == "onnxruntime-qnn"
+    with pytest.raises(baseline_mod.BaselineError, match="'onnxruntime-qnn', the report is of 'onnxruntime'"):
+        baseline_mod.refresh(from_qnn, cpu)
+    gated = baseline_mod.gate(json.loads(json.dumps(cpu)), baseline_mod.parse(from_qnn), TODAY)
+    assert not gated["passed"] and "written for runner 'onnxruntime-qnn'" in gated["messages"][-1]
 
     path.write_text(baseline_mod.dumps({k: v for k, v in data.items() if k != "runner"}))
     result, unnamed = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", f"--baseline={path}", out="unnamed")
     assert result.ret == pytest.ExitCode.OK and unnamed["gate"]["passed"]
 
 
-def test_a_partial_run_passes_no_gate(pytester, golden):
+def test_a_partial_run_passes_no_gate(pytester, golden, ids):
     """A report of a run that did not run its selection (here ``--collect-only``: every case not
-    run) fails its gate and says why, although no case deviated."""
-    result, report = run(pytester, golden, "cpu-ref", "--collect-only")
+    run) fails its gate and says why, although no case deviated (pytest's own exit status for a
+    listing stays 0). Its cases that did not run show no baseline entry stale, and ``refresh``
+    refuses it: what a run did not run shows nothing fixed."""
+    _, full = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", out="full")
+    path = pytester.path / "flip.json"
+    path.write_text(baseline_mod.dumps(baseline_mod.create(full, reason="vendor bug 4: low bit")))
+    result, report = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", "--collect-only", f"--baseline={path}")
     assert report is not None and not report["complete"] and report["counts"]["fail"] == 0
-    assert not report["gate"]["passed"] and result.ret != pytest.ExitCode.OK
+    assert not report["gate"]["passed"] and result.ret == pytest.ExitCode.OK
     assert any(m.startswith("the run is incomplete (0 of ") and m.endswith("a partial run passes no gate")
                for m in report["gate"]["messages"]), report["gate"]["messages"]
+    assert report["gate"]["stale"] == []
+    with pytest.raises(baseline_mod.BaselineError, match="did not complete"):
+        baseline_mod.refresh(json.loads(path.read_text()), report)
 
 
 def test_pytests_own_protocol_gates_as_the_report_does(pytester, golden):

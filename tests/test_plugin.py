@@ -277,10 +277,10 @@ def test_lf_without_a_record_says_how_to_rerun_failures(tmp_path):
     first = run_pytest(*args, cwd=tmp_path, cache=True)
     assert first.returncode == 1 and not (tmp_path / ".pytest_cache").exists(), first.stdout[-2000:]
     again = run_pytest(*args, "--lf", cwd=tmp_path, cache=True)
-    assert "--lf/--ff found no record of failures" in again.stdout and "--from-report" in again.stdout
+    assert "--lf/--ff found no failures recorded" in again.stdout and "--from-report" in again.stdout
     failed = int(again.stdout.split(" failed")[0].split()[-1])
     kept = run_pytest(*args, "--lf", cwd=tmp_path, cache=True)
-    assert "found no record" not in kept.stdout and f"{failed} failed" in kept.stdout and " passed" not in kept.stdout, \
+    assert "found no failures recorded" not in kept.stdout and f"{failed} failed" in kept.stdout and " passed" not in kept.stdout, \
         kept.stdout[-2000:]
 
 
@@ -300,6 +300,9 @@ def test_a_runtime_with_a_declared_scope_runs_it_as_certify_does(tmp_path):
     inside = sum(1 for ref in index.refs if any(fnmatchcase(ref.id, g) for g in RUNTIMES["cpu-kernel"].scope))
     assert scope["cases"] == list(RUNTIMES["cpu-kernel"].scope) and scope["left_out"] == len(index) - inside > 0
     assert report["counts"]["collected"] == inside and "scope" in report["invocation"]["filters"]
+    assert report["gate"]["min_cases"] == inside  # the floor: the scope, whole (a conftest dropping cases shows)
+    assert r.stdout.count("cpu-kernel is certified on its declared scope") == 1, r.stdout[-2000:]
+    r = run_pytest("--runner=cpu-kernel", "--collect-only", cwd=tmp_path)  # no -q: the header too
     assert r.stdout.count("cpu-kernel is certified on its declared scope") == 1, r.stdout[-2000:]
     r = run_pytest("--runner=cpu-kernel", "--collect-only", "-q", "-k", "qdq", cwd=tmp_path)
     assert "declared scope" not in r.stdout and " collected" in r.stdout and "no tests" not in r.stdout, r.stdout[-2000:]

@@ -41,7 +41,7 @@ from typing import Any
 from qconform.record import UNNAMED, behaviour
 from qconform.report.model import ReportError
 from qconform.report.model import load as load_report
-from qconform.verdicts import DEVIATING, FAIL, PASS, Stale
+from qconform.verdicts import DEVIATING, FAIL, NOT_RUN, PASS, Stale
 
 FORMAT_KEY = "qconform_baseline"
 FORMAT_VERSION = 1
@@ -224,8 +224,10 @@ def stale_entries(entries: list[Entry], report: dict, today: _dt.date, filtered:
     """The live entries this report shows stale, each with what the gate says of it: no deviating case
     of the run is covered by it (the first live entry that matches a case covers it), and either its
     cases now pass or no longer deviate, or it matches no case of a run over the whole corpus (the case
-    is gone). An entry matching nothing in a filtered run is not stale: nothing shows it fixed. The
-    gate lists these entries; ``baseline refresh`` removes exactly these."""
+    is gone). An entry matching nothing in a filtered run is not stale: nothing shows it fixed; nor is
+    one whose cases did not run (an incomplete run). The gate lists these entries; ``baseline
+    refresh`` removes exactly these."""
+    filtered = filtered or not report.get("complete", True)
     named = {f["id"]: behaviour(f) for f in report.get("failures") or ()}
     live = [e for e in entries if not e.expired(today)]
     used, covering = set(), {}
@@ -239,7 +241,7 @@ def stale_entries(entries: list[Entry], report: dict, today: _dt.date, filtered:
     for e in live:
         if e.number in used:
             continue
-        mine = [c for c in report["cases"] if e.names(c["id"])]
+        mine = [c for c in report["cases"] if e.names(c["id"]) and c["verdict"] != NOT_RUN]
         matching = [c for c in mine if c["verdict"] not in DEVIATING or e.matches(c["id"], c["verdict"], named.get(c["id"]))]
         # an entry naming no behaviour whose cases deviate otherwise now (a failure became an error)
         other = [c for c in mine if e.diagnosis is None and c["verdict"] in DEVIATING and c not in matching]
@@ -307,7 +309,7 @@ def gate(report: dict, baseline: Baseline | None, today: _dt.date, *, min_cases:
 
     collected = report["counts"]["collected"]
     messages = []
-    ran_by = (report.get("runner") or {}).get("name")
+    ran_by = _runner_of(report).get("runner")
     runner_ok = not (baseline and baseline.runner and ran_by and baseline.runner != ran_by)
     if not runner_ok:
         messages.append(f"baseline {baseline.path} was written for runner {baseline.runner!r}; this run's runner is "
@@ -369,9 +371,13 @@ def create(report: dict, reason: str | None = None, expires: str | None = None) 
 
 
 def _runner_of(report: dict) -> dict:
-    """``{"runner": name}`` of the report's runner, or nothing where the report names none."""
-    name = (report.get("runner") or {}).get("name")
-    return {"runner": name} if name else {}
+    """``{"runner": name}`` of the report's runtime, or nothing where the report names none: the
+    runtime ``runtime_name`` gives (onnxruntime-qnn, onnxruntime-optimized, onnxruntime[PROVIDER]),
+    not describe()'s name, which every onnxruntime variant shares."""
+    from qconform.runner import runtime_name
+
+    ident = report.get("runner") or {}
+    return {"runner": runtime_name(ident)} if ident.get("name") else {}
 
 
 def entries_for(report: dict, ids: list[str], reason: str | None = None, expires: str | None = None) -> list[dict]:
@@ -413,6 +419,9 @@ def refresh(data: dict, report: dict, *, add_new: bool = False, reason: str | No
     if runner and ran_by and runner != ran_by:
         raise BaselineError(f"the baseline was written for runner {runner!r}, the report is of {ran_by!r}: "
                             f"refresh it from a report of {runner!r}")
+    if not report.get("complete", True):
+        raise BaselineError("the report is of a run that did not complete (stopped, interrupted or cases not "
+                            "run): what it did not run shows nothing fixed; refresh from a complete run")
     parsed = [_entry_lenient(r, n) for n, r in enumerate(raw, 1)]
     named = {f["id"]: behaviour(f) for f in report.get("failures") or ()}
     filtered = bool((report.get("invocation") or {}).get("filters"))
@@ -429,8 +438,7 @@ def refresh(data: dict, report: dict, *, add_new: bool = False, reason: str | No
     new = [cid for cid in deviations(report) if not any(e.matches(cid, verdicts[cid], named.get(cid)) for e in covered)]
     if add_new:
         kept += entries_for(report, new, reason)
-    return {FORMAT_KEY: FORMAT_VERSION, **({"runner": runner} if runner else _runner_of(report)),
-            "entries": kept}, dropped, new
+    return {FORMAT_KEY: FORMAT_VERSION, **({"runner": runner} if runner else {}), "entries": kept}, dropped, new
 
 
 def _entry_lenient(raw: Any, n: int) -> Entry:

@@ -13,7 +13,8 @@ def assemble(records: list[dict], collected: list[dict], run_meta: dict, *, case
              min_cases: int | None, filters: list[str], corpus_size: int, strict_nan: bool,
              profile: str) -> tuple[dict, dict[str, str]]:
     """The report of a run, as both front-ends build it: the records, the diagnosis ranking and the
-    gate (the floor: ``min_cases``, else the whole corpus unless a selection was made). Returns the
+    gate (the floor: ``min_cases``, else the whole corpus, or the runtime's declared scope of it, unless
+    a selection was made). Returns the
     report and the whole runner texts too long for it (for ``write``)."""
     from qconform.diagnosis import characterise
     from qconform.diagnosis.diagnose import report_section
@@ -31,7 +32,12 @@ def assemble(records: list[dict], collected: list[dict], run_meta: dict, *, case
     took = report["characterisation"].pop("seconds", None)  # how long it took is timing, not a finding
     if took is not None:
         report["timing"]["characterisation_s"] = took
-    floor = min_cases if min_cases is not None else (0 if filters else corpus_size)
+    # the floor: every case the run was to collect -- the corpus, or the runtime's declared scope of it
+    # (a scope is no selection of the user's: a conftest dropping cases must still show); none where
+    # the user selected
+    left_out = int(((run_meta.get("invocation") or {}).get("scope") or {}).get("left_out") or 0)
+    chosen = [f for f in filters if f != "scope"]
+    floor = min_cases if min_cases is not None else (0 if chosen else corpus_size - left_out)
     report["gate"] = baseline_mod.gate(report, baseline, today, min_cases=floor, filtered=bool(filters))
     return report, texts
 

@@ -47,7 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run only this case: an id or an fnmatch glob over ids (repeatable)")
     p.add_argument("--baseline", default=None, metavar="FILE", help="known deviations: fail only on new ones")
     p.add_argument("--min-cases", type=int, default=None, metavar="N",
-                   help="fail unless at least N cases are selected (default: the whole corpus without --case)")
+                   help="fail unless at least N cases are selected (default without --case: the whole corpus, or a "
+                        "bundled runtime's declared scope of it)")
     p.add_argument("--profile", choices=("default", "strict"), default="default",
                    help="default: any permitted reading passes; strict: only the latest spec text's reading")
     p.add_argument("--strict-nan", action="store_true", help="NaN outputs must match the expected NaN bits exactly")

@@ -65,8 +65,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="JSON file of known deviations {id|glob, reason, expires}: the run fails only on "
                      "deviations it does not cover and on expired entries; stale entries are listed")
     g.addoption("--min-cases", type=int, default=None, metavar="N",
-                help="fail unless at least N cases are collected (default: every corpus case when no "
-                     "-k/-m/--deselect/node-id filter is given, no floor otherwise; 0 disables)")
+                help="fail unless at least N cases are collected (default: every corpus case, or every "
+                     "case of a bundled runtime's declared scope, when no -k/-m/--deselect/node-id filter "
+                     "is given, no floor otherwise; 0 disables)")
     g.addoption("--export-failures", default=None, metavar="DIR",
                 help="write each failing case as an ONNX node test directory (model.onnx, "
                      "test_data_set_0/input_N.pb, output_N.pb) under DIR")
@@ -292,7 +293,8 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, CaseRecord]
     lost = any(r.get("verdict") == NOT_RUN for r in records)  # the device or its results, not the runtime
     if lost and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         session.exitstatus = pytest.ExitCode.INTERRUPTED  # an incomplete run certifies nothing: 2, as Ctrl-C
-    elif not report["gate"]["passed"] and session.exitstatus == pytest.ExitCode.OK:
+    elif not report["gate"]["passed"] and session.exitstatus == pytest.ExitCode.OK \
+            and not config.option.collectonly:  # a listing is no certification attempt: its report says so
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     report["exit_status"] = int(session.exitstatus)
     state.report = report

@@ -137,7 +137,11 @@ def _register_plugin(package: str, ep: str) -> Any:
     if ep in _PLUGINS:
         return _PLUGINS[ep]
     module = importlib.import_module(package)
-    ort.register_execution_provider_library(ep, module.get_library_path())
+    try:
+        ort.register_execution_provider_library(ep, module.get_library_path())
+    except Exception as exc:  # noqa: BLE001 - registered by an earlier import of this module (onnxruntime's
+        if "already registered" not in str(exc):  # registry is the process's; a reloaded module forgets _PLUGINS)
+            raise
     ort.set_default_logger_callback(_log, 2)
     _PLUGINS[ep] = module
     return module
