@@ -284,6 +284,10 @@ def test_a_partial_run_passes_no_gate(pytester, golden, ids):
     assert report["gate"]["stale"] == []
     with pytest.raises(baseline_mod.BaselineError, match="did not complete"):
         baseline_mod.refresh(json.loads(path.read_text()), report)
+    # stopped by -x at its first failure: the report says by what
+    result, stopped = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", "-x", out="stopped")
+    assert not stopped["complete"] and stopped["stopped"] == "pytest: stopping after 1 failures"
+    assert "(pytest: stopping after 1 failures)" in (pytester.path / "stopped" / "summary.md").read_text()
 
 
 def test_pytests_own_protocol_gates_as_the_report_does(pytester, golden):

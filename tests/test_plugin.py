@@ -301,6 +301,7 @@ def test_a_runtime_with_a_declared_scope_runs_it_as_certify_does(tmp_path):
     assert scope["cases"] == list(RUNTIMES["cpu-kernel"].scope) and scope["left_out"] == len(index) - inside > 0
     assert report["counts"]["collected"] == inside and "scope" in report["invocation"]["filters"]
     assert report["gate"]["min_cases"] == inside  # the floor: the scope, whole (a conftest dropping cases shows)
+    assert "**Run in its declared scope**: qconform's own kernels" in (tmp_path / "r" / "summary.md").read_text()
     assert r.stdout.count("cpu-kernel is certified on its declared scope") == 1, r.stdout[-2000:]
     r = run_pytest("--runner=cpu-kernel", "--collect-only", cwd=tmp_path)  # no -q: the header too
     assert r.stdout.count("cpu-kernel is certified on its declared scope") == 1, r.stdout[-2000:]

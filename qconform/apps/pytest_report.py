@@ -235,13 +235,17 @@ def _workers(config: pytest.Config) -> int:
     return n if isinstance(n, int) and getattr(config.option, "dist", "no") != "no" else 0
 
 
-def _meta(session: pytest.Session, state: _State, exitstatus: int) -> dict:
+def _meta(session: pytest.Session, state: _State, exitstatus: int, ran_all: bool = True) -> dict:
     config = session.config
+    stopped = config.stash[PLUGIN].stopped
+    why = next((w for w in (session.shouldfail, session.shouldstop) if isinstance(w, str) and w), "")
+    if not stopped and not ran_all and why:
+        stopped = f"pytest: {why}"  # -x / --maxfail: "stopping after 1 failures"; -x's own shouldstop
     return writer.meta(
         runner=config.stash[PLUGIN].identity, index=config.stash[PLUGIN].index, started_iso=state.started_iso,
         seconds=time.perf_counter() - state.started,
         interrupted=state.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED, exit_status=int(exitstatus),
-        stopped=config.stash[PLUGIN].stopped,
+        stopped=stopped,
         invocation={"args": [str(a) for a in config.invocation_params.args],
                     "profile": config.getoption("profile"), "strict_nan": bool(config.getoption("strict_nan")),
                     "filters": _filters(config, state.deselected), "workers": _workers(config),
@@ -285,7 +289,8 @@ def _finish(session: pytest.Session, state: _State, stubs: dict[str, CaseRecord]
         rec.duration_s = state.durations.get(rec.id, 0.0)
         records.append(rec.to_dict())
     index = config.stash[PLUGIN].index
-    report, texts = assemble(records, collected, _meta(session, state, session.exitstatus),
+    ran_all = {r["id"] for r in records} >= set(state.collected or [])
+    report, texts = assemble(records, collected, _meta(session, state, session.exitstatus, ran_all),
                                     cases_of=index.cases_of, baseline=state.baseline, today=state.today,
                                     min_cases=config.getoption("min_cases"), filters=_filters(config, state.deselected),
                                     corpus_size=len(index), strict_nan=bool(config.getoption("strict_nan")),

@@ -192,10 +192,17 @@ def overall(report: dict, scoped: list[dict] | None = None) -> str:
     unverified = unauthenticated(report)
     if unverified:
         head += f" ({unverified})"
-    scope = (report.get("invocation") or {}).get("scope")
-    if scope:
-        parts.append(f"in its declared scope: {scope['why']} ({scope.get('left_out', 0):,} cases outside it, not run)")
+    if scope_line(report):
+        parts.append(scope_line(report))
     return f"{head}: {', '.join(parts)}."
+
+
+def scope_line(report: dict) -> str:
+    """What a run on a runtime's declared scope says wherever its verdict is stated ('' for none)."""
+    scope = (report.get("invocation") or {}).get("scope")
+    if not scope:
+        return ""
+    return f"in its declared scope: {scope['why']} ({scope.get('left_out', 0):,} cases outside it, not run)"
 
 
 def tone(report: dict, scoped: list[dict] | None = None) -> str:

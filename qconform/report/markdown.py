@@ -15,8 +15,8 @@ MAX_ROWS = 10
 
 def render(report: dict) -> str:
     r, c, g = report["runner"], report["counts"], report.get("gate") or {}
-    from qconform.report.certificate import (GREEN, certified, other_corpus, packing_line, platforms, resumed_line, tone,
-                                             unauthenticated, withheld)
+    from qconform.report.certificate import (GREEN, certified, other_corpus, packing_line, platforms, resumed_line,
+                                             scope_line, tone, unauthenticated, withheld)
 
     runner = certified(r) + (f" {r['device']}" if r.get("device") and not r.get("execution_provider") else "")
     ok = g.get("passed", not any(c.get(v) for v in DEVIATING)) and report["complete"]
@@ -41,6 +41,8 @@ def render(report: dict) -> str:
                   "that corpus.", ""]
     if resumed_line(report):
         lines += [f"**Read back**: {resumed_line(report)}.", ""]
+    if scope_line(report):
+        lines += ["**Run in its declared scope**: " + scope_line(report).removeprefix("in its declared scope: ") + ".", ""]
     if not report["complete"]:
         lines += [f"**Incomplete run**{' (interrupted)' if report['interrupted'] else ''}: "
                   f"{c[NOT_RUN]} of {c['collected']} collected cases did not run"
