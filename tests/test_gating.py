@@ -251,10 +251,9 @@ def test_a_baseline_written_for_another_runner_fails_the_gate(pytester, golden, 
     assert "runner" not in refreshed and not dropped and not new  # a file for any runner stays one
 
     # the runtime, not describe()'s name: every onnxruntime variant's describe() says "onnxruntime"
-    from qconform.runner import identity, resolve
-
-    qnn = {**flipped, "runner": identity(resolve("onnxruntime-qnn"), "onnxruntime-qnn")}
-    cpu = {**flipped, "runner": identity(resolve("onnxruntime"), "onnxruntime")}
+    level = {"options": {"optimize": "ORT_DISABLE_ALL"}}  # describe()'s shape; no runtime needed installed
+    qnn = {**flipped, "runner": {"name": "onnxruntime", "providers": ["QNNExecutionProvider"], **level}}
+    cpu = {**flipped, "runner": {"name": "onnxruntime", "providers": ["CPUExecutionProvider"], **level}}
     assert qnn["runner"]["name"] == cpu["runner"]["name"] == "onnxruntime"
     from_qnn = baseline_mod.create(qnn, reason="r")
     assert from_qnn["runner"] == "onnxruntime-qnn"

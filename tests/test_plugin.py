@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import textwrap
 
+import pytest
+
 from conftest import run_pytest
 from qconform.plugin import default_golden
 
@@ -284,6 +286,7 @@ def test_lf_without_a_record_says_how_to_rerun_failures(tmp_path):
         kept.stdout[-2000:]
 
 
+@pytest.mark.needs("cc")  # cpu-kernel builds its C kernels when the runner is made
 def test_a_runtime_with_a_declared_scope_runs_it_as_certify_does(tmp_path):
     """``pytest --runner=cpu-kernel`` with no selection collects the runtime's declared scope (the
     cases ``qconform certify`` runs), says so once, and the report carries the scope; any selection
