@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from qconform import corpus as corpus_mod  # noqa: E402
 from qconform.diagnosis import diagnose as dg  # noqa: E402
-from qconform.diagnosis.run import Run, run_cases  # noqa: E402
+from qconform.apps.diagnosis_run import Run, run_cases  # noqa: E402
 from qconform.plugin import default_golden  # noqa: E402
 from qconform.runner import resolve  # noqa: E402
 

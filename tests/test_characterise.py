@@ -16,7 +16,7 @@ import pytest
 
 from qconform.diagnosis import characterise as ch
 from qconform.diagnosis.models import MODELS
-from qconform.diagnosis.run import run_cases
+from qconform.apps.diagnosis_run import run_cases
 from qconform.diagnosis.runner import DeviationRunner
 
 CASES = 400

@@ -24,7 +24,7 @@ import pytest
 from qconform.case import Case
 from qconform.compare import compare
 from qconform.diagnosis import diagnose as dg
-from qconform.diagnosis.run import run_cases
+from qconform.apps.diagnosis_run import run_cases
 from qconform.diagnosis.models import (MODELS, Deviation, Spec, get, round_fraction, round_with,
                                           swap_slots)
 from qconform.model import build_model

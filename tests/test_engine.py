@@ -92,7 +92,7 @@ def test_every_application_gives_the_engines_verdicts(corpus, tmp_path):
 
     from conftest import run_pytest
 
-    from qconform.diagnosis.run import run_cases
+    from qconform.apps.diagnosis_run import run_cases
     from qconform.execution import judge
     from qconform.facts.observe import observe
     from qconform.apps import findings

@@ -1,8 +1,9 @@
 """The diagnosis run: judge cases through the engine, diagnose the failures, rank the models.
 
-What the project's diagnosis tests and ``benchmarks/bench_diagnosis.py`` drive. It sits beside
-``diagnose.py`` (which the engine calls per failing case), so the engine and the diagnosis never
-import each other.
+What the project's diagnosis tests and ``benchmarks/bench_diagnosis.py`` drive (both import it, so
+it lives in the package). An application of the engine (``qconform.execution``), it sits above it;
+``qconform.diagnosis`` (what the engine calls per failing case: ``diagnose.py``) stays below the
+engine and never imports it.
 """
 from __future__ import annotations
 
