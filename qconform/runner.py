@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import onnx
 
-from qconform.runtimes import RUNTIMES
+from qconform.declarations.runtimes import RUNTIMES
 from qconform.verdicts import FAULTS
 
 Inputs = Mapping[str, np.ndarray]
@@ -28,7 +28,7 @@ ENTRY_POINT_GROUP = "qconform.runners"
 REMOTE = "remote:"
 
 #: Bundled runners: name -> "module:Attr" (imported only when chosen), from each runtime's
-#: declaration (``qconform.runtimes``); the third-party runtimes are optional extras:
+#: declaration (``qconform.declarations.runtimes``); the third-party runtimes are optional extras:
 #: pip install 'qconform[openvino]', ...
 BUNDLED: dict[str, str] = {name: rt.runner for name, rt in RUNTIMES.items() if not rt.variant_of}
 #: Bundled runners whose runtime is an optional extra: runner name -> the module it imports.

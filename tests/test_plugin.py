@@ -292,7 +292,7 @@ def test_a_runtime_with_a_declared_scope_runs_it_as_certify_does(tmp_path):
     cases ``qconform certify`` runs), says so once, and the report carries the scope; any selection
     of the user's own (-k here) is taken as given."""
     from qconform import corpus as corpus_mod
-    from qconform.runtimes import RUNTIMES
+    from qconform.declarations.runtimes import RUNTIMES
 
     r = run_pytest("--runner=cpu-kernel", "--collect-only", "-q", f"--report={tmp_path / 'r'}", cwd=tmp_path)
     report = json.loads((tmp_path / "r" / "report.json").read_text())

@@ -45,7 +45,7 @@ def test_a_runtime_runner_gives_every_case_of_a_slice_a_verdict(name, tmp_path, 
     runner = resolve(name)
     ident = runner.describe()
     assert runtime_name(ident) == name and ident["version"] and ident["device"]  # a variant: its runner's name
-    from qconform.runtimes import RUNTIMES
+    from qconform.declarations.runtimes import RUNTIMES
 
     scoped = bool(RUNTIMES[name].scope) if name in RUNTIMES else False
     select = ["-m", SCOPED_SLICE if scoped else SLICE]

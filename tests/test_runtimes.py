@@ -1,5 +1,5 @@
-"""Each runtime is declared once, beside its runner (qconform/runners/<runner>_decl.py, collected by
-qconform/runtimes.py); the registry, facts, findings and the scoreboard read that declaration, and
+"""Each runtime is declared once, named after its runner (qconform/declarations/runtimes/<runner>.py,
+collected by that package); the registry, facts, findings and the scoreboard read that declaration, and
 importing a runner changes no environment."""
 from __future__ import annotations
 
@@ -13,21 +13,23 @@ import pytest
 
 from conftest import REPO
 
-from qconform import facts, runner, runtimes
+from qconform import facts, runner
 from qconform.apps import findings, scoreboard
-from qconform.runners.iree_decl import IREE_SETTINGS, iree_flags
-from qconform.runners.onnxruntime_decl import ORT_SETTINGS
-from qconform.runners.openvino_decl import OPENVINO_SETTINGS
-from qconform.runners.tvm_decl import TVM_SETTINGS
+from qconform.declarations import runtimes
+from qconform.declarations.runtimes.iree import IREE_SETTINGS, iree_flags
+from qconform.declarations.runtimes.onnxruntime import ORT_SETTINGS
+from qconform.declarations.runtimes.openvino import OPENVINO_SETTINGS
+from qconform.declarations.runtimes.tvm import TVM_SETTINGS
 
 
-def test_each_runtime_is_declared_beside_its_runner():
+def test_each_runtime_is_declared_in_the_module_named_after_its_runner():
     for name, rt in runtimes.RUNTIMES.items():
         module = rt.runner.partition(":")[0]
-        beside = f"{module.removesuffix('_runner')}_decl"  # qconform.runners.tvm_runner: .tvm_decl
+        stem = module.rpartition(".")[2].removesuffix("_runner")  # qconform.runners.tvm_runner: tvm
+        beside = f"qconform.declarations.runtimes.{stem}"
         decl = importlib.import_module(beside)
         declared = [v for v in vars(decl).values() if v is rt or (isinstance(v, tuple) and rt in v)]
-        assert declared, f"{name}: not declared in {beside} beside its runner {module}"
+        assert declared, f"{name}: not declared in {beside}, the module named after its runner {module}"
 
 
 def test_the_registry_facts_and_findings_read_the_declarations():
@@ -57,7 +59,7 @@ def test_declarations_and_runner_modules_import_no_runtime_and_change_no_environ
     """Listing the runtimes imports none of them; importing a runner module (not choosing it)
     leaves os.environ as it was."""
     code = ("import os, sys, json; before = dict(os.environ)\n"
-            "from qconform import runner, facts, runtimes\n"
+            "from qconform import runner, facts\nfrom qconform.declarations import runtimes\n"
             "from qconform.apps import findings\n"
             "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
             "('onnxruntime', 'openvino', 'tvm', 'iree', 'tinygrad', 'tract'))\n"

@@ -99,7 +99,7 @@ def main(args: argparse.Namespace) -> int:
               f"this one sets {', '.join(sorted(opts))}: run it without --runner-opt to keep it", file=sys.stderr)
         return 2
     index = corpus_mod.index(Path(args.golden or corpus_mod.DEFAULT_ROOT))
-    from qconform.runtimes import RUNTIMES
+    from qconform.declarations.runtimes import RUNTIMES
 
     declared = RUNTIMES[source].scope if source in RUNTIMES else ()
     patterns = [corpus_mod.case_pattern(c) for c in args.case] or list(declared)  # what certify runs

@@ -37,7 +37,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from qconform import platform as plat
-from qconform.runtimes import RUNTIMES, THIRD_PARTY_CHECK, Runtime
+from qconform.declarations.runtimes import RUNTIMES, THIRD_PARTY_CHECK, Runtime
 from qconform.verdicts import UNSUPPORTED
 
 HERE = Path(__file__).resolve().parent

@@ -7,12 +7,9 @@ and its digest is in the runner's ``describe()``. No other compile path exists: 
 by CuPy's own NVRTC call (``RawModule(code=...)``) once ran with subnormals flushed although this
 PTX had no ``.ftz``.
 
-NVRTC of CUDA 12 or 13, whichever the machine has, found by ``find_nvrtc`` (also what
-``qconform.tools`` reports), first match wins: ``$QCONFORM_NVRTC``; ``cuda.pathfinder`` (the
-loader CuPy 14 uses: pip wheels, then the system); the pip wheels' own layouts
-(``nvidia-cuda-nvrtc-cu12``: ``nvidia/cuda_nvrtc/lib/libnvrtc.so.12``; ``nvidia-cuda-nvrtc`` 13:
-``nvidia/cu13/lib/libnvrtc.so.13``); ``$CUDA_HOME``, ``$CUDA_PATH`` and ``/usr/local/cuda``; the
-dynamic loader's own search (``libnvrtc.so.13``, ``.12``). NVRTC needs no driver and no GPU.
+NVRTC of CUDA 12 or 13, whichever the machine has: this module asks ``qconform.tools`` for it
+(``tools.load_nvrtc``, the one search, in ``tools.nvrtc_candidates``' order; its "nvrtc" line is
+the same answer). NVRTC needs no driver and no GPU.
 
 The lint requires what makes the division IEEE (``div.rn.f32``) and every entry point, and forbids
 what fast-math or contraction would bring in: any ``.approx`` instruction, ``div.full``, any
@@ -22,17 +19,14 @@ what fast-math or contraction would bring in: any ``.approx`` instruction, ``div
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import functools
-import glob
 import hashlib
-import importlib.util
 import os
 import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from qconform import tools
 from qconform.kernels import ENTRY_POINTS as ABI
 from qconform.kernels import HEADER, cache_root
 from qconform.runner import Unsupported
@@ -41,81 +35,29 @@ ARCHS = ("sm_80", "sm_89", "sm_90", "sm_100")
 #: Explicit IEEE settings (NVRTC's defaults, spelled out) and no FMA contraction.
 FLAGS = ("--fmad=false", "--prec-div=true", "--prec-sqrt=true", "--ftz=false", "-std=c++17")
 ENTRY_POINTS = tuple(f"qk_{name}_kernel" for name in ABI)
-PIP_HINT = ("pip install nvidia-cuda-nvrtc-cu12 (CUDA 12) or nvidia-cuda-nvrtc (CUDA 13), "
-            "or set QCONFORM_NVRTC=/path/to/libnvrtc.so")
+PIP_HINT = f"{tools.NVRTC_INSTALL}, or set QCONFORM_NVRTC=/path/to/libnvrtc.so"
 
 
 class NvrtcUnavailable(Unsupported):
     """No NVRTC library on this machine."""
 
 
-def _pathfinder() -> list[str]:
-    """The libnvrtc CuPy 14 loads, through the same loader (absent: nothing)."""
-    if importlib.util.find_spec("cuda") is None:
-        return []
-    try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
-
-        return [load_nvidia_dynamic_lib("nvrtc").abs_path]
-    except Exception:  # noqa: BLE001 - not installed, too old, or no NVRTC it can find
-        return []
-
-
-def _wheels() -> list[str]:
-    found = []
-    try:
-        spec = importlib.util.find_spec("nvidia")
-    except (ImportError, ValueError):
-        spec = None
-    for base in (spec.submodule_search_locations or []) if spec else []:
-        for layout in ("cu13/lib", "cuda_nvrtc/lib"):
-            found += sorted(glob.glob(os.path.join(base, layout, "libnvrtc.so*")), reverse=True)
-    return found
-
-
-def _toolkits() -> list[str]:
-    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
-    found = []
-    for root in filter(None, roots):
-        for sub in ("lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"):
-            found += sorted(glob.glob(os.path.join(root, sub, "libnvrtc.so*")), reverse=True)
-    return found
-
-
 def candidates() -> list[str]:
-    """Every libnvrtc this machine offers, in the order ``find_nvrtc`` tries them."""
-    found = [os.environ["QCONFORM_NVRTC"]] if os.environ.get("QCONFORM_NVRTC") else []
-    found += _pathfinder() + _wheels() + _toolkits()
-    system = ctypes.util.find_library("nvrtc")
-    found += ([system] if system else []) + ["libnvrtc.so.13", "libnvrtc.so.12"]
-    # the builtins library sits beside the main one; load the main one only
-    keep = [p for p in found if "builtins" not in os.path.basename(p) and ".alt." not in os.path.basename(p)]
-    return list(dict.fromkeys(keep))
+    """Every libnvrtc this machine offers, in the order the search tries them (``qconform.tools``)."""
+    return tools.nvrtc_candidates()
 
 
-@functools.cache
 def nvrtc() -> ctypes.CDLL:
-    """The first NVRTC of ``candidates()`` that loads; NvrtcUnavailable naming what was tried."""
-    errors = []
-    for path in candidates():
-        try:
-            lib = ctypes.CDLL(path)
-            lib.nvrtcVersion  # noqa: B018 - a library that is not NVRTC fails here
-        except (OSError, AttributeError) as exc:
-            errors.append(f"{path}: {exc}")
-            continue
-        lib.nvrtcGetErrorString.restype = ctypes.c_char_p
-        return lib
-    detail = "; ".join(errors[-3:]) if errors else "no libnvrtc found"
-    raise NvrtcUnavailable(f"NVRTC not available ({detail}); {PIP_HINT}")
+    """The NVRTC ``qconform.tools`` found and loaded; NvrtcUnavailable naming what was tried."""
+    lib, where = tools.load_nvrtc()
+    if lib is None:
+        raise NvrtcUnavailable(f"NVRTC not available ({where}); {PIP_HINT}")
+    return lib
 
 
 def find_nvrtc() -> str | None:
     """The path of the NVRTC every PTX build uses, or None (``qconform.tools``' "nvrtc")."""
-    try:
-        return library_path()
-    except NvrtcUnavailable:
-        return None
+    return tools.TOOLS["nvrtc"].locate()
 
 
 def version() -> tuple[int, int]:
@@ -126,16 +68,8 @@ def version() -> tuple[int, int]:
 
 def library_path() -> str:
     """Where the loaded NVRTC lives (the loader's answer, for a library found by its soname)."""
-    lib = nvrtc()
-    name = getattr(lib, "_name", "?")
-    if os.path.isabs(name):
-        return name
-    try:  # a soname: the file the dynamic loader picked, from this process' own map
-        with open("/proc/self/maps") as maps:
-            hits = [ln.split()[-1] for ln in maps if os.path.basename(ln.split()[-1]).startswith(name)]
-        return hits[0] if hits else name
-    except OSError:
-        return name
+    nvrtc()
+    return tools.load_nvrtc()[1]
 
 
 class CompileError(RuntimeError):

@@ -24,7 +24,7 @@ def now() -> str:
 
 
 def package_versions() -> dict[str, str]:
-    from qconform.runtimes import RUNTIMES
+    from qconform.declarations.runtimes import RUNTIMES
 
     out = {}
     for name in dict.fromkeys((*PACKAGES, *(d for rt in RUNTIMES.values() for d in rt.distributions))):

@@ -43,7 +43,7 @@ from iree.compiler.extras import onnx_importer
 from qconform import adapt, platform
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
 from qconform.runners.common import joined_lines
-from qconform.runners.iree_decl import IREE, iree_flags
+from qconform.declarations.runtimes.iree import IREE, iree_flags
 
 TP = onnx.TensorProto
 H = rt.HalElementType

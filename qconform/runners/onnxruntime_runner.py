@@ -100,7 +100,7 @@ from onnxruntime.capi import onnxruntime_pybind11_state as _ort_state
 
 from qconform import adapt, dtypes, platform
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
-from qconform.runners.onnxruntime_decl import ONNXRUNTIME
+from qconform.declarations.runtimes.onnxruntime import ONNXRUNTIME
 
 #: Element types ORT's numpy binding cannot carry: these travel as bytes through ``qconform.adapt``.
 _ADAPTED: dict[int, dtypes.ElemType] = {
@@ -441,7 +441,7 @@ class OnnxRuntimeRunner(BaseRunner):
         """The wheel this provider comes in, as its runtime declaration names it (onnxruntime-openvino
         for the OpenVINO EP; onnxruntime where no variant is declared for the providers)."""
         from qconform.runner import runtime_name
-        from qconform.runtimes import RUNTIMES
+        from qconform.declarations.runtimes import RUNTIMES
 
         variant = runtime_name({"name": self.name, "providers": list(self.providers), "options": {"optimize": self.level}})
         rt = RUNTIMES.get(variant)

@@ -20,7 +20,7 @@ import openvino as ov
 
 from qconform import adapt, dtypes, platform
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
-from qconform.runners.openvino_decl import OPENVINO
+from qconform.declarations.runtimes.openvino import OPENVINO
 
 _CONFIG = OPENVINO.settings["config"]
 

@@ -64,7 +64,7 @@ import onnx
 from qconform import adapt, platform, tools
 from qconform.kernels.build import cache_root
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
-from qconform.runners.ortweb_decl import ONNXRUNTIME_WEB
+from qconform.declarations.runtimes.ortweb import ONNXRUNTIME_WEB
 
 TP = onnx.TensorProto
 PACKAGE = str(ONNXRUNTIME_WEB.dist)

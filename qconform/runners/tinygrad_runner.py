@@ -21,7 +21,7 @@ import onnx
 from qconform import adapt, platform, tools
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
 from qconform.runners.common import io_types, joined_lines, model_file
-from qconform.runners.tinygrad_decl import TINYGRAD
+from qconform.declarations.runtimes.tinygrad import TINYGRAD
 
 TP = onnx.TensorProto
 

@@ -27,7 +27,7 @@ import onnx
 from qconform import platform
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
 from qconform.runners.common import io_types, joined_lines
-from qconform.runners.tvm_decl import TVM
+from qconform.declarations.runtimes.tvm import TVM
 
 TP = onnx.TensorProto
 #: Types TVM stores packed (sub-byte bit streams): ``tvm.runtime.tensor`` rejects the unpacked

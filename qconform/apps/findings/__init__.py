@@ -36,7 +36,7 @@ group's next smallest case is tried (a runtime whose outputs differ from run to 
 reproducer: its fact says so instead).
 
 ``TEMPLATES`` holds one entry per runtime (how its script loads and runs a model), read from the
-runtime's declaration (``qconform.runtimes``: the template copies the settings its runner applies);
+runtime's declaration (``qconform.declarations.runtimes``: the template copies the settings its runner applies);
 a new runtime is one more declaration. A runner with no entry (a vendor's own) gets ``generic_template``: its report
 says how it was loaded (``runner.load``: the ``--runner`` spec, a file by its absolute path, and
 the ``--runner-opt`` words), and the script loads it the same way and calls it through the runner
@@ -66,7 +66,7 @@ from qconform.apps.findings.index import auto_status, render_index, write_index
 from qconform.apps.findings.observe import closest_reading, observe, skip_mask
 from qconform.apps.findings.script import mark_line, render_script, run_script, signature
 from qconform.apps.findings.templates import TEMPLATES, generic_template, runtimes
-from qconform.runtimes import Template
+from qconform.declarations.runtimes import Template
 
 __all__ = ["INDEX", "MARK", "META", "STATUS", "TEMPLATES", "Group", "Template", "add_arguments", "auto_status",
            "closest_reading", "default_out", "fact_groups", "generate", "generic_template", "main", "mark_line",

@@ -10,7 +10,7 @@ from qconform.apps.findings.generate import generate
 from qconform.apps.findings.groups import load_report
 from qconform.apps.findings.index import write_index
 from qconform.apps.findings.templates import TEMPLATES, generic_template
-from qconform.runtimes import Template
+from qconform.declarations.runtimes import Template
 
 
 def add_arguments(p) -> None:

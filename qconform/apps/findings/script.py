@@ -12,7 +12,7 @@ from typing import Any
 from qconform.apps.findings._common import MARK, VERIFY_TIMEOUT
 from qconform.apps.findings.observe import Observation
 from qconform.apps.findings.templates import _BYTES_HELPERS, _PACKED_HELPERS
-from qconform.runtimes import Template
+from qconform.declarations.runtimes import Template
 from qconform.verdicts import ERROR
 
 

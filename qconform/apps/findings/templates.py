@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from qconform.runtimes import RUNTIMES, Template, ml_dtype
+from qconform.declarations.runtimes import RUNTIMES, Template, ml_dtype
 
 
 #: One entry per runtime that has a template, in ``RUNTIMES`` order: how its script loads and runs a model.

@@ -17,7 +17,7 @@ from qconform.apps.findings.groups import Group
 from qconform.apps.findings.observe import Observation, closest_reading, skip_mask, storable, write_npz
 from qconform.apps.findings.script import mark_line, normalise, render_script, run_script, shows, signature
 from qconform.apps.findings.spec import spec_quotes
-from qconform.runtimes import Template
+from qconform.declarations.runtimes import Template
 from qconform.verdicts import FAIL
 
 

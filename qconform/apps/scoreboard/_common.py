@@ -5,7 +5,7 @@ from pathlib import Path
 
 import qconform
 from qconform.runner import BUNDLED
-from qconform.runtimes import RUNTIMES
+from qconform.declarations.runtimes import RUNTIMES
 
 
 FORMAT = 1

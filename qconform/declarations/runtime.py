@@ -1,6 +1,6 @@
 """What a runtime's declaration is made of (``Runtime``, its reproducer ``Template``) and the helpers
-the declarations share. Each runtime is declared once, in a light module beside its runner
-(``qconform/runners/<runner>_decl.py``); ``qconform.runtimes`` collects them.
+the declarations share. Each runtime is declared once, in a light module named after its runner
+(``qconform/declarations/runtimes/<runner>.py``); ``qconform.declarations.runtimes`` collects them.
 
 Light on purpose: importing a declaration imports no runtime and changes no environment variable;
 a runner module (which imports its runtime) is named as ``"module:Attr"`` and imported only when

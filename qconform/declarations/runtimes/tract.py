@@ -1,7 +1,7 @@
-"""tract, declared once (beside ``tract_runner``), with its reproducer template."""
+"""tract, declared once (its runner ``runners.tract_runner``), with its reproducer template."""
 from __future__ import annotations
 
-from qconform.runners.declaration import THIRD_PARTY_CHECK, Runtime, with_template
+from qconform.declarations.runtime import THIRD_PARTY_CHECK, Runtime, with_template
 
 TRACT = with_template(
     Runtime("tract", "qconform.runners.tract_runner:TractRunner", dist="tract", extra="tract", module="tract",

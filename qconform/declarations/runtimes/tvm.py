@@ -1,10 +1,10 @@
-"""TVM, declared once (beside ``tvm_runner``): its runner's settings and its reproducer template."""
+"""TVM, declared once (its runner ``runners.tvm_runner``): its runner's settings and its reproducer template."""
 from __future__ import annotations
 
 import json
 from types import MappingProxyType
 
-from qconform.runners.declaration import THIRD_PARTY_CHECK, Runtime, with_template
+from qconform.declarations.runtime import THIRD_PARTY_CHECK, Runtime, with_template
 
 TVM_SETTINGS = MappingProxyType({
     "target": "llvm",  # no -mcpu: LLVM's generic CPU for the host triple

@@ -1,10 +1,10 @@
-"""IREE, declared once (beside ``iree_runner``): its compiler's settings and flags, and its reproducer template."""
+"""IREE, declared once (its runner ``runners.iree_runner``): its compiler's settings and flags, and its reproducer template."""
 from __future__ import annotations
 
 import json
 from types import MappingProxyType
 
-from qconform.runners.declaration import Runtime, ml_dtype, with_template
+from qconform.declarations.runtime import Runtime, ml_dtype, with_template
 
 IREE_SETTINGS = MappingProxyType({
     "input_type": "onnx", "target_backends": ("llvm-cpu",),

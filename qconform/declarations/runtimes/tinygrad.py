@@ -1,11 +1,11 @@
-"""tinygrad, declared once (beside ``tinygrad_runner``): its runner's settings and its reproducer template."""
+"""tinygrad, declared once (its runner ``runners.tinygrad_runner``): its runner's settings and its reproducer template."""
 from __future__ import annotations
 
 import json
 import os
 from types import MappingProxyType
 
-from qconform.runners.declaration import THIRD_PARTY_CHECK, Runtime, call_helper, with_template
+from qconform.declarations.runtime import THIRD_PARTY_CHECK, Runtime, call_helper, with_template
 
 TINYGRAD_SETTINGS = MappingProxyType({
     #: read by tinygrad when it is imported: set (unless set) when the runner is chosen, never at

@@ -1,4 +1,4 @@
-"""onnxruntime, declared once (beside ``onnxruntime_runner``): its runner's settings, its variants (the
+"""onnxruntime, declared once (its runner ``runners.onnxruntime_runner``): its runner's settings, its variants (the
 same runner on another execution provider's wheel) and its reproducer template."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from types import MappingProxyType
 
-from qconform.runners.declaration import ATTRIBUTE, THIRD_PARTY_CHECK, Runtime, onnx_number, with_template
+from qconform.declarations.runtime import ATTRIBUTE, THIRD_PARTY_CHECK, Runtime, onnx_number, with_template
 
 ORT_RUNNER = "qconform.runners.onnxruntime_runner:OnnxRuntimeRunner"
 #: The onnxruntime runner's options and their defaults (``--runner-opt``).

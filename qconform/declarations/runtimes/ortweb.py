@@ -1,8 +1,8 @@
-"""onnxruntime-web (Node.js, the WASM backend), declared once (beside ``ortweb_runner``), with its
+"""onnxruntime-web (Node.js, the WASM backend), declared once (its runner ``runners.ortweb_runner``), with its
 reproducer template."""
 from __future__ import annotations
 
-from qconform.runners.declaration import Runtime, call_helper, with_template
+from qconform.declarations.runtime import Runtime, call_helper, with_template
 
 _ORTWEB_JS = """\
 JS = r\"\"\"

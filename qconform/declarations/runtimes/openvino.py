@@ -1,10 +1,10 @@
-"""OpenVINO, declared once (beside ``openvino_runner``): its runner's settings and its reproducer template."""
+"""OpenVINO, declared once (its runner ``runners.openvino_runner``): its runner's settings and its reproducer template."""
 from __future__ import annotations
 
 import json
 from types import MappingProxyType
 
-from qconform.runners.declaration import THIRD_PARTY_CHECK, Runtime, with_template
+from qconform.declarations.runtime import THIRD_PARTY_CHECK, Runtime, with_template
 
 OPENVINO_SETTINGS = MappingProxyType({
     "device": "CPU",

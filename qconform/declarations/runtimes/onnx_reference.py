@@ -1,7 +1,7 @@
-"""onnx.reference, declared once (beside ``onnx_reference``), with its reproducer template."""
+"""onnx.reference, declared once (its runner ``runners.onnx_reference``), with its reproducer template."""
 from __future__ import annotations
 
-from qconform.runners.declaration import ATTRIBUTE, Runtime, ml_dtype, with_template
+from qconform.declarations.runtime import ATTRIBUTE, Runtime, ml_dtype, with_template
 
 ONNX_REFERENCE = with_template(
     Runtime("onnx-reference", "qconform.runners.onnx_reference:OnnxReferenceRunner", dist="onnx", module="onnx",
