@@ -37,9 +37,9 @@ def _why_not(meta: dict) -> str:
         return f"{tpl.package} is not installed here"
     if meta.get("fact") and findings.auto_status(meta.get("versions", "")).startswith("fixed") \
             and version not in meta["seen_on"]:
-        from qconform.facts import _contains
+        from qconform.facts import in_range
 
-        if not _contains(meta["versions"], version):
+        if not in_range(meta["versions"], version):
             return (f"{meta['fact']} holds for {tpl.package} {meta['versions']}; {version} is installed: "
                     f"{findings.auto_status(meta['versions'])}")
     if version not in meta["seen_on"]:
