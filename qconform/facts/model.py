@@ -13,7 +13,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from qconform import platform as plat
-from qconform.runtimes import RUNTIMES, Runtime
+from qconform.declarations.runtimes import RUNTIMES, Runtime
 from qconform.verdicts import UNSUPPORTED
 
 KINDS = ("erratum", "reading", "oracle-gap", UNSUPPORTED, "must-reject")  # unsupported: the verdict it predicts
