@@ -4,8 +4,11 @@ exactly what the package holds."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
+
+import pytest
 
 from conftest import REPO
 
@@ -80,13 +83,56 @@ def unlayered(mods, table) -> list[str]:
     return sorted(m for m in mods if _layer(m, table) is None)
 
 
-def test_every_import_follows_the_layers():
-    mods, table = modules(), layers()
+def against_the_flow(edges: set[tuple[str, str]], table: list[tuple[str, list[str]]]) -> list[str]:
+    """Each import of ``edges`` from a lower layer to a higher one (save the listed exceptions)."""
     against = []
-    for a, b in sorted(imports(mods)):
+    for a, b in sorted(edges):
         if layer_of(a, table) < layer_of(b, table) and (a, b) not in AGAINST_THE_FLOW:
             against.append(f"{a} ({table[layer_of(a, table)][0]}) imports {b} ({table[layer_of(b, table)][0]})")
+    return against
+
+
+def test_every_import_follows_the_layers():
+    against = against_the_flow(imports(modules()), layers())
     assert not against, "imports against the flow:\n" + "\n".join(against)
+
+
+#: Imports that once ran back up the layers while coarser layers let them pass, each as it would
+#: stand in today's package: the finer layers must catch every one of them.
+UPWARD = {
+    # (a) the runtime declarations sat among the runners that read them: a declaration importing
+    # what reads it (the registry, the tools, a runner) runs upward now
+    "a declaration imports the runner registry": ("qconform.declarations.runtimes", "qconform.runner"),
+    "a declaration imports the tools": ("qconform.declarations.runtimes.tinygrad", "qconform.tools"),
+    "a declaration imports its runner": ("qconform.declarations.runtimes.onnxruntime",
+                                         "qconform.runners.onnxruntime_runner"),
+    "what a declaration is made of imports a runner": ("qconform.declarations.runtime", "qconform.runners.common"),
+    # (b) tools.py reached into the kernels for the NVRTC search
+    "the tools import the PTX build": ("qconform.tools", "qconform.kernels.ptx"),
+    "the tools import a runner": ("qconform.tools", "qconform.runners.tinygrad_runner"),
+    # (c) the diagnosis run (a test and benchmark harness) sat in diagnosis/ and imported the engine
+    "the diagnosis imports the engine": ("qconform.diagnosis.diagnose", "qconform.execution"),
+    "a diagnosis harness imports the engine": ("qconform.diagnosis.run", "qconform.execution"),
+}
+
+
+@functools.cache
+def _graph() -> tuple[tuple[str, ...], frozenset[tuple[str, str]]]:
+    mods = modules()
+    return tuple(mods), frozenset(imports(mods))
+
+
+@pytest.mark.parametrize("edge", UPWARD.values(), ids=list(UPWARD))
+def test_the_layers_catch_each_import_that_once_ran_upward(edge):
+    """Planted into the package's own import graph, each upward import fails the layer check, by
+    itself; the same import the other way round (the direction the code now takes) passes."""
+    (mods, graph), table = _graph(), layers()
+    importer, imported = edge
+    assert any(m == imported or m.startswith(imported + ".") for m in mods), f"{imported} is not in the package"
+    caught = set(against_the_flow(set(graph) | {edge}, table)) - set(against_the_flow(set(graph), table))
+    assert [line.split(" (")[0] for line in caught] == [importer], f"{importer} -> {imported} passes the layers"
+    assert f"imports {imported} (" in caught.pop()
+    assert against_the_flow({(imported, importer)}, table) == []
 
 
 def test_no_import_circle():
