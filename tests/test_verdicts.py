@@ -25,7 +25,7 @@ NOT_VERDICTS = {
     ("runners/ortweb_runner.py", "error"): "a field of the Node process's answers (ortweb_server.mjs)",
     ("diagnosis/diagnose.py", "error"): "a field of report.json's diagnosis errors: a model's error text",
     ("report/markdown.py", "error"): "the same field, read",
-    ("apps/pytest_report.py", "error"): "the same field, read",
+    ("plugin/report.py", "error"): "the same field, read",
     ("report/certificate.py", "ok"): "a certificate's tone, the CSS class of report.html's statement box",
     ("platform.py", "info"): "the name of a function, in __all__",
     ("runners/iree_runner.py", "crashed"): "a word in a runtime's own message",

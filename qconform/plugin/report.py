@@ -3,7 +3,7 @@
 Options: ``--report=DIR`` (report.json, report.html, summary.md), ``--baseline=FILE``,
 ``--min-cases=N``, ``--export-failures=DIR``. All active only with ``--runner``.
 
-Per-case records come from the session's plugin object (``qconform.plugin.QconformPlugin.records``; on
+Per-case records come from the session's plugin object (``qconform.plugin.core.QconformPlugin.records``; on
 the xdist controller merged from the workers' record files at session finish); the collected case list comes from
 ``pytest_collection_finish`` or, under xdist, ``pytest_xdist_node_collection_finished``. Files are
 written only where ``workerinput`` is absent (the controller, or a plain run), in
@@ -31,7 +31,8 @@ import pytest
 
 from qconform.apps import baseline as baseline_mod
 from qconform.apps.certification import assemble
-from qconform.plugin import PLUGIN, plugin_of
+from qconform.plugin.core import plugin_of
+from qconform.plugin.options import NO_LAST_FAILED, PLUGIN, no_last_failed
 from qconform.record import CaseRecord
 from qconform.report import writer
 from qconform.verdicts import DEVIATING, ERROR, NOT_RUN
@@ -73,7 +74,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "test_data_set_0/input_N.pb, output_N.pb) under DIR")
 
 
-@pytest.hookimpl(trylast=True)  # after qconform.plugin has resolved the runner and loaded the corpus
+@pytest.hookimpl(trylast=True)  # after qconform.plugin.core has resolved the runner and loaded the corpus
 def pytest_configure(config: pytest.Config) -> None:
     wanted = [o for o in ("report", "baseline", "export_failures") if config.getoption(o)]
     plugin = plugin_of(config)
@@ -127,11 +128,9 @@ class _Session:
         return self._stubs
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        from qconform.plugin import _no_last_failed
-
         self.state.started = time.perf_counter()
         self.state.started_iso = writer.now()
-        self.state.no_last_failed = _no_last_failed(session.config)
+        self.state.no_last_failed = no_last_failed(session.config)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         stubs = self.stubs()
@@ -203,7 +202,7 @@ class _Session:
             self.config.workeroutput["qconform_deselected"] = self.state.deselected
 
     def pytest_qconform_summary(self, terminalreporter, config: pytest.Config) -> None:
-        """The report's section of the terminal summary (qconform.plugin prints it last)."""
+        """The report's section of the terminal summary (qconform.plugin.core prints it last)."""
         if self.state.report is not None:
             _summary(terminalreporter, config, self.state)
 
@@ -325,9 +324,7 @@ def _summary(tr, config: pytest.Config, state: _State) -> None:
                   + (f" ({state.deselected:,} deselected)" if state.deselected else "")
                   + f", reported {c['reported']}, ran {c['ran']}"
                   + ("" if report["complete"] else f" — INCOMPLETE ({c[NOT_RUN]} not run)"))
-    from qconform.apps.baseline import stale_lines
-
-    for line in stale_lines(gate):
+    for line in baseline_mod.stale_lines(gate):
         tr.write_line(line, yellow=True)
     if gate["baselined"]:
         tr.write_line(f"{gate['baselined']} deviation(s) covered by baseline {gate['baseline']}")
@@ -336,8 +333,6 @@ def _summary(tr, config: pytest.Config, state: _State) -> None:
     if config.stash[PLUGIN].scope:
         tr.write_line(config.stash[PLUGIN].scoped_line())
     if state.no_last_failed:
-        from qconform.plugin import NO_LAST_FAILED
-
         tr.write_line(NO_LAST_FAILED, yellow=True)
     for e in (report.get("diagnosis") or {}).get("errors", [])[:5]:  # a broken model is a qconform bug
         tr.write_line(f"diagnosis error in {e['cases']} case(s) (qconform bug, please report): {e['error']}"
