@@ -4,7 +4,7 @@ worker processes beside pytest) and off (pytest and the runner in one process); 
 one process with one runner worker vs two (`--runner-workers`), the way qconform itself uses a
 second core. Prints figures, asserts nothing. Goal (issue 45): -n 2 not slower than one process.
 Since 2026-11-27 ``-n N`` with no test paths runs the corpus on N runner workers in one pytest
-process (qconform.plugin._take_over_xdist) where isolation is on.
+process (qconform.plugin.options.take_over_xdist) where isolation is on.
 
     python benchmarks/bench_xdist.py [--runner onnxruntime]
 """
