@@ -19,11 +19,18 @@ import sys
 import time
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from qconform.progress import Progress, StateError, StateFile, code_digest
 from qconform.record import CaseRecord
 from qconform.runner import declared_scope
 from qconform.verdicts import DEVIATING, NOT_RUN, VERDICTS
+
+if TYPE_CHECKING:
+    from qconform.apps.baseline import Baseline
+    from qconform.corpus import CaseRef, Index
+    from qconform.execution import Executor, Options
+    from qconform.offline import OfflineResults
 
 #: ``--state FILE``'s header: what it holds.
 STATE_FORMAT = "qconform-certify-state/1"
@@ -120,20 +127,73 @@ def _through_pytest(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _certify(args: argparse.Namespace, argv: list[str]) -> int:
-    from qconform import corpus as corpus_mod
-    from qconform.execution import Executor, Options
-    from qconform.apps import baseline as baseline_mod
+    """The run, step by step: every input checked before a case is read, the cases selected, run,
+    and the report assembled, gated and written; the exit status is the gate's."""
     from qconform.report import writer
-    from qconform.apps.certification import assemble
-    from qconform.runner import RunnerError, identity, identity_digest, parse_options, resolve
 
     started, started_iso = time.perf_counter(), writer.now()
+    _check_arguments(args)
+    plan = _plan(args, started, started_iso)
+    sel = _select_cases(args, plan)
+    outcome = _run_cases(sel)
+    return _write_report(args, argv, plan, sel, outcome)
+
+
+@dataclasses.dataclass
+class _Plan:
+    """What the checks settled before any case is read: the runner, the corpus, the baseline, the options."""
+
+    started: float
+    started_iso: str
+    ident: dict
+    results: OfflineResults | None  # a device's stored outputs (--offline)
+    golden: Path
+    digest: str
+    base: Baseline | None
+    patterns: list[str]
+    scope: dict | None  # the runtime's declared scope, when no --case narrows the run
+    jobs: int
+    packing: dict | None
+    options: Options
+
+
+@dataclasses.dataclass
+class _Selection:
+    """The cases to report on, those read back from ``--state``, and the engine that runs the rest."""
+
+    index: Index
+    refs: list[CaseRef]
+    state: StateFile | None
+    done: dict[str, CaseRecord]
+    todo: list[str]
+    engine: Executor | None
+
+
+@dataclasses.dataclass
+class _Outcome:
+    """What running the cases gave: the records as the report reads them, and how the run ended."""
+
+    records: list[dict]
+    collected: list[dict]
+    interrupted: bool
+    stopped: str
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    """The numbers and the one-of choices, before anything is resolved."""
     if args.batch < 1:
         raise _Usage(f"--batch={args.batch}: expected a number of cases >= 1")
     if args.min_cases is not None and args.min_cases < 0:
         raise _Usage(f"--min-cases={args.min_cases}: expected a number of cases >= 0 (0 disables the floor)")
     if bool(args.runner) == bool(args.offline):
         raise _Usage("give --runner NAME (run the cases) or --offline DIR (judge a device's stored outputs)")
+
+
+def _resolve_runner(args: argparse.Namespace) -> tuple[dict, dict, OfflineResults | None]:
+    """The runner's options, its identity and, with ``--offline``, the device's stored results
+    (whose declared runner becomes ``args.runner``)."""
+    from qconform.runner import RunnerError, identity, parse_options, resolve
+
     try:
         opts = parse_options(args.runner_opt)
         results = None
@@ -151,18 +211,43 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
             ident = identity(resolve(args.runner, opts), args.runner, opts)
     except RunnerError as exc:
         raise _Usage(str(exc)) from None
+    return opts, ident, results
+
+
+def _verified_corpus(args: argparse.Namespace) -> tuple[Path, str]:
+    """The corpus directory and its digest, once its MANIFEST is checked."""
+    from qconform import corpus as corpus_mod
+
     golden = Path(args.golden or corpus_mod.DEFAULT_ROOT)
     try:
-        digest = corpus_mod.verify(golden)
+        return golden, corpus_mod.verify(golden)
     except corpus_mod.CorpusError as exc:
         raise _Usage(str(exc)) from None
-    base = None
-    if args.baseline:
-        try:
-            base = baseline_mod.load(args.baseline)
-        except baseline_mod.BaselineError as exc:
-            raise _Usage(str(exc)) from None
 
+
+def _load_baseline(args: argparse.Namespace) -> Baseline | None:
+    """The known deviations of ``--baseline``, read before any case runs so that a bad file costs nothing."""
+    from qconform.apps import baseline as baseline_mod
+
+    if not args.baseline:
+        return None
+    try:
+        return baseline_mod.load(args.baseline)
+    except baseline_mod.BaselineError as exc:
+        raise _Usage(str(exc)) from None
+
+
+def _plan(args: argparse.Namespace, started: float, started_iso: str) -> _Plan:
+    """Resolve and check the runner, the corpus and the baseline, then settle the engine's options
+    (scope, diagnosis budget, packing)."""
+    from qconform import corpus as corpus_mod
+    from qconform.apps import baseline as baseline_mod
+    from qconform.execution import Options
+    from qconform.runner import identity_digest
+
+    opts, ident, results = _resolve_runner(args)
+    golden, digest = _verified_corpus(args)
+    base = _load_baseline(args)
     patterns = [corpus_mod.case_pattern(c) for c in args.case if c.strip()]
     scope = None if patterns else declared_scope(ident)
     jobs = args.jobs or min(8, os.cpu_count() or 1)
@@ -175,15 +260,26 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
                       None if by_behaviour else args.diagnose_per_group or None,
                       pack=bool(packing and packing["used"]),
                       runner_identity="" if args.offline else identity_digest(ident))
+    return _Plan(started, started_iso, ident, results, golden, digest, base, patterns, scope, jobs, packing, options)
+
+
+def _select_cases(args: argparse.Namespace, plan: _Plan) -> _Selection:
+    """Read the index, keep the cases asked for (``--case``, else the declared scope), read back those
+    a ``--state`` file holds, prepare the report directory, and start the engine for the rest."""
+    from qconform import corpus as corpus_mod
+    from qconform.report import writer
+
     # this machine's workers start now, importing the runner while the index is read; closed again
     # if the input turns out bad or nothing is left to run
-    early = _executor(args, options, None, jobs) if not (args.offline or args.cluster or args.scheduler) else None
+    early = _executor(args, plan.options, None, plan.jobs) \
+        if not (args.offline or args.cluster or args.scheduler) else None
     if early is not None:
         early.start()
     engine: Executor | None = None
+    patterns, scope, golden = plan.patterns, plan.scope, plan.golden
     try:
         try:
-            index = corpus_mod.index(golden, digest)
+            index = corpus_mod.index(golden, plan.digest)
         except corpus_mod.CorpusError as exc:
             raise _Usage(str(exc)) from None
         wanted = patterns or (scope["cases"] if scope else [])
@@ -194,11 +290,11 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
             scope["left_out"] = len(index) - len(refs)
             print(f"qconform certify: {scope['why']} ({len(refs):,} cases; {scope['left_out']:,} left out)",
                   file=sys.stderr)
-        if packing:
-            print(f"qconform certify: {'packing' if packing['used'] else 'not packing'}: {packing['why']}",
+        if plan.packing:
+            print(f"qconform certify: {'packing' if plan.packing['used'] else 'not packing'}: {plan.packing['why']}",
                   file=sys.stderr)
         state = StateFile(Path(args.state), STATE_FORMAT,
-                          {"corpus": index.digest, "runner": ident, "options": dataclasses.asdict(options),
+                          {"corpus": index.digest, "runner": plan.ident, "options": dataclasses.asdict(plan.options),
                            "qconform": code_digest()}) \
             if args.state else None
         try:
@@ -214,10 +310,17 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
             print(f"qconform certify: {len(refs) - len(todo)} of {len(refs)} cases read back from {args.state}",
                   file=sys.stderr)
         if todo:
-            engine = early or _executor(args, options, index, jobs, results)
+            engine = early or _executor(args, plan.options, index, plan.jobs, plan.results)
     finally:
         if early is not None and engine is not early:
             early.close()
+    return _Selection(index, refs, state, done, todo, engine)
+
+
+def _run_cases(sel: _Selection) -> _Outcome:
+    """Hand the cases out and take each record as its result comes in (keeping it in the state file);
+    a device gone stops the run, and the cases never handed out are not run, saying why."""
+    engine, refs, done, state = sel.engine, sel.refs, sel.done, sel.state
     stubs = {r.id: CaseRecord.stub(r) for r in refs}
     #: the records as the report reads them, each made as its result comes in (the workers are still
     #: busy then; after the last result, only the report's own work is left)
@@ -227,7 +330,7 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
     progress = Progress(len(refs), "certify")
     try:
         if engine is not None:
-            engine.submit(todo)
+            engine.submit(sel.todo)
         collected = [s.to_dict() for s in stubs.values()]  # while the first results are on their way
         for r in refs:
             res = None
@@ -258,24 +361,35 @@ def _certify(args: argparse.Namespace, argv: list[str]) -> int:
         records += [CaseRecord.stub(r, NOT_RUN, stopped).to_dict() for r in refs if r.id not in got]
     if collected is None:  # interrupted before they were made
         collected = [s.to_dict() for s in stubs.values()]
+    return _Outcome(records, collected, interrupted, stopped)
 
-    filters = ["--case"] if patterns else (["scope"] if scope else [])
+
+def _write_report(args: argparse.Namespace, argv: list[str], plan: _Plan, sel: _Selection,
+                  outcome: _Outcome) -> int:
+    """Assemble report.json (the same assembly as the pytest front-end's), gate it, write the report
+    directory, print the summary, and return the exit status: 0 passed, 1 gate failed, 2 incomplete."""
+    from qconform.apps.certification import assemble
+    from qconform.report import writer
+
+    index, refs, engine, scope, packing = sel.index, sel.refs, sel.engine, plan.scope, plan.packing
+    records = outcome.records
+    filters = ["--case"] if plan.patterns else (["scope"] if scope else [])
     run_meta = writer.meta(
-        runner=ident, index=index, started_iso=started_iso, seconds=time.perf_counter() - started,
-        interrupted=interrupted, stopped=stopped, exit_status=None,
+        runner=plan.ident, index=index, started_iso=plan.started_iso, seconds=time.perf_counter() - plan.started,
+        interrupted=outcome.interrupted, stopped=outcome.stopped, exit_status=None,
         invocation={"args": list(argv), "profile": args.profile, "strict_nan": bool(args.strict_nan),
-                    "filters": filters, "workers": 0, "runner_workers": getattr(engine, "workers", jobs),
+                    "filters": filters, "workers": 0, "runner_workers": getattr(engine, "workers", plan.jobs),
                     "executor": engine.describe() if hasattr(engine, "describe") else "local",
-                    "resumed": len(refs) - len(todo),
+                    "resumed": len(refs) - len(sel.todo),
                     "front_end": "qconform certify",
                     "command_line": shlex.join(["qconform", getattr(args, "cmd", None) or "certify", *argv]),
                     "baseline": writer.baseline_identity(args.baseline) if args.baseline else None,
                     **({"scope": scope} if scope else {}),
                     **({"packing": {**packing, "cases": sum(1 for r in records if r.get("packed"))}} if packing else {})})
-    report, texts = assemble(records, collected, run_meta,
-                                    cases_of=index.cases_of, baseline=base,
-                                    today=_dt.date.today(), min_cases=args.min_cases, filters=filters,
-                                    corpus_size=len(index), strict_nan=bool(args.strict_nan), profile=args.profile)
+    report, texts = assemble(records, outcome.collected, run_meta,
+                             cases_of=index.cases_of, baseline=plan.base,
+                             today=_dt.date.today(), min_cases=args.min_cases, filters=filters,
+                             corpus_size=len(index), strict_nan=bool(args.strict_nan), profile=args.profile)
     # an incomplete run (stopped, interrupted, cases not run) certifies nothing: 2, as Ctrl-C
     status = 2 if not report["complete"] else (0 if report["gate"]["passed"] else 1)
     report["exit_status"] = status
