@@ -13,16 +13,11 @@ from onnx import helper
 
 from qconform import dtypes
 from qconform.case import MS_DOMAIN, ONNX_DOMAIN
+from qconform.declarations import operators
 
-#: Ops and versions in scope: (domain, op) -> since_versions (adding one: qconform/docs/guide-op-version.md).
-IN_SCOPE: dict[tuple[str, str], tuple[int, ...]] = {
-    (ONNX_DOMAIN, "QuantizeLinear"): (10, 13, 19, 21, 23, 24, 25, 28),
-    (ONNX_DOMAIN, "DequantizeLinear"): (10, 13, 19, 21, 23, 24, 25, 28),
-    (ONNX_DOMAIN, "DynamicQuantizeLinear"): (11,),
-    (ONNX_DOMAIN, "QLinearMatMul"): (10, 21),
-    (MS_DOMAIN, "QuantizeLinear"): (1,),
-    (MS_DOMAIN, "DequantizeLinear"): (1,),
-}
+#: Ops and versions in scope: (domain, op) -> since_versions, from the operator declarations
+#: (qconform/declarations/operators.py; adding one: qconform/docs/guide-op.md).
+IN_SCOPE: dict[tuple[str, str], tuple[int, ...]] = operators.in_scope()
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from qconform.declarations import operators
 from qconform import facts, platform as plat
 from qconform.facts.observe import Result, case_id_of, explains, observe, shows
 from qconform.verdicts import UNSUPPORTED
@@ -122,7 +123,8 @@ def _widen(spec: str, version: str) -> str:
 
 
 _TYPE = r"(?:float8e\w+|float4e2m1|float6e\w+|u?int\d+|bfloat16|float\d*|[IUF]\d{1,2})\b"
-_VARIABLE = re.compile(r"(QuantizeLinear|DequantizeLinear|DynamicQuantizeLinear|QLinearMatMul)"
+_OPS = "|".join(sorted(operators.names(), key=len, reverse=True))  # the longest name first
+_VARIABLE = re.compile(rf"({_OPS})"
                        rf"|(?i:\b{_TYPE}(?:, {_TYPE})*)|(\d+(?:\.\d+)*)")
 
 

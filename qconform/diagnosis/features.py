@@ -2,7 +2,7 @@
 case), one small integer per feature.
 
 A row of a case's element holds: each operand's code class at that element (x, the scale and zero
-point as broadcast to it, QLinearMatMul's parameters by row and column), its sign, exponent field,
+point as broadcast to it, a matmul's parameters by row and column), its sign, exponent field,
 NaN payload class or top bit; the expected value's class; the value the final rounding is applied
 to (``probe``): tie or near tie, magnitude against the output type, rounding direction; the
 element's position (index from the start and the end along each axis, the flat index modulo the
@@ -24,6 +24,8 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.case import Case, Draft
+from qconform.declarations import operators
+from qconform.declarations.operator import Input, Kind, Operator, Role
 from qconform.diagnosis import codes
 from qconform.diagnosis.probe import Seen, final_node, look, param_bits
 
@@ -190,12 +192,14 @@ class Features:
         pattern's last node)."""
         n = len(keep)
         ins = list(case.inputs)
-        if case.op in ("QuantizeLinear", "DequantizeLinear"):
+        decl = None if case.is_graph else operators.find(case.domain, case.op)
+        if decl is not None and decl.kind in (Kind.QUANTIZE, Kind.DEQUANTIZE):
             x, s, zp = (ins + [None, None])[:3]
             roles = [("x", x, None), ("the scale", s, param_bits(s, shape, seen)),
                      ("the zero point", zp, param_bits(zp, shape, seen))]
-        elif case.op == "QLinearMatMul":
-            roles = [(a.name, a, _matmul_param(a, shape)) for a in ins[1:] if a is not None and a.name not in ("a", "b")]
+        elif decl is not None and decl.kind in (Kind.REQUANTIZE, Kind.INTEGER):
+            roles = [(a.name, a, _param_by_output(decl.input(a.name), decl, a, shape)) for a in ins
+                     if a is not None and decl.input(a.name).role in (Role.SCALE, Role.ZERO_POINT)]
         else:  # DynamicQuantizeLinear, a graph: the inputs shaped like the output
             roles = [(a.name if case.is_graph else "x", a, None) for a in ins if a is not None]
         for role, arg, bits in roles:
@@ -331,7 +335,7 @@ class Features:
         empty = any(a is not None and a.value.size == 0 for a in case.inputs) or any(o.size == 0 for o in case.expected)
         self._put(out, _flag("case:empty", "case", "a tensor of the case is empty", "no tensor of the case is empty"),
                   empty, n)
-        if case.op in ("QuantizeLinear", "DequantizeLinear") and len(case.inputs) > 1 and case.inputs[1] is not None:
+        if _q_or_dq(case) and len(case.inputs) > 1 and case.inputs[1] is not None:
             s = case.inputs[1].value
             self._put(out, _flag("case:scale-rank0", "case", "the scale has rank 0", "the scale has rank 1 or more"),
                       s.ndim == 0, n)
@@ -342,8 +346,10 @@ class Features:
                 axis = case.attrs.get("axis", 1) % max(1, data.value.ndim)
                 self._put(out, _flag("case:partial-block", "case", "the block size leaves a partial last block",
                                      "the block size divides the axis"), data.value.shape[axis] % block != 0, n)
-        if case.op == "QLinearMatMul" and case.inputs[0] is not None:
-            k = case.inputs[0].value.shape[-1]
+        decl = None if case.is_graph else operators.find(case.domain, case.op)
+        if decl is not None and decl.contraction == "matmul" and case.inputs[0] is not None \
+                and case.inputs[0].value.ndim:
+            k = case.inputs[0].value.shape[-1]  # a matmul's K: the first operand's last axis
             self._put(out, Column("case:K", "case", "K", str), k, n)
 
     def group_facts(self, out, case: Case, n: int) -> None:
@@ -521,13 +527,13 @@ def _rounded_value(case: Draft, shape, seen: Seen | None):
         a = np.asarray(a, np.float64)
         if a.shape == shape:
             return a
-        if a.ndim == len(shape) + 1 and a.shape[1:] == shape:  # QLinearMatMul: readings stacked first
+        if a.ndim == len(shape) + 1 and a.shape[1:] == shape:  # a requantising op's readings, stacked first
             return a[0]
         if a.size == size and size:
             return a.reshape(shape)
         return None
 
-    if case.op == "QLinearMatMul" and seen.requantised is not None:
+    if seen.requantised is not None:  # a requantising op: its accumulator, scales and zero point
         acc, e, (sa, sb, ys), zp = seen.requantised
         exact = fits(np.asarray(acc, np.float64)[-1] * 2.0**-e * np.asarray(sa) * np.asarray(sb) / ys)
         v = next((fits(r) for r in seen.rounded if fits(r) is not None), None)
@@ -535,7 +541,7 @@ def _rounded_value(case: Draft, shape, seen: Seen | None):
             v = next((fits(r) for r in seen.encoded if fits(r) is not None), exact)
         return None if v is None or exact is None else (v, exact, np.full(shape, zp))
     v = next((fits(r) for r in seen.rounded if fits(r) is not None), None)
-    if case.op in ("QuantizeLinear", "DequantizeLinear") and seen.params and case.inputs[0] is not None:
+    if _q_or_dq(case) and seen.params and case.inputs[0] is not None:
         x = seen.data.get(case.inputs[0].name)
         scale = seen.params[0]
         zero = seen.params[1] if len(seen.params) > 1 else None
@@ -558,24 +564,32 @@ def _rounded_value(case: Draft, shape, seen: Seen | None):
     return None
 
 
-def _matmul_param(arg, out_shape) -> np.ndarray | None:
-    """QLinearMatMul's scales and zero points by output element (a's by row, b's by column)."""
+def _q_or_dq(case) -> bool:
+    """A QuantizeLinear or DequantizeLinear case (either domain)."""
+    decl = None if case.is_graph else operators.find(case.domain, case.op)
+    return decl is not None and decl.kind in (Kind.QUANTIZE, Kind.DEQUANTIZE)
+
+
+def _param_by_output(role: Input, decl: Operator, arg, out_shape) -> np.ndarray | None:
+    """A scale's or zero point's codes by output element, as its declaration places it: a matmul's
+    first operand's by row (``along`` -2), its second's by column (-1), a filter's by output
+    channel (``along`` 0: the output's axis 1); per tensor everywhere."""
     t = dtypes.get(arg.type)
     bits = t.to_bits(arg.value).astype(np.int64)
     if bits.size == 1:
         return np.broadcast_to(bits.reshape(()), out_shape)
-    if len(out_shape) < 2:
+    if len(out_shape) < 2 or role.along is None:
         return None
     try:
-        if arg.name.startswith("a_"):
+        if role.along == 0:  # per output channel of a convolution: [N, M, ...]
+            v = bits.reshape((1, -1) + (1,) * (len(out_shape) - 2))
+        elif role.along == -2:  # per row
             v = bits.reshape(bits.shape + (1,)) if bits.ndim == 1 else bits
-            return np.broadcast_to(v, out_shape)
-        if arg.name.startswith("b_"):
+        else:  # per column
             v = bits.reshape((1,) + bits.shape) if bits.ndim == 1 else bits
-            return np.broadcast_to(v, out_shape)
+        return np.broadcast_to(v, out_shape)
     except ValueError:
         return None
-    return None
 
 
 __all__ = ["Column", "Features", "KINDS", "NA", "Rows", "WIDTHS", "concat", "range_class", "rounding_class",

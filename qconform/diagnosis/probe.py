@@ -71,7 +71,7 @@ class Seen:
     rounded: list[np.ndarray] = field(default_factory=list)  # what ``round`` was handed
     encoded: list[np.ndarray] = field(default_factory=list)  # what the float encoder was handed
     differences: list[np.ndarray] = field(default_factory=list)  # DequantizeLinear's x - zero_point
-    requantised: tuple | None = None  # QLinearMatMul: (accumulators, grid exponent, scales, zero point)
+    requantised: tuple | None = None  # a requantising op: (accumulators, grid exponent, scales, zero point)
 
 
 def look(draft: Draft) -> Seen | None:

@@ -10,6 +10,8 @@ import numpy as np
 
 from qconform import dtypes, schemas
 from qconform.case import Arg, Draft
+from qconform.declarations import operators
+from qconform.declarations.operator import Kind
 from qconform.oracle import floats
 from qconform.schemas import OpSpec
 
@@ -63,10 +65,10 @@ def type_signature(spec: OpSpec, combo: Mapping[str, str]) -> str:
     """``x-y`` where the scale shares a type with x (QuantizeLinear) or y (DequantizeLinear),
     else ``x-scale-y``; other ops list every type parameter in order."""
     ins, outs = input_types(spec, combo), output_types(spec, combo)
-    if spec.op in ("QuantizeLinear", "DequantizeLinear"):
+    if is_quantize(spec) or is_dequantize(spec):
         x, s = ins[spec.inputs[0].name], ins[spec.inputs[1].name]
         y = outs["y"]
-        same = s == (x if spec.op == "QuantizeLinear" else y)
+        same = s == (x if is_quantize(spec) else y)
         return f"{x}-{y}" if same else f"{x}-{s}-{y}"
     return "-".join(combo[k] for k in spec.type_params)
 
@@ -76,8 +78,10 @@ def draft(spec: OpSpec, combo: Mapping[str, str], family: str, name: str, values
           provenance: str = "") -> Draft:
     """A draft whose input i gets ``values[formal name]`` (None or absent leaves an optional input out).
 
-    The first input is the graph input; the others (scales, zero points) are initializers."""
+    The operator's data inputs are graph inputs; the others (weights, scales, zero points, bias) are
+    initializers, as its declaration says."""
     types = input_types(spec, combo)
+    decl = operators.get(spec.domain, spec.op)
     args: list[Arg | None] = []
     for i, f in enumerate(spec.inputs):
         v = values.get(f.name)
@@ -87,7 +91,7 @@ def draft(spec: OpSpec, combo: Mapping[str, str], family: str, name: str, values
             args.append(None)
             continue
         arr = v if isinstance(v, np.ndarray) and v.dtype == dtypes.get(types[f.name]).dtype else array(types[f.name], v)
-        args.append(Arg(f.name, types[f.name], arr, initializer=i > 0 and f.name not in _DATA_INPUTS))
+        args.append(Arg(f.name, types[f.name], arr, initializer=not decl.input(f.name).is_graph_input))
     while args and args[-1] is None:
         args.pop()
     return Draft(op=spec.op, opset=spec.since, types=type_signature(spec, combo), family=family, name=name,
@@ -95,12 +99,9 @@ def draft(spec: OpSpec, combo: Mapping[str, str], family: str, name: str, values
                  provenance=provenance or f"{family}:{spec.key}", note=note)
 
 
-_DATA_INPUTS = {"a", "b"}  # QLinearMatMul's second data input is a graph input too
-
-
 def is_quantize(spec: OpSpec) -> bool:
-    return spec.op == "QuantizeLinear"
+    return operators.get(spec.domain, spec.op).kind is Kind.QUANTIZE
 
 
 def is_dequantize(spec: OpSpec) -> bool:
-    return spec.op == "DequantizeLinear"
+    return operators.get(spec.domain, spec.op).kind is Kind.DEQUANTIZE

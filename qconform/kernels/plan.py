@@ -329,9 +329,9 @@ class MatMulPlan:
 
 def _cast_table(oracle: OpOracle) -> tuple[int, int]:
     """(saturate, fnuz_inf_saturates) of the oracle's float8 output conversion, read off its own
-    step (``qlmm_encode``): QLinearMatMul has no attributes for them, the oracle's body fixes both."""
+    step (``encode_output``): QLinearMatMul has no attributes for them, the oracle's body fixes both."""
     def code(v: float, t: dtypes.ElemType) -> int:
-        y, _ = oracle.qlmm_encode(np.array([v]), t)
+        y, _ = oracle.encode_output(np.array([v]), t)
         return int(t.to_bits(y)[0])
 
     e4, fnuz = dtypes.get("float8e4m3fn"), dtypes.get("float8e4m3fnuz")

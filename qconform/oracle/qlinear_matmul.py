@@ -26,27 +26,14 @@ bits collapse in base.evaluate.
 """
 from __future__ import annotations
 
-from fractions import Fraction
-
 import numpy as np
 
 from qconform import dtypes
 from qconform.case import Arg, Draft, Reading
 from qconform.dtypes import ElemType
-from qconform.oracle.arith import pack_output
-from qconform.oracle.base import Evaluation, OpOracle, register
+from qconform.oracle.base import Evaluation, register
 from qconform.oracle.granularity import InvalidModel
-
-ACCUMULATIONS = ("accumulator-int32-wrap", "accumulator-exact")
-REQUANTISATIONS = ("multiplier-float32", "multiplier-float64", "exact-rational",
-                   "multiplier-float32-product-float64", "multiplier-in-scale-type")
-
-
-def wrap_int32(v: np.ndarray) -> np.ndarray:
-    """Two's-complement wrap of exact integers (int64) to the int32 range."""
-    v = np.asarray(v, dtype=np.int64)
-    return ((v + (1 << 31)) & ((1 << 32) - 1)) - (1 << 31)
-
+from qconform.oracle.integer import ACCUMULATIONS, REQUANTISATIONS, Requantising, accumulations, wrap_int32  # noqa: F401
 
 def grid_exponent(t: ElemType) -> int:
     """k such that every finite value of t is an integer multiple of 2^-k (0 for integers)."""
@@ -82,7 +69,7 @@ def param_view(name: str, value: np.ndarray, data_shape: tuple[int, ...], axis: 
                        f"{data_shape} (qconform/docs/semantics.md#qlmm-shapes)")
 
 
-class QLinearMatMul(OpOracle):
+class QLinearMatMul(Requantising):
     op = "QLinearMatMul"
     output_names = ("y",)
     has_axis = False
@@ -97,55 +84,6 @@ class QLinearMatMul(OpOracle):
     def b_scale(self, sb: np.ndarray, out_shape) -> np.ndarray:
         """b's scale (per tensor, or per column [..., 1, N]) against the output's shape."""
         return np.broadcast_to(sb, out_shape)
-
-    def requantisations(self, scale_t: str) -> list[str]:
-        return [r for r in REQUANTISATIONS if r != "multiplier-in-scale-type" or dtypes.get(scale_t).is_half]
-
-    def requantise(self, req: str, acc: np.ndarray, e: int, scales, zp: float, out_t: ElemType,
-                   scale_t: str) -> dict[bool, np.ndarray]:
-        """What reading ``req`` hands to the output conversion, keyed by "zero point added": for
-        integer outputs round(v) + zp (exact integers, +-Inf, NaN); for float8 outputs v + zp and v
-        alone (#q-float8-zero-point). acc * 2^-e is the exact accumulator (leading axes broadcast)."""
-        a_s, b_s, y_s = scales
-        shape = acc.shape
-        if req == "exact-rational":
-            ys, fzp = Fraction(y_s), Fraction(zp)
-            sa, sb = np.broadcast_to(a_s, shape).ravel(), np.broadcast_to(b_s, shape).ravel()
-            with_zp = np.empty(acc.size, dtype=np.float64)
-            without = np.empty(acc.size, dtype=np.float64)
-            for i, c in enumerate(acc.ravel()):
-                v = Fraction(int(c), 1 << e) * Fraction(float(sa[i])) * Fraction(float(sb[i])) / ys
-                # rounded exactly; float(Fraction) rounds correctly (float8: rounding to float64
-                # first is innocuous, 53 >= 2 * 4 + 2).
-                if out_t.is_integer:
-                    with_zp[i] = float(self.round_exact(v) + fzp)
-                else:
-                    with_zp[i], without[i] = float(v + fzp), float(v)
-            return {True: with_zp.reshape(shape), False: without.reshape(shape)}
-        acc64 = _acc_float64(acc, e)
-        prec = {"multiplier-float64": "float64", "multiplier-in-scale-type": scale_t}.get(req, "float32")
-        r = (lambda x: np.asarray(x, dtype=np.float64)) if prec == "float64" else (lambda x: self.fl(prec, x))
-        with np.errstate(all="ignore"):
-            m = r(r(a_s * b_s) / y_s)
-            if req == "multiplier-float32-product-float64":
-                v = acc64 * m  # numpy: int32 * float32 -> float64
-                r = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731  (the zero point too)
-            elif req == "multiplier-in-scale-type":
-                v = r(acc64 * m)  # the product rounded once to TS: acc itself need not fit TS's range
-            else:
-                v = r(r(acc64) * m)
-            if out_t.is_integer:
-                return {True: self.round(v) + zp}
-            return {True: r(v + zp), False: v}
-
-    def qlmm_encode(self, v: np.ndarray, out_t: ElemType) -> tuple[np.ndarray, np.ndarray]:
-        """Saturate to an integer y (with NaN's undefined mask), or QuantizeLinear-21's saturate=1
-        Cast table to a float8 y (fnuz +-Inf -> NaN, #q-float8-fnuz-inf)."""
-        if out_t.is_integer:
-            y, nan = self.saturate(v, out_t)
-            return pack_output(y, out_t), nan
-        code = self.encode(v, out_t, saturate=True, fnuz_inf_saturates=False)
-        return pack_output(code, out_t), np.zeros(np.shape(v), bool)
 
     # -- the body ----------------------------------------------------------------------------------
     def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
@@ -196,7 +134,7 @@ class QLinearMatMul(OpOracle):
 
         if ta.is_integer and tb.is_integer:
             exact = self.accumulate(da, db, (av, bv), (az, bz), (ta, tb))
-            accs = [("accumulator-int32-wrap", wrap_int32(exact), 0), ("accumulator-exact", exact, 0)]
+            accs = [(name, acc, 0) for name, acc in accumulations(exact)]
         else:
             ka, kb = grid_exponent(ta), grid_exponent(tb)
             accs = [("", np.matmul(_to_grid(da, ka), _to_grid(db, kb)), ka + kb)]
@@ -210,29 +148,10 @@ class QLinearMatMul(OpOracle):
                   float(self.param(y_s).reshape(())))
         yz = float(self.param(y_zp).reshape(())) if y_zp is not None else 0.0
 
-        zp_readings = [("", True)]
-        if out_t.is_float:
-            zp_readings = [("zero-point-added", True)] + ([("zero-point-skipped", False)] if yz == 0 else [])
-
         ev = Evaluation(clause="qlmm-formula", primary_only=primary_only)
         touched = np.broadcast_to(touched, out_shape)
-        # every accumulation reading at once, stacked on a leading axis
-        e = accs[0][2]
-        stack = np.stack([np.broadcast_to(acc, out_shape) for _, acc, _ in accs])
-        encoded: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}  # readings often coincide
-        finite = _finite_exact(stack, e, scales, yz) & ~touched
-        for req in self.requantisations(scale_t):
-            values = self.requantise(req, stack, e, scales, yz, out_t, scale_t)
-            if any(np.any(np.isinf(v) & finite) for v in values.values()):
-                continue  # its chain overflows where the exact value is finite (#qlmm-requant)
-            for zp_name, add_zp in zp_readings:
-                for i, (acc_name, _, _) in enumerate(accs):
-                    v = np.where(touched, 0.0, values[add_zp][i])
-                    key = v.tobytes()
-                    if key not in encoded:
-                        encoded[key] = self.qlmm_encode(v, out_t)
-                    out, undefined = encoded[key]  # NaN to an integer y under this reading
-                    ev.add("+".join(n for n in (req, acc_name, zp_name) if n), (out,), (undefined,))
+        self.add_readings(ev, [(n, acc) for n, acc, _ in accs], accs[0][2], scales, yz, out_t, scale_t, touched,
+                          out_shape)
         if squeeze:
             ev.readings = [Reading(r.name, tuple(np.squeeze(o, axis=squeeze) for o in r.outputs),
                                    tuple(None if m is None else np.squeeze(m, axis=squeeze) for m in r.dont_care))
@@ -240,22 +159,6 @@ class QLinearMatMul(OpOracle):
             touched = np.squeeze(touched, axis=squeeze)
         ev.dont_care = [touched]
         return ev
-
-
-def _finite_exact(acc: np.ndarray, e: int, scales, zp: float) -> np.ndarray:
-    """Where acc * a_s * b_s / y_s (+ y_zero_point) is finite: float64 holds every such value of
-    8-bit operands and scales finite in their own types, so an Inf there is the operands'."""
-    a_s, b_s, y_s = scales
-    with np.errstate(all="ignore"):
-        return np.isfinite(_acc_float64(acc, e) * a_s * b_s / y_s + zp)
-
-
-def _acc_float64(acc: np.ndarray, e: int) -> np.ndarray:
-    """The accumulator acc * 2^-e as float64 (int64 accumulators: |acc| < 2^53, exact; the float8 grid's
-    Python integers: rounded once)."""
-    if acc.dtype == object:
-        return np.array([float(Fraction(int(c), 1 << e)) for c in acc.ravel()], dtype=np.float64).reshape(acc.shape)
-    return acc.astype(np.float64)
 
 
 class QLinearMatMul_10(QLinearMatMul):

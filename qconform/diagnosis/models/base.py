@@ -13,6 +13,8 @@ from qconform.case import Draft
 from qconform.oracle import granularity
 from qconform.oracle.arith import as_float64
 from qconform.oracle.base import Evaluation, OpOracle, oracle_for, output_type
+from qconform.declarations import operators
+from qconform.declarations.operator import Kind, Role
 from qconform.diagnosis.models.common import DQ, DQL, Q, QLMM, _minifloat
 
 
@@ -76,23 +78,28 @@ def _types(draft: Draft) -> list[str]:
 
 
 def _q_out(draft: Draft) -> dtypes.ElemType | None:
-    """QuantizeLinear's output type (None for other ops)."""
+    """QuantizeLinear's output type (None for other ops), by its version class's own rule."""
     if draft.op != Q:
         return None
-    x, s, zp = (list(draft.inputs) + [None])[:3]
-    if zp is not None:
-        return dtypes.get(zp.type)
-    code = draft.attrs.get("output_dtype", 0)
-    return dtypes.get(code) if code else dtypes.get("uint8")
+    return dtypes.get(output_type(draft))
+
+
+def _requant_out(d: Draft) -> dtypes.ElemType | None:
+    """A requantising op's output type (its declaration's ``output_like`` input, else its first
+    data input's); None for other ops."""
+    decl = operators.find(d.domain, d.op)
+    if decl is None or decl.kind is not Kind.REQUANTIZE:
+        return None
+    like = decl.arg(d.inputs, decl.output_like)
+    return dtypes.get(like.type if like is not None else d.inputs[0].type)
 
 
 def _int_rounding(d: Draft) -> bool:
     """Ops whose result goes through a round-to-integer."""
     if d.op == Q:
         return _q_out(d).is_integer
-    if d.op == QLMM:
-        out = d.inputs[7].type if len(d.inputs) > 7 and d.inputs[7] is not None else d.inputs[0].type
-        return dtypes.get(out).is_integer
+    if _requant_out(d) is not None:
+        return _requant_out(d).is_integer
     return d.op == DQL
 
 
@@ -103,16 +110,15 @@ def _int_saturation(d: Draft) -> bool:
 def _signed_int_out(d: Draft) -> bool:
     if d.op == Q:
         return _q_out(d).is_integer and _q_out(d).signed
-    if d.op == QLMM and _int_rounding(d):
-        out = d.inputs[7].type if len(d.inputs) > 7 and d.inputs[7] is not None else d.inputs[0].type
-        return dtypes.get(out).signed
+    if _requant_out(d) is not None and _int_rounding(d):
+        return _requant_out(d).signed
     return False
 
 
 def _minifloat_out(d: Draft) -> bool:
     if d.op == Q:
         return _minifloat(_q_out(d))
-    if d.op == QLMM:
+    if _requant_out(d) is not None:
         return not _int_rounding(d)
     return False
 
@@ -124,7 +130,10 @@ def _fnuz_involved(d: Draft) -> bool:
 
 
 def _nonzero_zero_point(d: Draft) -> bool:
-    zp = d.inputs[2] if len(d.inputs) > 2 else None
+    """The first zero point of the op (Q/DQ: x's or y's; QLinearMatMul: a's) is not zero somewhere."""
+    decl = operators.find(d.domain, d.op)
+    zps = decl.of_role(Role.ZERO_POINT) if decl is not None else ()
+    zp = decl.arg(d.inputs, zps[0].name) if zps else None
     return zp is not None and bool(np.any(as_float64(zp.value, zp.type) != 0))
 
 
@@ -191,11 +200,18 @@ def _q_or_dql(d: Draft) -> bool:
 
 
 def _qlmm_u8s8(d: Draft) -> bool:
-    return d.op == QLMM and d.inputs[0].type == "uint8" and d.inputs[3].type == "int8"
+    """uint8 activations against int8 weights (the VNNI/VPMADDUBSW operand order)."""
+    return d.op == QLMM and _arg(d, "a").type == "uint8" and _arg(d, "b").type == "int8"
 
 
 def _qlmm_per_column(d: Draft) -> bool:
-    return d.op == QLMM and d.inputs[4].value.size > 1 and d.inputs[0].value.ndim >= 2 and d.inputs[3].value.ndim >= 2
+    return (d.op == QLMM and _arg(d, "b_scale").value.size > 1 and _arg(d, "a").value.ndim >= 2
+            and _arg(d, "b").value.ndim >= 2)
+
+
+def _arg(d: Draft, name: str):
+    """The draft's input ``name``, by its operator's declaration (None where left out)."""
+    return operators.get(d.domain, d.op).arg(d.inputs, name)
 
 
 def _qlmm_int(d: Draft) -> bool:

@@ -6,11 +6,14 @@ from typing import Callable
 import numpy as np
 
 from qconform import dtypes
+from qconform.declarations import operators
 from qconform.oracle import floats
 from qconform.oracle.arith import fl as _fl
 
 
-Q, DQ, DQL, QLMM = "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearMatMul"
+#: The operators the models are written for, by their declarations (qconform/declarations/operators.py).
+Q, DQ = operators.QUANTIZE_LINEAR.op, operators.DEQUANTIZE_LINEAR.op
+DQL, QLMM = operators.DYNAMIC_QUANTIZE_LINEAR.op, operators.QLINEAR_MATMUL.op
 
 
 def swap_slots(arr: np.ndarray, t: dtypes.ElemType | str) -> np.ndarray:

@@ -20,6 +20,8 @@ from qconform import dtypes
 from qconform.case import Draft
 from qconform.diagnosis.models.base import Deviation
 from qconform.diagnosis.models.matmul import _fixed_point_multiply, _quantize_multiplier
+from qconform.oracle import integer
+from qconform.oracle.steps import Steps
 from qconform.oracle.arith import as_float64, round_fraction
 
 #: A dequantized operand: its codes, scale and zero point (as given), the DequantizeLinear attributes.
@@ -155,17 +157,8 @@ class QLinearAddFma:
 # ----------------------------------------------------------------------------------------------
 # MatMul, Gemm, Conv as one integer kernel (onnxruntime's QLinearMatMul / QGemm / QLinearConv, OpenVINO LPT)
 # ----------------------------------------------------------------------------------------------
-def _windows(x: np.ndarray, kh: int, kw: int, strides) -> np.ndarray:
-    """im2col in the NHWC order the fused kernels use (onnxruntime runs QLinearConv in NHWC): the
-    reduction axis runs over (kh, kw, channel), so adjacent products pair channels."""
-    n, c, h, w = x.shape
-    sh, sw = strides
-    oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
-    out = np.empty((n, oh, ow, kh * kw * c), x.dtype)
-    for i in range(oh):
-        for j in range(ow):
-            out[:, i, j, :] = x[:, :, i * sh:i * sh + kh, j * sw:j * sw + kw].transpose(0, 2, 3, 1).reshape(n, -1)
-    return out
+#: The spec's steps (round half to even, IEEE float32): what a fused kernel's requantisation rounds with.
+_SPEC_STEPS = Steps()
 
 
 class FusedAccumulator:
@@ -184,37 +177,33 @@ class FusedAccumulator:
         p = pattern(draft)
         x, w = p.operands[0], p.operands[1]
         bias = p.operands[2] if len(p.operands) > 2 else None
-        xd, wd = x.exact(), w.exact()
+        wd = w.exact()
         xq = as_float64(x.codes, x.type).astype(np.int64)
         wq = as_float64(w.codes, w.type).astype(np.int64)
         zx = int(np.asarray(as_float64(x.zero, x.type)).reshape(-1)[0])
         sw = np.asarray(w.scale, np.float64)
-        if p.op == "Conv":
-            kh, kw = p.attrs["kernel_shape"]
-            cols = _windows(xq, kh, kw, p.attrs.get("strides", [1, 1]))  # (N, OH, OW, C·kh·kw)
-            a_raw = cols.reshape(-1, cols.shape[-1])
-            b_raw = wq.transpose(0, 2, 3, 1).reshape(wq.shape[0], -1).T  # (kh·kw·C, M)
-            b_d = wd.transpose(0, 2, 3, 1).reshape(wd.shape[0], -1).T
-            channel_axis = 1
+        if p.op == "Conv":  # the channels-last windows of the one integer body, padded with x's zero point
+            cols, _ = integer.conv_windows(xq, wq.shape, p.attrs, pad_value=zx)  # (N, O.., K.., C)
+            spatial = cols.shape[1:1 + xq.ndim - 2]
+            a_raw = cols.reshape(-1, int(np.prod(cols.shape[1 + len(spatial):])))
+            b_raw = np.moveaxis(wq, 1, -1).reshape(wq.shape[0], -1).T  # (K..·C, M)
+            b_d = np.moveaxis(wd, 1, -1).reshape(wd.shape[0], -1).T
         else:
             a_raw, b_raw, b_d = xq, wq, wd
             if p.op == "Gemm" and p.attrs.get("transB", 0):
                 b_raw, b_d = b_raw.T, b_d.T
-            channel_axis = 1
         acc = self._accumulate(a_raw, b_raw, b_d, zx, self._pairs(p))
         if bias is not None:
             bcodes = as_float64(bias.codes, bias.type).astype(np.int64)
             acc = acc + bcodes[None, :]
         sx = float(np.asarray(x.scale).reshape(-1)[0])
         per_out = np.broadcast_to(sw.reshape(-1) if sw.size > 1 else sw.reshape(()), (acc.shape[1],))
-        m = _f32(_f32(_f32(sx) * _f32(per_out)) / _f32(p.y_scale))
-        v = _f32(_f32(acc.astype(np.float32)) * m[None, :])
-        y = _saturate(np.rint(v).astype(np.int64) + int(as_float64(p.y_zero, p.y_type)), p.y_type)
+        zy = float(as_float64(p.y_zero, p.y_type))
+        v = integer.requantise(_SPEC_STEPS, "multiplier-float32", acc, 0, (sx, per_out[None, :], float(p.y_scale)), zy,
+                               dtypes.get(p.y_type), "float32")[True]
+        y = _saturate(v.astype(np.int64), p.y_type)
         if p.op == "Conv":
-            n = x.codes.shape[0]
-            oh = (x.codes.shape[2] - p.attrs["kernel_shape"][0]) // p.attrs.get("strides", [1, 1])[0] + 1
-            ow = (x.codes.shape[3] - p.attrs["kernel_shape"][1]) // p.attrs.get("strides", [1, 1])[1] + 1
-            y = y.reshape(n, oh, ow, -1).transpose(0, 3, 1, 2)
+            y = np.moveaxis(y.reshape((x.codes.shape[0], *spatial, -1)), -1, 1)
         return [("spec", [_pack(y, p.y_type)])]
 
     def _accumulate(self, a_raw, b_raw, b_d, zx, pairs: bool):
