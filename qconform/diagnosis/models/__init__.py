@@ -28,7 +28,8 @@ One module per step a deviation overrides, each model declared (``DEVIATIONS``) 
 layouts and constants), ``granularity`` (broadcasting scale and zero point), ``output_type``,
 ``dequantize``, ``dynamic`` (DynamicQuantizeLinear's range and scale), ``matmul`` (QLinearMatMul's
 accumulation and requantisation). ``base`` composes a mixin with the oracle and holds the
-predicates that say where a deviation can matter; ``common`` the helpers several steps share.
+predicates that say where a deviation can matter; ``common`` the helpers several steps share;
+``encoding_arith`` the encoding models' arithmetic (real encoders' bit-level algorithms).
 ``MODELS`` is the explicit registry, in ``ORDER`` (the order ties are broken in); a model missing
 from ``ORDER``, or listed there and declared nowhere, fails at import.
 """
@@ -40,7 +41,7 @@ from qconform.diagnosis.models import rounding, division, zero_point, saturation
 from qconform.diagnosis.models.base import Deviation, Spec, compose, deviating_oracle
 from qconform.diagnosis.models.common import swap_slots
 from qconform.diagnosis.models.dequantize import bfloat16_half_up_if_odd
-from qconform.diagnosis.models.encoding import truncf_bit_emulation
+from qconform.diagnosis.models.encoding_arith import truncf_bit_emulation
 from qconform.oracle.arith import round_fraction, round_with
 
 #: Every model by name, in the registry's order (the order the diagnosis breaks ties in).

@@ -1,35 +1,19 @@
-"""The float8/float4/float6 (and bfloat16) encoders: the minifloat conversion of a result done another way."""
+"""The float8/float4/float6 (and bfloat16) encoders: the minifloat conversion of a result done another way.
+
+Each model's mixin sits beside its declaration here; the bit-level arithmetic they apply (real
+encoders' algorithms, roundings to a format's grid) is in ``encoding_arith``, testable on its own."""
 from __future__ import annotations
 
 import numpy as np
 
 from qconform import dtypes
 from qconform.oracle import floats
-from qconform.oracle.arith import pack_output
 from qconform.oracle.arith import fl as _fl
 from qconform.diagnosis.models.base import _dev, _fnuz_involved, _minifloat_out, _q_out
 from qconform.diagnosis.models.common import Q, QLMM, _F32, _minifloat
-
-
-def _quantum_exponent(a: np.ndarray, fmt) -> np.ndarray:
-    _, e = np.frexp(a)
-    return np.maximum(e.astype(np.int64) - 1, fmt.emin) - fmt.mbits
-
-
-def truncate_to_format(x: np.ndarray, t: dtypes.ElemType) -> np.ndarray:
-    """Round toward zero to t's precision (exponent range unbounded above, as floats.round_to_format)."""
-    fmt = t.float_format
-    x = np.asarray(x, dtype=np.float64)
-    ok = np.isfinite(x) & (x != 0)
-    a = np.where(ok, np.abs(x), 1.0)
-    q = _quantum_exponent(a, fmt)
-    r = np.ldexp(np.trunc(np.ldexp(a, -q)), q)
-    return np.where(ok, np.copysign(r, x), x)
-
-
-def _f32(v) -> np.ndarray:
-    f32 = dtypes.get("float32")
-    return pack_output(floats.encode(np.asarray(v, dtype=np.float64), f32, saturate=False), "float32")
+from qconform.diagnosis.models.encoding_arith import (rocm_cast_to_f8, round_as_normal, sticky_lost, subnormal_path,
+                                                      subnormal_quantum, ties_away_to_format, to_float32,
+                                                      truncate_to_format, truncf_bit_emulation)
 
 
 class E5m2OverflowToNan:
@@ -171,19 +155,6 @@ MinifloatDoubleRounding = _rounded_through("float16", "MinifloatDoubleRounding")
 MinifloatDoubleRoundingViaBfloat16 = _rounded_through("bfloat16", "MinifloatDoubleRoundingViaBfloat16")
 
 
-def ties_away_to_format(x: np.ndarray, t: dtypes.ElemType) -> np.ndarray:
-    """x moved to t's neighbour of larger magnitude where x is exactly halfway between two of t's
-    values; every other x unchanged (the encoder's round to nearest then decides it alone)."""
-    fmt = t.float_format
-    x = np.asarray(x, dtype=np.float64)
-    ok = np.isfinite(x) & (x != 0)
-    a = np.where(ok, np.abs(x), 1.0)
-    q = _quantum_exponent(a, fmt)
-    scaled = np.ldexp(a, -q)
-    tie = ok & (scaled - np.floor(scaled) == 0.5)
-    return np.where(tie, np.copysign(np.ldexp(np.floor(scaled) + 1, q), x), x)
-
-
 class MinifloatTiesAway:
     """float8/float4/float6 outputs rounded to nearest with ties away from zero (a guard-bit-only
     round-up), not ties to even."""
@@ -192,51 +163,6 @@ class MinifloatTiesAway:
         if _minifloat(t):
             v = ties_away_to_format(v, dtypes.get(t))
         return super().encode(v, t, **kw)
-
-
-def truncf_bit_emulation(v: np.ndarray, fmt: dtypes.FloatFormat) -> np.ndarray:
-    """float32 -> float8 codes the way IREE's ``TruncFToSmallFloat`` (ConvertUnsupportedFloatArithPass,
-    after runtime/src/iree/base/internal/math.h) builds them from the float32 fields: round to nearest
-    even, but a subnormal whose rounding carries into the smallest normal loses the carry to the
-    mantissa mask (0); overflow past the top exponent gives ±Inf (e5m2) or the one NaN code 0x7F /
-    0x80, never a saturated value; a NaN input gives that positive NaN code; a value whose rounded
-    code is e4m3fn's 0x7F/0xFF keeps it (NaN, with the sign)."""
-    b = _f32(v).view(np.uint32).astype(np.int64)
-    m, e, bias = fmt.mbits, fmt.ebits, fmt.bias
-    sign = (b >> 31) << (e + m)
-    bexp, mant = (b >> 23) & 0xFF, b & 0x7FFFFF
-    fnuz = fmt.nan_style == "fnuz"
-    top = (1 << e) - 1
-    max_normal_exp = top - 1 if fmt.has_inf else top
-    nan_code = (1 << (e + m)) if fnuz else ((top << m) | ((1 << m) - 1))
-
-    def rne(x, shift):  # math.h's bias_to_nearest_even
-        even = np.left_shift(1, shift)
-        odd = even >> 1
-        return x + np.where((x & even) != 0, odd, odd - 1)
-
-    aexp = bexp - 127
-    dexp = aexp + bias
-    overflow = dexp > max_normal_exp
-    underflow = dexp <= 0
-    shift = 23 - m
-    rounded = rne(mant, shift)
-    carry = rounded > 0x7FFFFF
-    dexp = np.where(carry, dexp + 1, dexp)
-    rounded = np.where(carry, 0, rounded)
-    overflow |= dexp > max_normal_exp
-    normal = sign | (np.clip(dexp, 0, top) << m) | ((rounded >> shift) & ((1 << m) - 1))
-    sub_shift = np.clip((23 - m) - (aexp - (1 - bias)), 0, 40)
-    sub = (rne(mant | (1 << 23), sub_shift) >> sub_shift) & ((1 << m) - 1)  # the carry masked off
-    zero = 0 if fnuz else sign
-    sub = np.where(sub_shift > 24, zero, sign | sub)
-    out = np.where(underflow, sub, normal)
-    out = np.where(bexp == 0, zero, out)
-    if fnuz:
-        out = np.where(out == (1 << (e + m)), 0, out)
-    big = (sign | (top << m)) if fmt.has_inf else np.full_like(out, nan_code)
-    out = np.where(overflow | ((bexp == 0xFF) & (mant == 0)), big, out)
-    return np.where((bexp == 0xFF) & (mant != 0), nan_code, out)
 
 
 class TruncfBitEmulation:
@@ -251,23 +177,6 @@ class TruncfBitEmulation:
 # -- the edges of the encoders: far underflow, the subnormal rounding, overflow, NaN --------
 
 
-def _subnormal_path(v: np.ndarray, fmt) -> tuple[np.ndarray, np.ndarray]:
-    """(|v|, where a bit-field encoder takes its subnormal branch): finite, non-zero and below the
-    smallest normal once rounded to the format's precision as if it were normal (a value that rounds
-    up to 2^emin leaves through the normal branch, as it does in every encoder quoted here)."""
-    v = np.asarray(v, dtype=np.float64)
-    ok = np.isfinite(v) & (v != 0)
-    a = np.where(ok, np.abs(v), 1.0)
-    return a, ok & (_round_as_normal(a, fmt) < 2.0 ** fmt.emin)
-
-
-def _round_as_normal(a: np.ndarray, fmt) -> np.ndarray:
-    """|v| rounded to nearest even at the format's mantissa width, exponent range unbounded below."""
-    _, e = np.frexp(a)
-    q = e.astype(np.int64) - 1 - fmt.mbits
-    return np.ldexp(np.rint(np.ldexp(a, -q)), q)
-
-
 def _subnormal_mixin(name: str, doc: str, magnitude) -> type:
     """A mixin whose float8/float4/float6 encoder computes a subnormal result's magnitude by
     ``magnitude(|v|, fmt)`` (a multiple of the subnormal quantum, up to 2^emin); normal results,
@@ -279,7 +188,7 @@ def _subnormal_mixin(name: str, doc: str, magnitude) -> type:
         fmt = dtypes.get(t).float_format
         v = np.asarray(v, dtype=np.float64)
         with np.errstate(all="ignore"):
-            a, sub = _subnormal_path(v, fmt)
+            a, sub = subnormal_path(v, fmt)
             alt = np.copysign(magnitude(a, fmt), v)
         return super(cls, self).encode(np.where(sub, alt, v), t, **kw)
 
@@ -287,81 +196,26 @@ def _subnormal_mixin(name: str, doc: str, magnitude) -> type:
     return cls
 
 
-def _quantum(fmt) -> float:
-    return 2.0 ** (fmt.emin - fmt.mbits)
-
-
 MinifloatSubnormalRoundedOneBitLow = _subnormal_mixin(
     "MinifloatSubnormalRoundedOneBitLow",
     "A subnormal result rounded one bit too far right (to twice the subnormal quantum, then stored as "
     "a count of quanta): tt-metal's round_ties_even(mant >> shift, mant_width, 24) where 23 is right, "
     "so every subnormal comes out about half its value.",
-    lambda a, fmt: np.rint(a / (2 * _quantum(fmt))) * _quantum(fmt))
-
-
-def _sticky_lost(a, fmt):
-    """The float32 significand shifted right to the subnormal binade first (the bits shifted out are
-    dropped), then rounded to nearest even at the format's mantissa width from the bits that are left."""
-    u = _quantum(fmt)
-    pre = np.floor(a * 2.0 ** (23 - fmt.emin))  # mant_with_hidden_bit >> (emin - E): 23 fraction bits of 2^emin
-    return np.rint(np.ldexp(pre, -(23 - fmt.mbits))) * u
+    lambda a, fmt: np.rint(a / (2 * subnormal_quantum(fmt))) * subnormal_quantum(fmt))
 
 
 MinifloatSubnormalStickyLost = _subnormal_mixin(
     "MinifloatSubnormalStickyLost",
     "A subnormal result rounded after the significand was shifted down to the subnormal binade: the "
     "bits shifted out are lost, so a value just above a midpoint whose lower neighbour is even rounds "
-    "down (the tie rule sees an exact tie).", _sticky_lost)
+    "down (the tie rule sees an exact tie).", sticky_lost)
 
 
 MinifloatSubnormalDoubleRounding = _subnormal_mixin(
     "MinifloatSubnormalDoubleRounding",
     "A subnormal result rounded twice: to the format's mantissa width as if it were normal, then again "
     "to the subnormal grid (ties to even both times).",
-    lambda a, fmt: np.rint(_round_as_normal(a, fmt) / _quantum(fmt)) * _quantum(fmt))
-
-
-def _rocm_cast_to_f8(bits: int, fmt) -> int:
-    """ROCm's internal::cast_to_f8 (amd_hip_fp8.h, rocBLAS's rocblas_hip_f8_impl.h; float input,
-    round to nearest even, no stochastic rounding) for a finite non-zero float32 whose exponent gap
-    to the float8 subnormal exponent reaches 64, with x86-64's shift semantics: a 64-bit shift count
-    is taken mod 64, a 32-bit ``1 << n`` mod 32."""
-    wm, nz = fmt.mbits, fmt.nan_style == "fnuz"
-    m64 = (1 << 64) - 1
-    sign, exponent, mantissa = bits >> 31, (bits >> 23) & 0xFF, bits & 0x7FFFFF
-    den = 1 - fmt.bias
-    if exponent == 0:
-        act = 1 - 127
-        diff = den - act
-    else:
-        act = exponent - 127
-        diff = den - act if act <= den else 0
-        mantissa += 1 << 23
-
-    def int_shl(n):  # the int (32-bit) 1 << n on x86: count mod 32, two's complement
-        r = (1 << (n & 31)) & 0xFFFFFFFF
-        return r - (1 << 32) if r >= 1 << 31 else r
-
-    sh = 23 - wm + diff
-    mask = (((int_shl(sh) - 1 + (1 << 31)) % (1 << 32)) - (1 << 31)) & m64
-    midpoint = (mantissa & mask) == (int_shl(sh - 1) & 0xFFFFFFFF)
-    if diff > 0:
-        mantissa >>= diff & 63
-    implicit_one = bool(mantissa & (1 << 23))
-    f8_exp = act + diff + fmt.bias - (0 if implicit_one else 1)
-    drop = (1 << (23 - wm)) - 1
-    odd = bool(mantissa & (1 << (23 - wm)))
-    mantissa += ((mantissa if odd else (mantissa - 1) & m64) if midpoint else mantissa) & drop
-    if f8_exp == 0:
-        if mantissa & (1 << 23):
-            f8_exp = 1
-    elif mantissa & (1 << 24):
-        mantissa >>= 1
-        f8_exp += 1
-    mantissa >>= 23 - wm
-    if f8_exp == 0 and mantissa == 0:
-        return 0 if nz else sign << 7
-    return ((sign << 7) | (f8_exp << wm) | (mantissa & ((1 << wm) - 1))) & 0xFF
+    lambda a, fmt: np.rint(round_as_normal(a, fmt) / subnormal_quantum(fmt)) * subnormal_quantum(fmt))
 
 
 class MinifloatUnderflowShiftWraps:
@@ -373,7 +227,7 @@ class MinifloatUnderflowShiftWraps:
         if not _minifloat(t) or dtypes.get(t).float_format.width != 8:
             return code
         fmt = dtypes.get(t).float_format
-        bits = _f32(v).view(np.uint32).astype(np.int64)
+        bits = to_float32(v).view(np.uint32).astype(np.int64)
         exponent = (bits >> 23) & 0xFF
         act = np.where(exponent == 0, -126, exponent - 127)
         wraps = (exponent != 0xFF) & ((bits & 0x7FFFFFFF) != 0) & ((1 - fmt.bias) - act >= 64)
@@ -381,7 +235,7 @@ class MinifloatUnderflowShiftWraps:
             return code
         out = code.copy()
         for idx in zip(*np.nonzero(wraps)):
-            out[idx] = _rocm_cast_to_f8(int(bits[idx]), fmt)
+            out[idx] = rocm_cast_to_f8(int(bits[idx]), fmt)
         return out
 
 
