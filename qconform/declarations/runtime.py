@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from importlib import metadata
 from typing import Any
 
+from qconform.declarations import operators
+
 
 def call_helper(spec: str) -> Any:
     """``module:function`` called: a runner's helper, without importing the runner here."""
@@ -76,11 +78,12 @@ THIRD_PARTY_CHECK = ("*-21/*/basic/*", "*-21/*/specials/*", "*-21/*/ties/*", "QL
                      "DynamicQuantizeLinear-11/*")
 
 
-#: qconform's own kernels implement the quantization operators, not the graphs around them.
-KERNEL_SCOPE = ("QuantizeLinear-*", "DequantizeLinear-*", "DynamicQuantizeLinear-*", "QLinearMatMul-*",
-                "com.microsoft.*")
+#: qconform's own kernels implement the operators their declarations say they do
+#: (qconform/declarations/operators.py), not the graphs around them.
+KERNEL_SCOPE = operators.kernel_scope()[0]
 KERNEL_SCOPE_REASON = ("qconform's own kernels implement the quantization operators themselves; the QDQ patterns "
-                       "also hold MatMul, Conv, pools and other float operators they do not implement")
+                       "also hold MatMul, Conv, pools and other float operators they do not implement; "
+                       + "; ".join(f"{glob.rstrip('-*')}: {why}" for glob, why in operators.kernel_scope()[1]))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from qconform.generators import (block_sizes, code_classes, codec_edges, constan
                                     floatkinds, fp8_zero_point,
                                     granularity, granularity_edges, ignored_attributes, negative_axis, packing, precision,
                                     random, saturation, shapes, signed_zero, special_scales, specials, tie_positions, ties)
-from qconform.generators import dynamic_quantize, ms_quant, patterns, qlinear_matmul
+from qconform.generators import conv, dynamic_quantize, ms_quant, patterns, qlinear_matmul
 
 FAMILIES: dict[str, Callable[[], Iterable[Draft]]] = {
     examples.FAMILY: examples.generate,
@@ -41,6 +41,7 @@ FAMILIES: dict[str, Callable[[], Iterable[Draft]]] = {
     block_sizes.FAMILY: block_sizes.generate,
     **dynamic_quantize.entries(),
     **qlinear_matmul.entries(),
+    **conv.entries(),
     **ms_quant.entries(),
     **patterns.entries(),
 }

@@ -15,7 +15,7 @@ from qconform.oracle.arith import as_float64
 from qconform.oracle.base import Evaluation, OpOracle, oracle_for, output_type
 from qconform.declarations import operators
 from qconform.declarations.operator import Kind, Role
-from qconform.diagnosis.models.common import DQ, DQL, Q, QLMM, _minifloat
+from qconform.diagnosis.models.common import DQ, DQL, Q, QLCONV, QLMM, _minifloat
 
 
 class Spec:
@@ -253,4 +253,4 @@ def _dev(name, ops, explanation, evidence, witness, mixin, applies=lambda d: Tru
     return Deviation(name, ops, explanation, evidence, witness, mixin, applies, tuple(families))
 
 
-_ALL_ROUNDING = (Q, DQL, QLMM)
+_ALL_ROUNDING = (Q, DQL, QLMM, QLCONV)

@@ -14,6 +14,7 @@ from qconform.oracle.arith import fl as _fl
 #: The operators the models are written for, by their declarations (qconform/declarations/operators.py).
 Q, DQ = operators.QUANTIZE_LINEAR.op, operators.DEQUANTIZE_LINEAR.op
 DQL, QLMM = operators.DYNAMIC_QUANTIZE_LINEAR.op, operators.QLINEAR_MATMUL.op
+QLCONV, CONVI, MMI = operators.QLINEAR_CONV.op, operators.CONV_INTEGER.op, operators.MATMUL_INTEGER.op
 
 
 def swap_slots(arr: np.ndarray, t: dtypes.ElemType | str) -> np.ndarray:

@@ -1,4 +1,6 @@
-"""QLinearMatMul's accumulation and requantisation done another way."""
+"""The accumulating operators' sums and requantisation done another way: QLinearMatMul's, and
+QLinearConv's, ConvInteger's and MatMulInteger's (each a mixin over one step of the oracle or of
+the integer body, ``qconform/oracle/integer.py``)."""
 from __future__ import annotations
 
 import functools
@@ -9,8 +11,9 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.oracle.arith import round_fraction
-from qconform.diagnosis.models.base import _dev, _qlmm_int, _qlmm_per_column, _qlmm_u8s8
-from qconform.diagnosis.models.common import QLMM, _F32
+from qconform.diagnosis.models.base import _dev, _int_rounding, _qlmm_int, _qlmm_per_column, _qlmm_u8s8
+from qconform.diagnosis.models.common import CONVI, MMI, QLCONV, QLMM, _F32
+from qconform.oracle.integer import INT32_MAX, INT32_MIN, conv_accumulate, conv_windows
 
 
 class QlmmAccumulateInFloat32:
@@ -117,6 +120,20 @@ class QlmmZeroPointBeforeRounding:
             return {True: self.round(f(f(f(acc.astype(np.float64)) * m) + zp))}
 
 
+class ZeroPointBeforeRoundingFloat64:
+    """Requantised as numpy does int32 · float32: round(fl64(acc · m) + y_zp), m = fl32(fl32(x_s·w_s)/y_s)
+    (onnx.reference's op_qlinear_conv.py: ``R = res * (x_scale * w_scale / y_scale); R += y_zero_point``)."""
+
+    def requantise(self, req, acc, e, scales, zp, out_t, scale_t):
+        if not out_t.is_integer or req == "exact-rational" or acc.dtype == object:
+            return super().requantise(req, acc, e, scales, zp, out_t, scale_t)
+        a_s, b_s, y_s = scales
+        f = functools.partial(self.fl, _F32)
+        with np.errstate(all="ignore"):
+            m = f(f(a_s * b_s) / y_s)
+            return {True: self.round(acc.astype(np.float64) * m + zp)}
+
+
 class QlmmRequantiseInHalf:
     """QLinearMatMul requantised left to right in the scales' float16/bfloat16 type:
     round(T(T(acc) * T(a_s b_s)) / y_s) + y_zp, each step rounded to T (an accumulator beyond 65504
@@ -158,6 +175,55 @@ class QlmmFloat8InputsTruncated:
 
 def _qlmm_float8_in(d) -> bool:
     return d.op == QLMM and any(dtypes.get(a.type).is_float8 for a in (d.inputs[0], d.inputs[3]))
+
+
+class ConvPadWithCodeZero:
+    """Padded pixels hold code 0 instead of x's zero point, so each contributes (0 − x_zp)·(w − w_zp)."""
+
+    def conv_sums(self, x, x_zp, w, w_zp, attrs):
+        wz = w_zp.reshape((-1,) + (1,) * (w.ndim - 1)) if w_zp.size > 1 else w_zp.reshape(())
+        zp = int(x_zp.reshape(()))
+        cols, group = conv_windows(x.astype(np.int64) - zp, w.shape, attrs, pad_value=-zp)
+        n = x.ndim - 2
+        wd = (w - wz).astype(np.int64)
+        cg, mg = x.shape[1] // group, w.shape[0] // group
+        parts = [cols[..., g * cg:(g + 1) * cg].reshape(cols.shape[:1 + n] + (-1,))
+                 @ np.moveaxis(wd[g * mg:(g + 1) * mg], 1, -1).reshape(mg, -1).T for g in range(group)]
+        return np.moveaxis(np.concatenate(parts, axis=-1), -1, 1)
+
+
+class IntegerZeroPointsIgnored:
+    """The stored codes multiplied as they are, the zero points never subtracted."""
+
+    def conv_sums(self, x, x_zp, w, w_zp, attrs):
+        return conv_accumulate(x, w, attrs)
+
+    def matmul_sums(self, a, a_zp, b, b_zp):
+        return np.matmul(a, b)
+
+
+class Int32AccumulatorSaturates:
+    """An int32 accumulator that clamps (x86 VPDPBUSDS, saturating DSP MACs) instead of wrapping."""
+
+    def int32_result(self, exact):
+        return np.clip(exact, INT32_MIN, INT32_MAX).astype(np.int32)
+
+
+def _pads_with_nonzero_zero_point(d) -> bool:
+    zp = d.inputs[2] if d.op == QLCONV else (d.inputs[2] if len(d.inputs) > 2 else None)
+    pads = any(d.attrs.get("pads", [0])) or d.attrs.get("auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER")
+    return pads and zp is not None and bool(np.any(np.asarray(zp.value) != 0))
+
+
+def _nonzero_zero_points(d) -> bool:
+    return any(a is not None and a.name.endswith("zero_point") and a.name[0] in "xwab" and np.any(a.value != 0)
+               for a in d.inputs if a is not None and a.name != "y_zero_point")
+
+
+def _wide_sums(d) -> bool:
+    """Sums that can leave int32: K · 255² beyond 2^31 − 1."""
+    k = int(np.prod(d.inputs[1].value.shape[1:])) if d.op == CONVI else int(d.inputs[0].value.shape[-1])
+    return k * 255 * 255 > INT32_MAX
 
 
 DEVIATIONS = [
@@ -224,4 +290,44 @@ DEVIATIONS = [
          "QLinearMatMul-21 reaches with float8 inputs: onnx.reference 1.23.2 here (fact E20).",
          "QLinearMatMul-21, a=[[0.5, 1.75]] (float8e4m3fn), b=[[2], [2]], scales 1: 4.5 -> 4 expected, 2 given",
          QlmmFloat8InputsTruncated, _qlmm_float8_in, ("basic", "readings")),
+    _dev("conv-padding-with-code-zero", (QLCONV, CONVI),
+         "Your convolution pads the quantized input with code 0 instead of its zero point, so each padded "
+         "pixel adds (0 − x_zero_point)·(w − w_zero_point) to the sum where the text's padding adds nothing.",
+         "apache/tvm#4807 and #11127 (QNN conv2d padded with 0, later with the input zero point); "
+         "llvm/torch-mlir#3528 (ONNX ConvInteger/QLinearConv lowering padded with 0) — research/compute-ops-sources.md.",
+         "ConvInteger uint8, x_zero_point 128, pads [1, 1, 1, 1], w = 1: border sums off by 128 per padded pixel",
+         ConvPadWithCodeZero, _pads_with_nonzero_zero_point, ("zero-points", "attributes")),
+    _dev("integer-zero-points-ignored", (QLCONV, CONVI, MMI),
+         "Your kernel multiplies the stored codes without subtracting the input and weight zero points.",
+         "iree-org/iree#24583 (MatMulInteger's zero points ignored in IREE's ONNX import: every output wrong).",
+         "MatMulInteger uint8, A=[[130]], a_zero_point=128, B=[[129]], b_zero_point=128: 2 expected, 16770 given",
+         IntegerZeroPointsIgnored, _nonzero_zero_points, ("zero-points", "basic")),
+    _dev("int32-accumulator-saturates", (CONVI, MMI),
+         "Your int32 accumulator saturates at ±2^31 instead of wrapping: \"The accumulation may overflow if and "
+         "only if in 32 bits\" permits a 32-bit overflow, not a clamp.",
+         "x86 VPDPBUSDS (the saturating form of AVX-VNNI's u8·s8 dot product, Intel SDM) and saturating DSP MAC "
+         "units; onnxruntime#16105 shows the int16 form of the same clamp (VPMADDUBSW).",
+         "MatMulInteger uint8, K = 33,100, A = 255, B = 255: the exact sum 2,152,327,500 wraps to -2,142,639,796; "
+         "a saturating accumulator gives 2,147,483,647",
+         Int32AccumulatorSaturates, _wide_sums, ("accumulator",)),
+    _dev("qlinearconv-zero-point-before-rounding", QLCONV,
+         "Your QLinearConv adds y_zero_point before rounding: rint(acc · M + y_zp) in float32.",
+         "onnx.reference's op_qlinear_conv.py (R = res·scale + y_zero_point, then rounded), as its QLinearMatMul "
+         "(onnx/onnx#6169); tinygrad's _qlinearop_quantized.",
+         "QLinearConv, multiplier 1/2, y_zero_point odd: every odd sum rounds the other way",
+         QlmmZeroPointBeforeRounding, _int_rounding, ("ties", "readings")),
+    _dev("qlinearconv-fixed-point-multiplier", QLCONV,
+         "Your QLinearConv requantises with a 32-bit fixed-point multiplier and shift (gemmlowp/TFLite style, "
+         "rounding twice) instead of multiplying by x_scale · w_scale / y_scale and rounding once.",
+         "gemmlowp fixedpoint.h SaturatingRoundingDoublingHighMul + RoundingDivideByPOT; XNNPACK's gemmlowp "
+         "requantisation; onnxruntime PR #3196 (its move from gemmlowp fixed point to the float32 path).",
+         "QLinearConv with calibrated scales: results within one step of a tie round the other way",
+         QlmmFixedPointMultiplier, _int_rounding, ("random", "basic")),
+    _dev("qlinearconv-zero-point-before-rounding-float64", QLCONV,
+         "Your QLinearConv adds y_zero_point before rounding, in float64: round(acc · M + y_zp) with M formed in "
+         "float32 and the product in float64.",
+         "onnx.reference's op_qlinear_conv.py (R = res * (x_scale * w_scale / y_scale); R += y_zero_point; "
+         "np.round), onnx 1.20 here.",
+         "QLinearConv, multiplier 1/2, odd y_zero_point: a sum of 2k + 1 gives k + 1 + zp instead of k + zp (k even)",
+         ZeroPointBeforeRoundingFloat64, _int_rounding, ("ties", "readings", "random")),
 ]
