@@ -1,7 +1,7 @@
 """The machine a run happens on: CPU model, architecture and the ISA features that select kernels.
 
 Why it matters: a runtime's result can depend on which SIMD path it picked (onnxruntime's u8×s8
-QLinearMatMul saturates pairs of products with AVX2 ``vpmaddubsw`` and not with AVX-512 VNNI), so
+quantized matmul saturates pairs of products with AVX2 ``vpmaddubsw`` and not with AVX-512 VNNI), so
 a certification report, a baseline and every recorded fact about a runtime name the platform.
 
 Features come from numpy's CPU dispatch table, which asks ``cpuid`` (or the auxiliary vector on

@@ -75,25 +75,18 @@ def _from_onnx(op: str, since: int) -> OpSpec:
     return OpSpec(ONNX_DOMAIN, op, since, inputs, outputs, attrs, params)
 
 
-# com.microsoft ops, version 1, as onnxruntime's docs/ContribOperators.md lists them (and the seed
-# page shared/seeds/002 for DequantizeLinear). onnx.defs has no entry for them: this is the one table.
-_MS_QUANT = ("int8", "uint8", "int16", "uint16", "int4", "uint4")
-MS_SPECS: dict[str, OpSpec] = {
-    "QuantizeLinear": OpSpec(
-        MS_DOMAIN, "QuantizeLinear", 1,
-        (Formal("x", "T1"), Formal("y_scale", "T1"), Formal("y_zero_point", "T2", True)),
-        (Formal("y", "T2"),),
-        {"axis": None},
-        {"T1": ("float32", "float16"), "T2": _MS_QUANT},
-    ),
-    "DequantizeLinear": OpSpec(
-        MS_DOMAIN, "DequantizeLinear", 1,
-        (Formal("x", "T1"), Formal("x_scale", "T2"), Formal("x_zero_point", "T1", True)),
-        (Formal("y", "T2"),),
-        {"axis": None},
-        {"T1": _MS_QUANT + ("int32",), "T2": ("float32", "float16")},
-    ),
-}
+def _from_declaration(op: operators.Operator) -> OpSpec:
+    """A com.microsoft operator's schema, from the cited table of its declaration (onnx.defs has none)."""
+    sch = op.schema or {}
+    return OpSpec(op.domain, op.op, op.versions[0],
+                  tuple(Formal(n, tp, opt) for n, tp, opt in sch["inputs"]),
+                  tuple(Formal(n, tp) for n, tp in sch["outputs"]),
+                  dict(sch["attrs"]), {k: tuple(v) for k, v in sch["types"].items()})
+
+
+#: com.microsoft schemas by op name (their declarations' ``schema`` tables).
+MS_SPECS: dict[str, OpSpec] = {o.op: _from_declaration(o) for o in operators.OPERATORS
+                               if o.domain == MS_DOMAIN and o.schema}
 
 
 @cache

@@ -25,9 +25,9 @@ def matches(pattern: str) -> list[Path]:
     return sorted(REPO.glob(re.sub(r"<[^>]+>", "*", pattern.rstrip("/")))) or []
 
 
-def test_there_are_the_four_guides():
-    assert [g.name for g in GUIDES] == ["guide-diagnosis-model.md", "guide-op-version.md", "guide-runtime.md",
-                                        "guide-type.md"]
+def test_there_are_the_six_guides():
+    assert [g.name for g in GUIDES] == ["guide-diagnosis-model.md", "guide-op-version.md", "guide-op.md",
+                                        "guide-pattern.md", "guide-runtime.md", "guide-type.md"]
 
 
 @pytest.mark.parametrize("guide", GUIDES, ids=lambda g: g.stem)

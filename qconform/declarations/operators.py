@@ -64,14 +64,28 @@ MATMUL_INTEGER = Operator(
     (Input("A", D), Input("B", W), Input("a_zero_point", Z, "A", -2), Input("b_zero_point", Z, "B", -1)), ("Y",),
     "integer-accumulation", output_type="int32", contraction="matmul", kernel=False,
     kernel_reason=_NO_KERNEL)
+# com.microsoft ops, version 1, as onnxruntime's docs/ContribOperators.md lists them (and the seed
+# page shared/seeds/002 for DequantizeLinear). onnx.defs has no entry for them: their ``schema`` is
+# the one table (inputs: name, type parameter, optional; outputs; attributes and defaults; types).
+_MS_QUANT = ("int8", "uint8", "int16", "uint16", "int4", "uint4")
 MS_QUANTIZE_LINEAR = Operator(
     MS_DOMAIN, "QuantizeLinear", (1,), Kind.QUANTIZE,
     (Input("x", D), Input("y_scale", S, "y", "axis"), Input("y_zero_point", Z, "y", "axis")), ("y",),
-    "ms-quantize", _Q_READINGS, output_like="y_zero_point", arithmetic_attrs=("axis",))
+    "ms-quantize", _Q_READINGS, output_like="y_zero_point", arithmetic_attrs=("axis",),
+    schema={"inputs": (("x", "T1", False), ("y_scale", "T1", False), ("y_zero_point", "T2", True)),
+            "outputs": (("y", "T2"),), "attrs": {"axis": None},
+            "types": {"T1": ("float32", "float16"), "T2": _MS_QUANT}})
 MS_DEQUANTIZE_LINEAR = Operator(
     MS_DOMAIN, "DequantizeLinear", (1,), Kind.DEQUANTIZE,
     (Input("x", D), Input("x_scale", S, "x", "axis"), Input("x_zero_point", Z, "x", "axis")), ("y",),
-    "ms-dequantize", _DQ_READINGS, arithmetic_attrs=("axis",))
+    "ms-dequantize", _DQ_READINGS, arithmetic_attrs=("axis",),
+    schema={"inputs": (("x", "T1", False), ("x_scale", "T2", False), ("x_zero_point", "T1", True)),
+            "outputs": (("y", "T2"),), "attrs": {"axis": None},
+            "types": {"T1": _MS_QUANT + ("int32",), "T2": ("float32", "float16")}})
+
+#: The two quantization boundary operators by name, in the order a fake quantisation runs them
+#: (x → QuantizeLinear → DequantizeLinear): the QDQ patterns are built from them in either domain.
+QDQ: tuple[str, str] = (QUANTIZE_LINEAR.op, DEQUANTIZE_LINEAR.op)
 
 #: Every operator, in the order of every listing.
 OPERATORS: tuple[Operator, ...] = (

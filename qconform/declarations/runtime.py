@@ -74,8 +74,8 @@ ATTRIBUTE = "__version__"  # the imported module's ``__version__``
 #: The cases the project's tests observe for a third-party runtime: a whole-corpus pass takes minutes
 #: to tens of minutes there, so its facts are asserted complete on this slice (plus every fact's
 #: example), and ``qconform facts drift --whole`` lists what the rest of the corpus adds.
-THIRD_PARTY_CHECK = ("*-21/*/basic/*", "*-21/*/specials/*", "*-21/*/ties/*", "QLinearMatMul-10/*/basic/*",
-                     "DynamicQuantizeLinear-11/*")
+THIRD_PARTY_CHECK = ("*-21/*/basic/*", "*-21/*/specials/*", "*-21/*/ties/*",
+                     f"{operators.QLINEAR_MATMUL.label}-10/*/basic/*", f"{operators.DYNAMIC_QUANTIZE_LINEAR.label}-11/*")
 
 
 #: qconform's own kernels implement the operators their declarations say they do

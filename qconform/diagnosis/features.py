@@ -200,7 +200,7 @@ class Features:
         elif decl is not None and decl.kind in (Kind.REQUANTIZE, Kind.INTEGER):
             roles = [(a.name, a, _param_by_output(decl.input(a.name), decl, a, shape)) for a in ins
                      if a is not None and decl.input(a.name).role in (Role.SCALE, Role.ZERO_POINT)]
-        else:  # DynamicQuantizeLinear, a graph: the inputs shaped like the output
+        else:  # the dynamic quantizer, a graph: the inputs shaped like the output
             roles = [(a.name if case.is_graph else "x", a, None) for a in ins if a is not None]
         for role, arg, bits in roles:
             if arg is None:
@@ -559,7 +559,7 @@ def _rounded_value(case: Draft, shape, seen: Seen | None):
             if enc is None:
                 return None
             return enc, exact + (zero if zero is not None else 0), None
-    if v is not None:  # DynamicQuantizeLinear: x / y_scale in float32
+    if v is not None:  # the dynamic quantizer: x / y_scale in float32
         return v, v, None
     return None
 

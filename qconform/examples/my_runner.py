@@ -55,7 +55,7 @@ class MyRunner(BaseRunner):
             except Exception as exc:
                 text = " ".join(str(exc).split())
                 # A kernel missing at run time, or one refusing inputs by a stated precondition
-                # (e.g. QLinearMatMul: "input zero point must be a scalar or 1D tensor of size 1").
+                # (e.g. a quantized matmul: "input zero point must be a scalar or 1D tensor of size 1").
                 if isinstance(exc, ort.capi.onnxruntime_pybind11_state.NotImplemented) or " was false. " in text:
                     raise Unsupported(text.split(" was false. ")[-1]) from None
                 raise  # anything else is an error for the case, with its traceback in the report

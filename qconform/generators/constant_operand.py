@@ -1,12 +1,12 @@
 """Family "constant-operand": the quantized input as a constant initializer instead of a graph input.
 
-Runtimes take other code paths for constants: DequantizeLinear is constant-folded, QLinearMatMul's
+Runtimes take other code paths for constants: DequantizeLinear is constant-folded, a quantized matmul's
 b is pre-packed once at load time, QuantizeLinear of a constant is folded by graph optimisers; bugs
 live there that no graph-input case reaches. Each case is another family's case with its data input
 turned into an initializer, compared the same way: for every op version and quantized type, the
 first ``basic`` case of the float32 combination (QuantizeLinear/DequantizeLinear), the first
-``ties`` case of each integer QLinearMatMul combination with b constant (and one with a and b
-constant), and the first DynamicQuantizeLinear ``ties`` cases (qconform/docs/semantics.md#principles)."""
+``ties`` case of each integer combination of the quantized matmul with b constant (and one with a
+and b constant), and the first ``ties`` cases of the dynamic quantizer (qconform/docs/semantics.md#principles)."""
 from __future__ import annotations
 
 import dataclasses

@@ -167,8 +167,8 @@ def _ordinary(c: Combo, family: str, name: str, note: str, attrs=None, calibrate
 
 
 # -- families --------------------------------------------------------------------------------------
-_NODE_TESTS = {"QLinearConv": ("qlinearconv", "QLinearConv"), "ConvInteger": ("convinteger", "ConvInteger"),
-               "MatMulInteger": ("matmulinteger", "MatMulInteger")}
+#: Each operator's node tests: onnx.backend.test.case.node.<module>.<class>.export*
+_NODE_TESTS = {o.op: (o.op.lower(), o.op) for o in OPS}
 
 
 def _node_tests(c: Combo) -> Iterator[Draft]:

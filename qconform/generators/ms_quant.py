@@ -18,6 +18,7 @@ from typing import Callable, Iterator, Mapping
 
 import numpy as np
 
+from qconform.declarations import operators
 from qconform import dtypes, schemas
 from qconform.case import MS_DOMAIN, Draft
 from qconform.dtypes import ElemType
@@ -25,7 +26,7 @@ from qconform.generators.common import draft
 from qconform.oracle import floats
 from qconform.schemas import OpSpec
 
-OPS = ("QuantizeLinear", "DequantizeLinear")
+OPS = operators.QDQ
 FAMILIES = ("basic", "ties", "saturation", "per-axis", "packing")
 
 

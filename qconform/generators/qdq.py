@@ -12,6 +12,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
+from qconform.declarations import operators
 from qconform import dtypes, schemas
 from qconform.case import Draft
 from qconform.dtypes import ElemType
@@ -19,7 +20,7 @@ from qconform.generators.common import draft, input_types, output_types, type_si
 from qconform.oracle import floats
 from qconform.schemas import OpSpec
 
-QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+QDQ_OPS = operators.QDQ
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from qconform.oracle.steps import Steps
 @dataclass
 class Evaluation:
     """Per-reading outputs, each with the elements it leaves undefined, plus the don't-care elements
-    common to every reading (``dont_care``: e.g. DynamicQuantizeLinear's outputs on NaN input)."""
+    common to every reading (``dont_care``: e.g. the dynamic quantizer's outputs on NaN input)."""
 
     readings: list[Reading] = field(default_factory=list)
     dont_care: list[np.ndarray | None] | None = None

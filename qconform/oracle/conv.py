@@ -3,7 +3,7 @@
 QLinearConv (qconform/docs/semantics.md#qlconv-formula):
     acc[n, m, o..] = Σ_{c in m's group, k} (x[n, c, o·s + k·d − pad] − x_zp) · (w[m, c, k] − w_zp[m]) + B[m]
     (a padded position contributes 0: #qlconv-padding), read as the accumulation readings, then
-    y = saturate(RNE(acc · x_s · w_s[m] / y_s) + y_zp) in QLinearMatMul's requantisation readings
+    y = saturate(RNE(acc · x_s · w_s[m] / y_s) + y_zp) in the quantized matmul's requantisation readings
     (#qlconv-requant), named ``requant+accumulation``.
 ConvInteger, MatMulInteger (#integer-accumulation): y = the exact sum reduced modulo 2^32 into
 int32 — the one reading "The accumulation may overflow if and only if in 32 bits" leaves.

@@ -27,13 +27,14 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from qconform.declarations import operators
 from qconform import dtypes
 from qconform.case import Arg, Draft, Node, Reading
 from qconform.oracle import base
 from qconform.oracle.arith import as_float64, fl
 from qconform.oracle.granularity import InvalidModel
 
-QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+QDQ_OPS = operators.QDQ
 F32 = "float32"
 
 Values = dict[str, np.ndarray]
@@ -443,9 +444,9 @@ def pattern_name(nodes: tuple[Node, ...]) -> str:
     """The pattern a graph is, as ids name it: FakeQuant (Q → DQ), Requant (DQ → Q), else the op
     between the DequantizeLinear nodes and the final QuantizeLinear."""
     ops = [n.op for n in nodes]
-    if ops == ["QuantizeLinear", "DequantizeLinear"]:
+    if ops == list(QDQ_OPS):
         return "FakeQuant"
-    if ops == ["DequantizeLinear", "QuantizeLinear"]:
+    if ops == list(QDQ_OPS[::-1]):
         return "Requant"
     central = [o for o in ops if o not in QDQ_OPS]
     return central[-1] if central else "Graph"

@@ -1,5 +1,5 @@
-"""The one integer body of the accumulating operators (QLinearMatMul, QLinearConv, ConvInteger,
-MatMulInteger) and of every fused-kernel deviation model: accumulate, then requantise.
+"""The one integer body of the accumulating operators (the quantized matmuls and convolutions,
+``Kind.REQUANTIZE`` and ``Kind.INTEGER`` in qconform/declarations/operators.py) and of every fused-kernel deviation model: accumulate, then requantise.
 
 - Accumulation (qconform/docs/semantics.md#qlmm-accumulation, #integer-accumulation): the sum of
   products computed exactly (int64), then read as the text permits: reduced modulo 2^32

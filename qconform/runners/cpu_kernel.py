@@ -3,8 +3,8 @@
 The same header the GPU runner launches, compiled at first use (qconform/kernels/build.py:
 -O2, vectorized, -ffp-contract=off, no fast-math) and cached. It reads the node through the kernels'
 plan (qconform/kernels/plan.py) and computes the reading the latest spec text states (so it passes
-the strict profile): QuantizeLinear, DequantizeLinear (ai.onnx and com.microsoft), QLinearMatMul and
-DynamicQuantizeLinear. Unsupported: other ops, types or attributes the kernels do not cover, and
+the strict profile): the operators whose declarations say the kernels implement them
+(qconform/declarations/operators.py, ``kernel``). Unsupported: other ops, types or attributes the kernels do not cover, and
 machines without a C compiler ("no C compiler: ...").
 """
 from __future__ import annotations

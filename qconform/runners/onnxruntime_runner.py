@@ -82,7 +82,7 @@ at ``optimize=1``), makes the case unsupported on that EP, never a pass credited
 reasons, which ORT only logs, are read from ORT's log (``ort.set_default_logger_callback``).
 
 ``describe()`` records the platform (``qconform.platform.info()``): which SIMD kernels MLAS picks
-depends on the CPU (u8×s8 QLinearMatMul saturates with AVX2 ``vpmaddubsw``, see the facts).
+depends on the CPU (its u8×s8 quantized matmul saturates with AVX2 ``vpmaddubsw``, see the facts).
 """
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from types import MappingProxyType
 
+from qconform.declarations.operators import QLINEAR_MATMUL
 from qconform.declarations.runtime import ATTRIBUTE, THIRD_PARTY_CHECK, Runtime, onnx_number, with_template
 
 ORT_RUNNER = "qconform.runners.onnxruntime_runner:OnnxRuntimeRunner"
@@ -76,10 +77,10 @@ ORT_VARIANTS = tuple(_ort(Runtime(name, ORT_RUNNER, dist=name, module="onnxrunti
             version=ATTRIBUTE, settings=ORT_SETTINGS, variant_of="onnxruntime",
             options=MappingProxyType({"providers": "QNNExecutionProvider", "plugin": "onnxruntime_qnn",
                                       "ep.backend_type": "htp"}),
-            check=("qdq.*",), scope=("qdq.*", "QLinearMatMul-*"),
+            check=("qdq.*",), scope=("qdq.*", f"{QLINEAR_MATMUL.label}-*"),
             scope_reason="the QNN EP runs no single QuantizeLinear or DequantizeLinear node (\"QNN EP does not "
                          "support a single Quantize/Dequantize node in a partition\", its partitioning rule): it "
-                         "is certified on the QDQ patterns and QLinearMatMul"),
+                         f"is certified on the QDQ patterns and {QLINEAR_MATMUL.label}"),
     #: onnxruntime as users run it: the CPU EP at its default graph optimisation level, which fuses
     #: QDQ patterns into integer kernels.
     Runtime("onnxruntime-optimized", ORT_RUNNER, dist="onnxruntime", module="onnxruntime", version=ATTRIBUTE,

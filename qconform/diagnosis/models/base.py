@@ -130,7 +130,7 @@ def _fnuz_involved(d: Draft) -> bool:
 
 
 def _nonzero_zero_point(d: Draft) -> bool:
-    """The first zero point of the op (Q/DQ: x's or y's; QLinearMatMul: a's) is not zero somewhere."""
+    """The first zero point of the op (Q/DQ: x's or y's; a matmul: a's) is not zero somewhere."""
     decl = operators.find(d.domain, d.op)
     zps = decl.of_role(Role.ZERO_POINT) if decl is not None else ()
     zp = decl.arg(d.inputs, zps[0].name) if zps else None

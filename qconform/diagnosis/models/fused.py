@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from qconform.declarations import operators
 from qconform import dtypes
 from qconform.case import Draft
 from qconform.diagnosis.models.base import Deviation
@@ -68,7 +69,7 @@ def pattern(draft: Draft) -> Pattern | None:
     q = nodes[-1]
     producers = {o: n for n in nodes for o in n.outputs}
     central = producers.get(q.inputs[0])
-    if central is None or central.op in ("QuantizeLinear", "DequantizeLinear"):
+    if central is None or central.op in operators.QDQ:
         return None
     operands, others = [], []
     for name in central.inputs:
@@ -155,7 +156,7 @@ class QLinearAddFma:
 
 
 # ----------------------------------------------------------------------------------------------
-# MatMul, Gemm, Conv as one integer kernel (onnxruntime's QLinearMatMul / QGemm / QLinearConv, OpenVINO LPT)
+# MatMul, Gemm, Conv as one integer kernel (onnxruntime's fused integer kernels, OpenVINO LPT)
 # ----------------------------------------------------------------------------------------------
 #: The spec's steps (round half to even, IEEE float32): what a fused kernel's requantisation rounds with.
 _SPEC_STEPS = Steps()
@@ -388,7 +389,7 @@ class ClipFakeQuantizeBounds:
 # ----------------------------------------------------------------------------------------------
 def _fake_source(draft: Draft):
     nodes = draft.graph
-    if [n.op for n in nodes] != ["QuantizeLinear", "DequantizeLinear"]:
+    if [n.op for n in nodes] != list(operators.QDQ):
         return None
     values = {a.name: a for a in draft.inputs}
     x, s, z = (values[i] for i in nodes[0].inputs)
@@ -497,7 +498,7 @@ def _fake(d: Draft) -> bool:
 
 def _from_float_input(d: Draft) -> bool:
     g = d.graph
-    return len(g) == 4 and [n.op for n in g] == ["QuantizeLinear", "DequantizeLinear", "Relu", "QuantizeLinear"]
+    return len(g) == 4 and [n.op for n in g] == [*operators.QDQ, "Relu", operators.QDQ[0]]
 
 
 # ----------------------------------------------------------------------------------------------
