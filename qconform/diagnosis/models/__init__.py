@@ -27,7 +27,8 @@ One module per step a deviation overrides, each model declared (``DEVIATIONS``) 
 ``saturation``, ``encoding`` (the float8/float4/float6 encoders), ``inputs`` (reading codes,
 layouts and constants), ``granularity`` (broadcasting scale and zero point), ``output_type``,
 ``dequantize``, ``dynamic`` (the dynamic quantizer's range and scale), ``matmul`` (the accumulating operators'
-sums and requantisation). ``base`` composes a mixin with the oracle and holds the
+sums and requantisation), ``fused`` (what fused kernels do to a QDQ pattern: its mixins in
+``fused_kernels``, the pattern read by ``fused_pattern``). ``base`` composes a mixin with the oracle and holds the
 predicates that say where a deviation can matter; ``common`` the helpers several steps share;
 ``encoding_arith`` the encoding models' arithmetic (real encoders' bit-level algorithms).
 ``MODELS`` is the explicit registry, in ``ORDER`` (the order ties are broken in); a model missing
