@@ -14,7 +14,9 @@ import pytest
 
 from qconform import cli
 from qconform import corpus as corpus_mod
-from qconform.apps import baseline as baseline_mod
+from qconform.apps import baseline as baseline_cli
+from qconform.gating import baseline as baseline_mod
+from qconform.record import behaviour
 from support import SUPPORT, FlipInt8Runner, copy_group  # noqa: F401
 
 pytest_plugins = ["pytester"]
@@ -132,7 +134,7 @@ def test_a_baseline_by_behaviour_never_accepts_another_bug_beside_it(pytester, g
     """``baseline create`` writes one entry per op version, types and diagnosis model; a later run
     with a second bug in the same cases' types fails on exactly the second bug."""
     _, first = run(pytester, golden, f"{SUPPORT}:TiesAway", "--diagnose-per-group=0", out="first")
-    data = baseline_mod.create(first, reason="known: ties rounded away (vendor bug 12)")
+    data = baseline_cli.create(first, reason="known: ties rounded away (vendor bug 12)")
     assert data["entries"] and all(e["diagnosis"] == "round-half-away" and e["id"].endswith("/*")
                                    for e in data["entries"])
     assert sum(e["cases"] for e in data["entries"]) == first["counts"]["fail"] > len(data["entries"])
@@ -141,11 +143,11 @@ def test_a_baseline_by_behaviour_never_accepts_another_bug_beside_it(pytester, g
     assert ">round-half-away</b>" in rollup and f"</span></td><td>{first['counts']['fail']}</td>" in rollup
     assert f"| round-half-away | {first['counts']['fail']} | 0 |" in (pytester.path / "first" / "summary.md").read_text()
     path = pytester.path / "behaviour.json"
-    path.write_text(baseline_mod.dumps(data))
+    path.write_text(baseline_cli.dumps(data))
     result, second = run(pytester, golden, f"{SUPPORT}:TiesAwayAndSpecialsFlipped", f"--baseline={path}",
                          out="second")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    named = {f["id"]: baseline_mod.behaviour(f) for f in second["failures"]}
+    named = {f["id"]: behaviour(f) for f in second["failures"]}
     new = set(second["gate"]["new_failures"])
     assert new and all(named[cid] != "round-half-away" for cid in new)  # the flipped specials, and only them
     assert {cid for cid, n in named.items() if n == "round-half-away"} == \
@@ -160,10 +162,10 @@ def test_an_entry_accepts_the_verdict_it_was_written_for(pytester, golden, ids):
     the same cases (then listed as new, the entries as changed), and the other way round."""
     _, raised = run(pytester, golden, f"{SUPPORT}:RaiseOnInt8Runner", out="raised")
     assert {c["id"] for c in raised["cases"] if c["verdict"] == "error"} == ids["int8"]
-    data = baseline_mod.create(raised, reason="vendor bug 1: int8 models rejected")
+    data = baseline_cli.create(raised, reason="vendor bug 1: int8 models rejected")
     assert {e["verdict"] for e in data["entries"]} == {"error"} and len(data["entries"]) == len(ids["int8"])
     path = pytester.path / "errors.json"
-    path.write_text(baseline_mod.dumps(data))
+    path.write_text(baseline_cli.dumps(data))
     result, again = run(pytester, golden, f"{SUPPORT}:RaiseOnInt8Runner", f"--baseline={path}", out="again")
     assert result.ret == pytest.ExitCode.OK and again["gate"]["baselined"] == len(ids["int8"])
 
@@ -185,19 +187,19 @@ def test_a_failure_no_model_names_is_accepted_case_by_case(pytester, golden, ids
               "failures": [{"id": "Q-21/float32-int8/basic/c0", "verdict": "fail", "diagnosis": []},
                            {"id": "Q-21/float32-int8/basic/c1", "verdict": "fail", "diagnosis": ["round-half-away"]},
                            {"id": "Q-21/float32-int8/basic/c2", "verdict": "fail"}]}  # not diagnosed: budget
-    data = baseline_mod.create(report, reason="r")
+    data = baseline_cli.create(report, reason="r")
     assert data["entries"] == [
         {"id": "Q-21/float32-int8/*", "diagnosis": "round-half-away", "cases": 1, "reason": "r"},
         {"id": "Q-21/float32-int8/basic/c0", "diagnosis": "none", "reason": "r"},
         {"id": "Q-21/float32-int8/basic/c2", "reason": "r"}]
-    assert baseline_mod.undiagnosed(report) == ["Q-21/float32-int8/basic/c2"]
+    assert baseline_cli.undiagnosed(report) == ["Q-21/float32-int8/basic/c2"]
     b = baseline_mod.parse(data)
     assert b.live_match("Q-21/float32-int8/basic/c0", "fail", TODAY, "none").number == 2
     assert b.live_match("Q-21/float32-int8/basic/c3", "fail", TODAY, "none") is None
     assert b.live_match("Q-21/float32-int8/basic/c2", "error", TODAY) is None  # its verdict only
 
     # refresh --add-new writes the entries create would, never a bare id for a diagnosed failure
-    refreshed, _, new = baseline_mod.refresh({"qconform_baseline": 1, "entries": []}, report, add_new=True, reason="r")
+    refreshed, _, new = baseline_cli.refresh({"qconform_baseline": 1, "entries": []}, report, add_new=True, reason="r")
     assert len(new) == 3 and refreshed["entries"] == data["entries"]
 
 
@@ -233,21 +235,21 @@ def test_a_baseline_written_for_another_runner_fails_the_gate(pytester, golden, 
     known deviations are not this runtime's), and ``refresh`` from another runner's report is refused.
     A file without ``runner`` (written before it was recorded) is taken for any runner."""
     _, flipped = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", out="flipped")
-    data = baseline_mod.create(flipped, reason="vendor bug 3: low bit")
+    data = baseline_cli.create(flipped, reason="vendor bug 3: low bit")
     assert data["runner"] == "flip-int8"
     path = pytester.path / "flip.json"
-    path.write_text(baseline_mod.dumps(data))
+    path.write_text(baseline_cli.dumps(data))
     result, same = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", f"--baseline={path}", out="same")
     assert result.ret == pytest.ExitCode.OK and same["gate"]["passed"], result.stdout.str()
 
-    path.write_text(baseline_mod.dumps({**data, "runner": "onnxruntime"}))
+    path.write_text(baseline_cli.dumps({**data, "runner": "onnxruntime"}))
     result, other = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", f"--baseline={path}", out="other")
     assert result.ret == pytest.ExitCode.TESTS_FAILED and not other["gate"]["passed"]
     result.stdout.fnmatch_lines(["*gate: baseline * was written for runner 'onnxruntime'; this run's runner is "
                                  "'flip-int8'*"])
     with pytest.raises(baseline_mod.BaselineError, match="written for runner 'onnxruntime', the report is of 'flip-int8'"):
-        baseline_mod.refresh({**data, "runner": "onnxruntime"}, flipped)
-    refreshed, dropped, new = baseline_mod.refresh({k: v for k, v in data.items() if k != "runner"}, flipped)
+        baseline_cli.refresh({**data, "runner": "onnxruntime"}, flipped)
+    refreshed, dropped, new = baseline_cli.refresh({k: v for k, v in data.items() if k != "runner"}, flipped)
     assert "runner" not in refreshed and not dropped and not new  # a file for any runner stays one
 
     # the runtime, not describe()'s name: every onnxruntime variant's describe() says "onnxruntime"
@@ -255,14 +257,14 @@ def test_a_baseline_written_for_another_runner_fails_the_gate(pytester, golden, 
     qnn = {**flipped, "runner": {"name": "onnxruntime", "providers": ["QNNExecutionProvider"], **level}}
     cpu = {**flipped, "runner": {"name": "onnxruntime", "providers": ["CPUExecutionProvider"], **level}}
     assert qnn["runner"]["name"] == cpu["runner"]["name"] == "onnxruntime"
-    from_qnn = baseline_mod.create(qnn, reason="r")
+    from_qnn = baseline_cli.create(qnn, reason="r")
     assert from_qnn["runner"] == "onnxruntime-qnn"
     with pytest.raises(baseline_mod.BaselineError, match="'onnxruntime-qnn', the report is of 'onnxruntime'"):
-        baseline_mod.refresh(from_qnn, cpu)
+        baseline_cli.refresh(from_qnn, cpu)
     gated = baseline_mod.gate(json.loads(json.dumps(cpu)), baseline_mod.parse(from_qnn), TODAY)
     assert not gated["passed"] and "written for runner 'onnxruntime-qnn'" in gated["messages"][-1]
 
-    path.write_text(baseline_mod.dumps({k: v for k, v in data.items() if k != "runner"}))
+    path.write_text(baseline_cli.dumps({k: v for k, v in data.items() if k != "runner"}))
     result, unnamed = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", f"--baseline={path}", out="unnamed")
     assert result.ret == pytest.ExitCode.OK and unnamed["gate"]["passed"]
 
@@ -274,7 +276,7 @@ def test_a_partial_run_passes_no_gate(pytester, golden, ids):
     refuses it: what a run did not run shows nothing fixed."""
     _, full = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", out="full")
     path = pytester.path / "flip.json"
-    path.write_text(baseline_mod.dumps(baseline_mod.create(full, reason="vendor bug 4: low bit")))
+    path.write_text(baseline_cli.dumps(baseline_cli.create(full, reason="vendor bug 4: low bit")))
     result, report = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", "--collect-only", f"--baseline={path}")
     assert report is not None and not report["complete"] and report["counts"]["fail"] == 0
     assert not report["gate"]["passed"] and result.ret == pytest.ExitCode.OK
@@ -282,7 +284,7 @@ def test_a_partial_run_passes_no_gate(pytester, golden, ids):
                for m in report["gate"]["messages"]), report["gate"]["messages"]
     assert report["gate"]["stale"] == []
     with pytest.raises(baseline_mod.BaselineError, match="did not complete"):
-        baseline_mod.refresh(json.loads(path.read_text()), report)
+        baseline_cli.refresh(json.loads(path.read_text()), report)
     # stopped by -x at its first failure: the report says by what
     result, stopped = run(pytester, golden, f"{SUPPORT}:FlipInt8Runner", "-x", out="stopped")
     assert not stopped["complete"] and stopped["stopped"] == "pytest: stopping after 1 failures"
@@ -294,7 +296,7 @@ def test_pytests_own_protocol_gates_as_the_report_does(pytester, golden):
     fast protocol (the gate read the diagnosis from a result the item had let go)."""
     _, first = run(pytester, golden, f"{SUPPORT}:TiesAway", "--diagnose-per-group=0", out="first")
     path = pytester.path / "behaviour.json"
-    path.write_text(baseline_mod.dumps(baseline_mod.create(first, reason="known: ties rounded away")))
+    path.write_text(baseline_cli.dumps(baseline_cli.create(first, reason="known: ties rounded away")))
     result, report = run(pytester, golden, f"{SUPPORT}:TiesAway", f"--baseline={path}", "--case-protocol=pytest",
                          out="second")
     assert report["gate"]["passed"] and report["gate"]["baselined"] == first["counts"]["fail"] > 0

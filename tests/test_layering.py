@@ -114,6 +114,9 @@ UPWARD = {
     # (c) the diagnosis run (a test and benchmark harness) sat in diagnosis/ and imported the engine
     "the diagnosis imports the engine": ("qconform.diagnosis.diagnose", "qconform.execution"),
     "a diagnosis harness imports the engine": ("qconform.diagnosis.run", "qconform.execution"),
+    # (d) the pytest plugin's report feature imported the baseline and the report's assembly from the
+    # applications, the command line's home
+    "the pytest plugin imports an application": ("qconform.plugin", "qconform.apps.baseline"),
 }
 
 

@@ -13,6 +13,7 @@ import pytest
 from conftest import REPO, run_pytest
 from qconform import corpus
 from qconform.apps import baseline
+from qconform.gating import baseline as gating
 from qconform.verdicts import Stale
 
 EXAMPLES = REPO / "qconform" / "examples"
@@ -131,10 +132,10 @@ def test_baseline_create_refuses_placeholders_and_refresh_keeps_reasons():
                         {"id": "A-1/t/basic/z", "verdict": "unsupported"}, {"id": "A-1/t/basic/w", "verdict": "pass"}]}
     data = baseline.create(report)
     assert [e["id"] for e in data["entries"]] == ["A-1/t/basic/x", "A-1/t/basic/y"]
-    with pytest.raises(baseline.BaselineError, match="placeholder reason"):
-        baseline.parse(data)
+    with pytest.raises(gating.BaselineError, match="placeholder reason"):
+        gating.parse(data)
     data = baseline.create(report, reason="vendor bug 7", expires="2030-01-01")
-    assert baseline.parse(json.loads(baseline.dumps(data))).entries[0].reason == "vendor bug 7"
+    assert gating.parse(json.loads(baseline.dumps(data))).entries[0].reason == "vendor bug 7"
     data["entries"].append({"id": "B-2/*", "reason": "not in this run"})
     later = {"cases": [{"id": "A-1/t/basic/x", "verdict": "pass"}, {"id": "A-1/t/basic/y", "verdict": "error"},
                        {"id": "A-1/t/basic/v", "verdict": "fail"}], "invocation": {"filters": ["-k A-1"]}}
@@ -145,7 +146,7 @@ def test_baseline_create_refuses_placeholders_and_refresh_keeps_reasons():
                                     {"id": "B-2/*", "reason": "not in this run"}]
     assert new == ["A-1/t/basic/v"]
     refreshed, _, _ = baseline.refresh(data, later, add_new=True)
-    assert refreshed["entries"][-1] == {"id": "A-1/t/basic/v", "reason": baseline.PLACEHOLDER}
+    assert refreshed["entries"][-1] == {"id": "A-1/t/basic/v", "reason": gating.PLACEHOLDER}
 
 
 def test_baseline_refresh_removes_exactly_the_stale_entries_the_gate_reports():
@@ -159,14 +160,14 @@ def test_baseline_refresh_removes_exactly_the_stale_entries_the_gate_reports():
     report = {"counts": {"collected": 3}, "cases": [{"id": "A-1/t/basic/x", "verdict": "pass"}, {"id": "A-1/t/basic/y", "verdict": "fail"},
                         {"id": "A-1/t/basic/z", "verdict": "unsupported"}], "failures": []}
     today = datetime.date(2026, 1, 1)
-    gate = baseline.gate(json.loads(json.dumps(report)), baseline.parse({"qconform_baseline": 1, "entries": entries}), today)
+    gate = gating.gate(json.loads(json.dumps(report)), gating.parse({"qconform_baseline": 1, "entries": entries}), today)
     reported = [s["id"] for s in gate["stale"]]
     assert reported == ["A-1/t/basic/x", "A-1/t/basic/z", "B-2/*"]
     refreshed, dropped, _ = baseline.refresh({"entries": entries}, report)
     assert [d["id"] for d in dropped] == reported
     assert [e["id"] for e in refreshed["entries"]] == ["A-1/t/basic/y"]
     filtered = {**report, "invocation": {"filters": ["--case A-1/*"]}}
-    gate = baseline.gate(json.loads(json.dumps(filtered)), baseline.parse({"qconform_baseline": 1, "entries": entries}), today, filtered=True)
+    gate = gating.gate(json.loads(json.dumps(filtered)), gating.parse({"qconform_baseline": 1, "entries": entries}), today, filtered=True)
     assert [s["id"] for s in gate["stale"]] == [d["id"] for d in baseline.refresh({"entries": entries}, filtered)[1]] \
         == ["A-1/t/basic/x", "A-1/t/basic/z"]
 
@@ -180,12 +181,12 @@ def test_an_entry_shadowed_by_a_behaviour_entry_is_redundant_not_fixed():
                {"id": "A-1/t/basic/y", "reason": "accepted case by case"}]
     report = {"counts": {"collected": 1}, "cases": [{"id": "A-1/t/basic/y", "verdict": "fail"}],
               "failures": [{"id": "A-1/t/basic/y", "verdict": "fail", "diagnosis": ["round-half-away"]}]}
-    gate = baseline.gate(json.loads(json.dumps(report)), baseline.parse({"qconform_baseline": 1, "entries": entries}),
+    gate = gating.gate(json.loads(json.dumps(report)), gating.parse({"qconform_baseline": 1, "entries": entries}),
                          datetime.date(2026, 1, 1))
     (stale,) = gate["stale"]
     assert stale["id"] == "A-1/t/basic/y" and stale["state"] == Stale.REDUNDANT and "#1" in stale["why"]
     assert "now fail" not in stale["why"] and gate["passed"]
-    assert baseline.stale_lines(gate) == ["1 redundant baseline entry (an entry before each accepts its cases): "
+    assert gating.stale_lines(gate) == ["1 redundant baseline entry (an entry before each accepts its cases): "
                                           "qconform baseline refresh removes them"]
     refreshed, dropped, _ = baseline.refresh({"entries": entries}, report)
     assert [d["id"] for d in dropped] == ["A-1/t/basic/y"] and len(refreshed["entries"]) == 1

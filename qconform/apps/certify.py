@@ -27,7 +27,7 @@ from qconform.runner import declared_scope
 from qconform.verdicts import DEVIATING, NOT_RUN, VERDICTS
 
 if TYPE_CHECKING:
-    from qconform.apps.baseline import Baseline
+    from qconform.gating.baseline import Baseline
     from qconform.corpus import CaseRef, Index
     from qconform.execution import Executor, Options
     from qconform.offline import OfflineResults
@@ -227,7 +227,7 @@ def _verified_corpus(args: argparse.Namespace) -> tuple[Path, str]:
 
 def _load_baseline(args: argparse.Namespace) -> Baseline | None:
     """The known deviations of ``--baseline``, read before any case runs so that a bad file costs nothing."""
-    from qconform.apps import baseline as baseline_mod
+    from qconform.gating import baseline as baseline_mod
 
     if not args.baseline:
         return None
@@ -241,7 +241,7 @@ def _plan(args: argparse.Namespace, started: float, started_iso: str) -> _Plan:
     """Resolve and check the runner, the corpus and the baseline, then settle the engine's options
     (scope, diagnosis budget, packing)."""
     from qconform import corpus as corpus_mod
-    from qconform.apps import baseline as baseline_mod
+    from qconform.gating import baseline as baseline_mod
     from qconform.execution import Options
     from qconform.runner import identity_digest
 
@@ -368,7 +368,7 @@ def _write_report(args: argparse.Namespace, argv: list[str], plan: _Plan, sel: _
                   outcome: _Outcome) -> int:
     """Assemble report.json (the same assembly as the pytest front-end's), gate it, write the report
     directory, print the summary, and return the exit status: 0 passed, 1 gate failed, 2 incomplete."""
-    from qconform.apps.certification import assemble
+    from qconform.gating.assembly import assemble
     from qconform.report import writer
 
     index, refs, engine, scope, packing = sel.index, sel.refs, sel.engine, plan.scope, plan.packing
@@ -470,7 +470,7 @@ def _summary(report: dict, written: list[Path]) -> None:
     print(", ".join(f"{c[v]:,} {v}" for v in VERDICTS if c.get(v)) + f" — {c['collected']:,} cases in "
           f"{report['timing']['duration_s']:.1f} s")
     print(overall(report))
-    from qconform.apps.baseline import stale_lines
+    from qconform.gating.baseline import stale_lines
 
     for line in stale_lines(gate):
         print(line)

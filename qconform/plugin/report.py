@@ -29,11 +29,11 @@ from pathlib import Path
 
 import pytest
 
-from qconform.apps import baseline as baseline_mod
-from qconform.apps.certification import assemble
+from qconform.gating import baseline as baseline_mod
+from qconform.gating.assembly import assemble
 from qconform.plugin.core import plugin_of
 from qconform.plugin.options import NO_LAST_FAILED, PLUGIN, no_last_failed
-from qconform.record import CaseRecord
+from qconform.record import CaseRecord, behaviour
 from qconform.report import writer
 from qconform.verdicts import DEVIATING, ERROR, NOT_RUN
 
@@ -162,7 +162,7 @@ class _Session:
             result = getattr(item, "_result", None)
             record = result.record.to_dict() if result is not None else {}
             entry = baseline.live_match(getattr(item, "case_id", None) or item.case.id, record.get("verdict"),
-                                        self.state.today, baseline_mod.behaviour(record))
+                                        self.state.today, behaviour(record))
             if entry is not None:
                 rep.outcome = "skipped"
                 rep.wasxfail = f"baseline: {entry.reason}"

@@ -1,7 +1,7 @@
 """Writing a report directory, and the report's fields that do not depend on how the run was driven.
 
-Both front-ends -- the pytest plugin (``qconform.apps.pytest_report``) and ``qconform certify``'s own loop
-(``qconform.apps.certify``) -- assemble report.json the same way (``qconform.apps.certification``) and
+Both front-ends -- the pytest plugin (``qconform.plugin.report``) and ``qconform certify``'s own loop
+(``qconform.apps.certify``) -- assemble report.json the same way (``qconform.gating.assembly``) and
 write it here, so the same run gives the same files whichever drove it.
 """
 from __future__ import annotations
