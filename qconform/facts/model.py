@@ -31,7 +31,7 @@ class Source:
     module: str  # imported to tell whether it is installed (and to read its __version__)
     runner: str | None = None  # the bundled qconform runner that exercises it, if any
     check: tuple[str, ...] = ()  # case-id globs the tests observe; () = the whole corpus
-    #: the runtime's declaration (``qconform.runtimes``), which says how to read its version
+    #: the runtime's declaration (``qconform.declarations.runtimes``), which says how to read its version
     runtime: Runtime | None = None
 
     def version(self) -> str | None:
@@ -56,8 +56,9 @@ class Source:
 
 _RUNTIMES = [Source.of(rt) for rt in RUNTIMES.values() if not rt.own]
 _ONNX = 1 + [s.name for s in _RUNTIMES].index("onnx-reference")
-#: Every source: the runtimes qconform runs (from their declarations, ``qconform.runtimes``), with
-#: the onnx package's node tests and ml_dtypes after its reference evaluator (facts.md's order).
+#: Every source: the runtimes qconform runs (from their declarations,
+#: ``qconform.declarations.runtimes``), with the onnx package's node tests and ml_dtypes after its
+#: reference evaluator (facts.md's order).
 SOURCES: dict[str, Source] = {s.name: s for s in (
     *_RUNTIMES[:_ONNX], Source("onnx-node-tests", "onnx"), Source("ml_dtypes", "ml_dtypes"), *_RUNTIMES[_ONNX:],
 )}
