@@ -143,7 +143,6 @@ ORDER = (
     "conv-padding-with-code-zero",
     "integer-zero-points-ignored",
     "int32-accumulator-saturates",
-    "qlinearconv-zero-point-before-rounding",
     "qlinearconv-zero-point-before-rounding-float64",
     "qlinearconv-fixed-point-multiplier",
     "minifloat-cast-without-type-notes",

@@ -310,12 +310,6 @@ DEVIATIONS = [
          "MatMulInteger uint8, K = 33,100, A = 255, B = 255: the exact sum 2,152,327,500 wraps to -2,142,639,796; "
          "a saturating accumulator gives 2,147,483,647",
          Int32AccumulatorSaturates, _wide_sums, ("accumulator",)),
-    _dev("qlinearconv-zero-point-before-rounding", QLCONV,
-         "Your QLinearConv adds y_zero_point before rounding: rint(acc · M + y_zp) in float32.",
-         "onnx.reference's op_qlinear_conv.py (R = res·scale + y_zero_point, then rounded), as its QLinearMatMul "
-         "(onnx/onnx#6169); tinygrad's _qlinearop_quantized.",
-         "QLinearConv, multiplier 1/2, y_zero_point odd: every odd sum rounds the other way",
-         QlmmZeroPointBeforeRounding, _int_rounding, ("ties", "readings")),
     _dev("qlinearconv-fixed-point-multiplier", QLCONV,
          "Your QLinearConv requantises with a 32-bit fixed-point multiplier and shift (gemmlowp/TFLite style, "
          "rounding twice) instead of multiplying by x_scale · w_scale / y_scale and rounding once.",
