@@ -99,6 +99,7 @@ class Conformance(StrEnum):
     """What a certificate states of one scope (an op version, a type combination) and of a run."""
 
     CONFORMANT = "conformant"  # every case ran, and passed
+    SELECTION_PASSED = "passed the selected cases"  # a selection of its cases ran and passed: no conformance
     ACCEPTED = "deviates, accepted by baseline"  # deviates, and every deviation is accepted with a reason
     DEVIATES = "deviates"  # a deviation no baseline entry covers
     UNSUPPORTED = "not supported"  # the runner ran none of its cases

@@ -118,9 +118,24 @@ def test_a_selection_never_reads_as_conformance(tmp_path):
     total = report["corpus"]["cases"]
     said = f"partial selection: 1 of {total:,} cases"
     summary = (tmp_path / "summary.md").read_text()
-    for text in (c.stdout, summary, (tmp_path / "report.html").read_text()):
+    certificate = (tmp_path / "certificate.json").read_text()
+    for text in (c.stdout, summary, (tmp_path / "report.html").read_text(), certificate):
         assert said in text and "conforms bit-exactly" not in text
+        assert "conformant" not in text, "a selection never says an op version is conformant"
     assert "✅" not in summary
+
+
+def test_certify_writes_a_certificate_beside_the_report(tmp_path):
+    """certificate.json: the scoreboard's schema, its statement the report's, summed in SHA256SUMS."""
+    one = "DequantizeLinear-21/int8-float32/basic/*"
+    c = certify("--runner", "cpu-ref", "--case", one, "--report", str(tmp_path))
+    assert c.returncode == 0, c.stdout + c.stderr
+    cert = json.loads((tmp_path / "certificate.json").read_text())
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert cert["format"] == "qconform-certificate/1" and cert["runtime"] == "cpu-ref"
+    assert cert["corpus"]["digest"] == report["corpus"]["digest"] and cert["counts"] == report["counts"]
+    assert cert["rows"] and all(r[0] == "DequantizeLinear-21" for r in cert["rows"])
+    assert "certificate.json" in (tmp_path / "SHA256SUMS").read_text()
 
 
 @pytest.mark.needs("onnxruntime")

@@ -393,9 +393,19 @@ def _write_report(args: argparse.Namespace, argv: list[str], plan: _Plan, sel: _
     # an incomplete run (stopped, interrupted, cases not run) certifies nothing: 2, as Ctrl-C
     status = 2 if not report["complete"] else (0 if report["gate"]["passed"] else 1)
     report["exit_status"] = status
-    written = writer.write(Path(args.report), report, texts)
+    written = writer.write(Path(args.report), report, texts, beside={"certificate.json": _certificate(report)})
     _summary(report, written)
     return status
+
+
+def _certificate(report: dict) -> str:
+    """certificate.json beside report.json: the scoreboard's certificate schema for this one run (its
+    selection, scope and completeness said in it, as the scoreboard's pages say them)."""
+    from qconform.apps.scoreboard.data import build
+    from qconform.apps.scoreboard.render import render_certificate
+
+    name = (report.get("runner") or {}).get("name") or "runner"
+    return render_certificate(build({name: report})["runtimes"][0])
 
 
 def _packing(ident: dict, corpus_digest: str, scope: list[str] | None = None) -> dict:

@@ -83,6 +83,10 @@ def scopes(report: dict) -> list[dict]:
         every = [c for cs in by_ov[ov].values() for c in cs]
         out.append({"op_version": ov, **verdict_of(every, unnamed),
                     "types": [{"types": t, **verdict_of(cs, unnamed)} for t, cs in sorted(by_ov[ov].items())]})
+    if coverage(report):  # a selection: what passed in it is no conformance of the op version
+        for row in (r for s in out for r in (s, *s["types"])):
+            if row["verdict"] == CONFORMANT:
+                row["verdict"] = Conformance.SELECTION_PASSED
     return out
 
 
@@ -153,7 +157,9 @@ def overall(report: dict, scoped: list[dict] | None = None) -> str:
     other = other_corpus(report)
     who = f"{runner} (run against {other})" if other else runner
     complete = report.get("complete", True)
-    if complete:
+    if complete and coverage(report):  # a selection certifies no op version, whatever passed in it
+        parts = [f"{n[Conformance.SELECTION_PASSED]} of {len(scoped)} op versions passed every selected case"]
+    elif complete:
         parts = [f"{n[CONFORMANT]} of {len(scoped)} op versions conformant"]
     else:  # what ran is no statement about what did not
         short = sum(1 for s in scoped if s.get(NOT_RUN))
@@ -319,6 +325,8 @@ def content_digest(report: dict) -> str:
 
 #: The report directory's checksum file (the ``sha256sum -c`` format): every file, byte for byte.
 SUMS = "SHA256SUMS"
+#: Documents a front-end may write beside the report (``writer.write(beside=...)``).
+BESIDE = ("certificate.json",)
 #: The documents the writer writes into every report directory (besides SUMS), and its folders with
 #: the files it writes there: what ``verify`` requires listed, and all ``writer.prepare`` clears.
 DOCUMENTS = ("report.json", "report.html", "summary.md", "semantics.html")

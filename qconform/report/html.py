@@ -60,7 +60,8 @@ html.print .caselist{display:none} html.print .printonly{display:block}
 
 #: Colour of each scope verdict (qconform/report/certificate.py).
 SCOPE_COLOURS = {Conformance.DEVIATES: "#c62828", Conformance.ACCEPTED: "#ef6c00",
-                 Conformance.CONFORMANT: "#2e7d32", Conformance.UNSUPPORTED: "#9e9e9e",
+                 Conformance.CONFORMANT: "#2e7d32", Conformance.SELECTION_PASSED: "#a5d6a7",
+                 Conformance.UNSUPPORTED: "#9e9e9e",
                  Conformance.INFORMATION: "#90caf9", Conformance.NOT_RUN: "#eceff1", NOT_FULLY_RUN: "#cfd8dc"}
 
 JS = """

@@ -86,7 +86,7 @@ def clear(root: Path) -> None:
     nothing else: the directory may hold the user's own files."""
     from qconform.report import certificate
 
-    for name in (*certificate.DOCUMENTS, certificate.SUMS):
+    for name in (*certificate.DOCUMENTS, *certificate.BESIDE, certificate.SUMS):
         (root / name).unlink(missing_ok=True)
     for folder, pattern in certificate.FOLDERS.items():
         if not (root / folder).is_dir():
@@ -98,10 +98,12 @@ def clear(root: Path) -> None:
             (root / folder).rmdir()
 
 
-def write(root: Path, report: dict, texts: dict[str, str] | None = None) -> list[Path]:
+def write(root: Path, report: dict, texts: dict[str, str] | None = None,
+          beside: dict[str, str] | None = None) -> list[Path]:
     """report.json, report.html, summary.md, semantics.html, evidence/, texts/ and SHA256SUMS (an
-    earlier run's are removed first); adds the integrity block to ``report``. Returns the main files
-    written."""
+    earlier run's are removed first); adds the integrity block to ``report``. ``beside``: further
+    documents of the run, by file name (certify's certificate.json), written and summed with them.
+    Returns the main files written."""
     from qconform.report import certificate, html, markdown, semantics_html
 
     root.mkdir(parents=True, exist_ok=True)
@@ -112,6 +114,7 @@ def write(root: Path, report: dict, texts: dict[str, str] | None = None) -> list
     files = {"report.json": model.dumps(report), "report.html": html.render(report),
              "summary.md": markdown.render(report), "semantics.html": semantics_html.render()}
     assert tuple(files) == certificate.DOCUMENTS
+    files.update(beside or {})
     for name, text in files.items():
         (root / name).write_text(text, encoding="utf-8")
     (root / certificate.SUMS).write_text(certificate.sums_text(root, [*files, *extra]), encoding="utf-8")
