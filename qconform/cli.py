@@ -93,13 +93,18 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--dir", type=Path, default=None)
     from qconform.apps import certify
 
-    certify.add_arguments(sub.add_parser(
+    cert = sub.add_parser(
         "certify", help="run the corpus against a runner and write a report directory",
         description="Run the golden corpus (or --case globs) against a runner through qconform's engine, "
                     "-j N runner workers, each case isolated, and write report.json, report.html and summary.md: "
                     "the report pytest --runner=NAME --report=DIR writes, without a pytest item per case. "
                     "Options only pytest knows (-m, -k, -n, --from-report, ...) run it through pytest instead, "
-                    "every option passed on."))
+                    "every option passed on. With --model FILE: the user's own quantized model, group by "
+                    "group, at its own parameters.")
+    certify.add_arguments(cert)
+    from qconform.apps import model_certify
+
+    model_certify.add_arguments(cert)
     imp = sub.add_parser(
         "import-results", help="judge the outputs a device wrote offline into an export, and write a report",
         description="For a device with no network: after `qconform export backend-test DIR`, the device team's own "
@@ -259,6 +264,12 @@ def main(argv: list[str] | None = None) -> int:
         from qconform.apps.explore import promote_main
 
         return promote_main(args.file, args.dir)
+    if args.cmd == "certify" and (args.model or args.inputs):
+        from qconform.apps import model_certify
+
+        if not args.model:
+            parser.error("--inputs FILE.npz needs --model FILE")
+        return model_certify.main(args, argv[argv.index("certify") + 1:])
     if args.cmd == "certify":
         return certify.main(args, argv[argv.index("certify") + 1:])
     if args.cmd == "import-results":
