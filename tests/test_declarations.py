@@ -58,7 +58,8 @@ def _op_name_lists(tree: ast.AST, names: frozenset[str]) -> list[int]:
             if len(hits) >= 2:
                 found.append(node.lineno)
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if "|" in node.value and len(set(re.findall(r"[A-Za-z]\w*", node.value)) & names) >= 2:
+            pairs = re.findall(r"([A-Za-z]\w*)\)?\|\(?([A-Za-z]\w*)", node.value)  # A|B, as a regex lists them
+            if any(a in names and b in names for a, b in pairs):
                 found.append(node.lineno)
     return found
 
