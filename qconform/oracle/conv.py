@@ -16,7 +16,7 @@ from qconform import dtypes
 from qconform.case import Arg, Draft
 from qconform.oracle.base import Evaluation, OpOracle, register
 from qconform.oracle.granularity import InvalidModel
-from qconform.oracle.integer import Requantising, accumulations, conv_accumulate, wrap_int32
+from qconform.oracle.integer import Requantising, accumulations, conv_accumulate, matmul_operands, wrap_int32
 from qconform.oracle.qlinear_matmul import param_view
 
 
@@ -130,20 +130,7 @@ class MatMulInteger(OpOracle):
         a, b, a_zp, b_zp = (list(draft.inputs) + [None] * 4)[:4]
         if a is None or b is None:
             raise InvalidModel("MatMulInteger needs A and B")
-        if a.value.ndim == 0 or b.value.ndim == 0:
-            raise InvalidModel("numpy.matmul takes no scalars")
-        av, bv = _data(self, a), _data(self, b)
-        squeeze: tuple[int, ...] = ()
-        if av.ndim == 1:
-            av, squeeze = av[None, :], squeeze + (-2,)
-        if bv.ndim == 1:
-            bv, squeeze = bv[:, None], squeeze + (-1,)
-        if av.shape[-1] != bv.shape[-2]:
-            raise InvalidModel(f"inner dimensions differ: A {a.value.shape}, B {b.value.shape}")
-        try:
-            np.broadcast_shapes(av.shape[:-2], bv.shape[:-2])
-        except ValueError:
-            raise InvalidModel(f"batch dimensions of A {a.value.shape} and B {b.value.shape} do not broadcast") from None
+        av, bv, squeeze, _ = matmul_operands(_data(self, a), _data(self, b), ("A", "B"))
         az = param_view("a_zero_point", _codes(self, a_zp), av.shape, -1) if a_zp is not None else np.zeros((), np.int64)
         bz = param_view("b_zero_point", _codes(self, b_zp), bv.shape, -2) if b_zp is not None else np.zeros((), np.int64)
         y = self.int32_result(self.matmul_sums(av, az, bv, bz))

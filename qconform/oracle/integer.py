@@ -43,6 +43,30 @@ def accumulations(exact: np.ndarray) -> list[tuple[str, np.ndarray]]:
     return [(ACCUMULATIONS[0], wrap_int32(exact)), (ACCUMULATIONS[1], exact)]
 
 
+# -- matmul geometry -----------------------------------------------------------------------------
+def matmul_operands(av: np.ndarray, bv: np.ndarray, names: tuple[str, str] = ("a", "b")
+                    ) -> tuple[np.ndarray, np.ndarray, tuple[int, ...], tuple[int, ...]]:
+    """numpy.matmul's operands: a 1-D first operand is [1, K], a 1-D second one [K, 1] (the added
+    axes, to squeeze from the result, are returned), inner dimensions equal, batch dimensions
+    broadcast; (a, b, squeeze, output shape). Raises InvalidModel otherwise."""
+    shapes = (av.shape, bv.shape)
+    if av.ndim == 0 or bv.ndim == 0:
+        raise InvalidModel("numpy.matmul takes no scalars")
+    squeeze: tuple[int, ...] = ()
+    if av.ndim == 1:
+        av, squeeze = av[None, :], squeeze + (-2,)
+    if bv.ndim == 1:
+        bv, squeeze = bv[:, None], squeeze + (-1,)
+    if av.shape[-1] != bv.shape[-2]:
+        raise InvalidModel(f"inner dimensions differ: {names[0]} {shapes[0]}, {names[1]} {shapes[1]}")
+    try:
+        batch = np.broadcast_shapes(av.shape[:-2], bv.shape[:-2])
+    except ValueError:
+        raise InvalidModel(f"batch dimensions of {names[0]} {shapes[0]} and {names[1]} {shapes[1]} "
+                           "do not broadcast") from None
+    return av, bv, squeeze, batch + (av.shape[-2], bv.shape[-1])
+
+
 # -- convolution geometry ----------------------------------------------------------------------
 def conv_geometry(x_shape: Sequence[int], w_shape: Sequence[int], attrs: Mapping[str, Any]
                   ) -> tuple[list[int], list[int], list[int], list[int], int]:
@@ -216,4 +240,4 @@ class Requantising(OpOracle):
 
 
 __all__ = ["ACCUMULATIONS", "INT32_MAX", "INT32_MIN", "REQUANTISATIONS", "Requantising", "accumulations",
-           "acc_float64", "conv_accumulate", "conv_geometry", "conv_windows", "finite_exact", "requantise", "wrap_int32"]
+           "acc_float64", "conv_accumulate", "conv_geometry", "conv_windows", "finite_exact", "matmul_operands", "requantise", "wrap_int32"]

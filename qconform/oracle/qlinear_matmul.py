@@ -33,7 +33,8 @@ from qconform.case import Arg, Draft, Reading
 from qconform.dtypes import ElemType
 from qconform.oracle.base import Evaluation, register
 from qconform.oracle.granularity import InvalidModel
-from qconform.oracle.integer import ACCUMULATIONS, REQUANTISATIONS, Requantising, accumulations, wrap_int32  # noqa: F401
+from qconform.oracle.integer import (ACCUMULATIONS, REQUANTISATIONS, Requantising, accumulations,  # noqa: F401
+                                     matmul_operands, wrap_int32)
 
 def grid_exponent(t: ElemType) -> int:
     """k such that every finite value of t is an integer multiple of 2^-k (0 for integers)."""
@@ -99,24 +100,8 @@ class QLinearMatMul(Requantising):
         ta, tb = dtypes.get(a.type), dtypes.get(b.type)
         out_t = dtypes.get(y_zp.type if y_zp is not None else a.type)
         scale_t = y_s.type
-        if a.value.ndim == 0 or b.value.ndim == 0:
-            raise InvalidModel("numpy.matmul takes no scalars")
-
         # numpy.matmul: a 1-D a is [1, K], a 1-D b is [K, 1]; the added axis is removed at the end.
-        av, bv = self.data(a), self.data(b)
-        squeeze: tuple[int, ...] = ()
-        if av.ndim == 1:
-            av, squeeze = av[None, :], squeeze + (-2,)
-        if bv.ndim == 1:
-            bv, squeeze = bv[:, None], squeeze + (-1,)
-        if av.shape[-1] != bv.shape[-2]:
-            raise InvalidModel(f"inner dimensions differ: a {a.value.shape}, b {b.value.shape}")
-        try:
-            batch = np.broadcast_shapes(av.shape[:-2], bv.shape[:-2])
-        except ValueError:
-            raise InvalidModel(f"batch dimensions of a {a.value.shape} and b {b.value.shape} "
-                               "do not broadcast") from None
-        out_shape = batch + (av.shape[-2], bv.shape[-1])
+        av, bv, squeeze, out_shape = matmul_operands(self.data(a), self.data(b))
 
         def param(arg: Arg | None, shape, axis) -> np.ndarray:
             if arg is None:
