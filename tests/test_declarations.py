@@ -18,6 +18,7 @@ from qconform.case import Draft
 from qconform.declarations import operators
 from qconform.declarations.operator import Input, Kind, Operator, Role
 from qconform.oracle import ORACLES
+from qconform.verdicts import PASS
 
 PKG = REPO / "qconform"
 
@@ -160,7 +161,7 @@ def test_a_toy_operator_by_the_guide(monkeypatch, tmp_path):
         back = corpus_mod.load(tmp_path / "golden")
         assert back.digest == digest and [c.id for c in back.cases] == sorted(c.id for c in cases)
         run = run_cases(resolve("onnxruntime"), back.cases, diagnose=False)
-        assert [r["verdict"] for r in run.records] == ["pass", "pass"], json.dumps(run.records)[:400]
+        assert [r["verdict"] for r in run.records] == [PASS, PASS], json.dumps(run.records)[:400]
     finally:
         del ORACLES[("", "Abs", 13)]
         schemas.since_version.cache_clear()

@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install onnxruntime)")
 
 from qconform import cli  # noqa: E402
+from qconform.verdicts import FAIL  # noqa: E402
 
 
 def _tiny_cnn(path: Path) -> None:
@@ -97,6 +98,10 @@ def test_qdq_model_every_group_listed(models, tmp_path, capsys, runner):
     assert any(i.startswith("qdq.Add-17/") and "/model/add." in i for i in ids)
     assert any("/model/x_QuantizeLinear." in i for i in ids)
     assert (report / "model-corpus" / "MANIFEST").is_file()
+    # one model's groups certify no op version: every statement says so, none says conformant
+    for text in (out, (report / "summary.md").read_text(), (report / "certificate.json").read_text()):
+        assert "one model's node groups" in text and "no conformance is stated" in text
+        assert "conformant" not in text and "conforms bit-exactly" not in text
 
 
 def test_qoperator_model(models, tmp_path, capsys):
@@ -128,10 +133,10 @@ def test_planted_deviation_named_by_its_nodes(models, tmp_path, capsys):
                                 "--report", str(report), "-j", "1")
     assert status == 1, err
     data = json.loads((report / "report.json").read_text())
-    failing = {c["id"].rsplit("/", 1)[-1].rsplit(".", 1)[0] for c in data["cases"] if c["verdict"] == "fail"}
+    failing = {c["id"].rsplit("/", 1)[-1].rsplit(".", 1)[0] for c in data["cases"] if c["verdict"] == FAIL}
     assert "x_QuantizeLinear" in failing  # the deviating group, named by its node
     rows = {r.split(" | ")[0].strip("| "): r for r in (report / "groups.md").read_text().splitlines()}
-    assert "fail" in rows["x_QuantizeLinear"]
+    assert FAIL in rows["x_QuantizeLinear"]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -382,6 +382,7 @@ def _write_report(args: argparse.Namespace, argv: list[str], plan: _Plan, sel: _
                     "executor": engine.describe() if hasattr(engine, "describe") else "local",
                     "resumed": len(refs) - len(sel.todo),
                     "front_end": "qconform certify",
+                    **({"model": args.model_scope} if getattr(args, "model_scope", None) else {}),
                     "command_line": shlex.join(["qconform", getattr(args, "cmd", None) or "certify", *argv]),
                     "baseline": writer.baseline_identity(args.baseline) if args.baseline else None,
                     **({"scope": scope} if scope else {}),

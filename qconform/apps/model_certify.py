@@ -96,6 +96,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
 
     corpus.write(cases, report / CORPUS_DIR)
     args.golden = str(report / CORPUS_DIR)
+    args.model_scope = {"file": Path(args.model).name,
+                        "groups": sum(1 for g in groups if not g.reason)}  # a model states no conformance
     status = certify.main(args, argv)
     _groups_md(info, groups, report, report / "report.json")
     return status

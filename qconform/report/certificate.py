@@ -145,6 +145,10 @@ def coverage(report: dict) -> str:
                 "none that the runtime ran and qconform compared)")
     if total and collected < total:
         return f"partial selection: {collected:,} of {total:,} cases"
+    model = (report.get("invocation") or {}).get("model")
+    if model:  # a model's own node groups: their verdicts, no op version's conformance
+        return (f"one model's node groups ({model.get('file', '?')}: {model.get('groups', 0)} group"
+                f"{'s' if model.get('groups', 0) != 1 else ''} judged, {collected:,} cases at its own parameters)")
     return ""
 
 
