@@ -36,7 +36,7 @@ from qconform.case import Draft
 from qconform.declarations import operators
 from qconform.dtypes import ElemType
 from qconform.generators.common import draft, specs
-from qconform.oracle.integer import conv_accumulate
+from qconform.oracle.integer import conv_sums
 from qconform.schemas import OpSpec
 
 OPS = (operators.QLINEAR_CONV, operators.CONV_INTEGER, operators.MATMUL_INTEGER)
@@ -110,15 +110,13 @@ class _Case:
         self.x_zp, self.w_zp, self.bias = np.asarray(x_zp), np.asarray(w_zp), bias
 
     def sums(self) -> np.ndarray:
-        xd = self.x.astype(np.int64) - self.x_zp.astype(np.int64).reshape(())
-        wz = self.w_zp.astype(np.int64)
         if self.c.conv:
-            wz = wz.reshape((-1,) + (1,) * (self.w.ndim - 1)) if wz.size > 1 else wz.reshape(())
-            acc = conv_accumulate(xd, self.w.astype(np.int64) - wz, self.attrs)
+            acc = conv_sums(self.x, self.x_zp, self.w, self.w_zp, self.attrs)
             if self.bias is not None:
                 acc = acc + self.bias.astype(np.int64).reshape((1, -1) + (1,) * (acc.ndim - 2))
             return acc
-        return np.matmul(xd, self.w.astype(np.int64) - wz)
+        return np.matmul(self.x.astype(np.int64) - self.x_zp.astype(np.int64).reshape(()),
+                         self.w.astype(np.int64) - self.w_zp.astype(np.int64))
 
     def values(self, multiplier: float | None = None, y_zp: Any = None, calibrated: bool = False,
                w_scale: np.ndarray | None = None) -> dict[str, Any]:

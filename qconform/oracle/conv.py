@@ -16,7 +16,8 @@ from qconform import dtypes
 from qconform.case import Arg, Draft
 from qconform.oracle.base import Evaluation, OpOracle, register
 from qconform.oracle.granularity import InvalidModel
-from qconform.oracle.integer import Requantising, accumulations, conv_accumulate, matmul_operands, wrap_int32
+from qconform.oracle import integer
+from qconform.oracle.integer import Requantising, accumulations, matmul_operands, wrap_int32
 from qconform.oracle.qlinear_matmul import param_view
 
 
@@ -57,8 +58,7 @@ class ConvSums(OpOracle):
 
     def conv_sums(self, x: np.ndarray, x_zp: np.ndarray, w: np.ndarray, w_zp: np.ndarray, attrs) -> np.ndarray:
         """Σ (x − x_zp)(w − w_zp[m]) over each window, padded positions contributing 0 (int64)."""
-        wz = w_zp.reshape((-1,) + (1,) * (w.ndim - 1)) if w_zp.size > 1 else w_zp.reshape(())
-        return conv_accumulate(x - x_zp.reshape(()), w - wz, attrs)
+        return integer.conv_sums(x, x_zp, w, w_zp, attrs)
 
 
 class QLinearConv(Requantising, ConvSums):

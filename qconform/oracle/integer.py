@@ -122,10 +122,10 @@ def conv_windows(x: np.ndarray, w_shape: Sequence[int], attrs: Mapping[str, Any]
     return cols, group
 
 
-def conv_accumulate(xd: np.ndarray, wd: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
+def conv_accumulate(xd: np.ndarray, wd: np.ndarray, attrs: Mapping[str, Any], pad_value: int = 0) -> np.ndarray:
     """The exact sums of an N-D grouped convolution of integer differences (int64), shape
-    (N, M, O1..On): padded positions contribute 0 (#qlconv-padding)."""
-    cols, group = conv_windows(xd.astype(np.int64), wd.shape, attrs, 0)
+    (N, M, O1..On): padded positions hold ``pad_value`` (0, the text's: #qlconv-padding)."""
+    cols, group = conv_windows(xd.astype(np.int64), wd.shape, attrs, pad_value)
     n = xd.ndim - 2
     cg, mg = xd.shape[1] // group, wd.shape[0] // group
     parts = []
@@ -134,6 +134,17 @@ def conv_accumulate(xd: np.ndarray, wd: np.ndarray, attrs: Mapping[str, Any]) ->
         wg = np.moveaxis(wd[g * mg:(g + 1) * mg].astype(np.int64), 1, -1).reshape(mg, -1)  # (Mg, K·Cg)
         parts.append(c @ wg.T)  # (N, O.., Mg)
     return np.moveaxis(np.concatenate(parts, axis=-1), -1, 1)
+
+
+def conv_sums(x: np.ndarray, x_zp: np.ndarray, w: np.ndarray, w_zp: np.ndarray, attrs: Mapping[str, Any],
+              pad_code: int | None = None) -> np.ndarray:
+    """Σ (x − x_zp)(w − w_zp[m]) over each window of the codes (int64; w_zp per tensor or per output
+    channel). Padded pixels hold ``pad_code``: by default x's zero point, so they contribute 0."""
+    zp = np.asarray(x_zp, np.int64).reshape(())
+    wz = np.asarray(w_zp, np.int64)
+    wz = wz.reshape((-1,) + (1,) * (w.ndim - 1)) if wz.size > 1 else wz.reshape(())
+    pad = 0 if pad_code is None else int(pad_code - zp)
+    return conv_accumulate(np.asarray(x, np.int64) - zp, np.asarray(w, np.int64) - wz, attrs, pad)
 
 
 # -- requantisation ------------------------------------------------------------------------------
@@ -240,4 +251,4 @@ class Requantising(OpOracle):
 
 
 __all__ = ["ACCUMULATIONS", "INT32_MAX", "INT32_MIN", "REQUANTISATIONS", "Requantising", "accumulations",
-           "acc_float64", "conv_accumulate", "conv_geometry", "conv_windows", "finite_exact", "matmul_operands", "requantise", "wrap_int32"]
+           "acc_float64", "conv_accumulate", "conv_geometry", "conv_sums", "conv_windows", "finite_exact", "matmul_operands", "requantise", "wrap_int32"]

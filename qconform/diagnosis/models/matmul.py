@@ -13,7 +13,7 @@ from qconform import dtypes
 from qconform.oracle.arith import round_fraction
 from qconform.diagnosis.models.base import _dev, _int_rounding, _qlmm_int, _qlmm_per_column, _qlmm_u8s8
 from qconform.diagnosis.models.common import CONVI, MMI, QLCONV, QLMM, _F32
-from qconform.oracle.integer import INT32_MAX, INT32_MIN, conv_accumulate, conv_windows
+from qconform.oracle.integer import INT32_MAX, INT32_MIN, conv_accumulate, conv_sums
 
 
 class QlmmAccumulateInFloat32:
@@ -181,15 +181,7 @@ class ConvPadWithCodeZero:
     """Padded pixels hold code 0 instead of x's zero point, so each contributes (0 − x_zp)·(w − w_zp)."""
 
     def conv_sums(self, x, x_zp, w, w_zp, attrs):
-        wz = w_zp.reshape((-1,) + (1,) * (w.ndim - 1)) if w_zp.size > 1 else w_zp.reshape(())
-        zp = int(x_zp.reshape(()))
-        cols, group = conv_windows(x.astype(np.int64) - zp, w.shape, attrs, pad_value=-zp)
-        n = x.ndim - 2
-        wd = (w - wz).astype(np.int64)
-        cg, mg = x.shape[1] // group, w.shape[0] // group
-        parts = [cols[..., g * cg:(g + 1) * cg].reshape(cols.shape[:1 + n] + (-1,))
-                 @ np.moveaxis(wd[g * mg:(g + 1) * mg], 1, -1).reshape(mg, -1).T for g in range(group)]
-        return np.moveaxis(np.concatenate(parts, axis=-1), -1, 1)
+        return conv_sums(x, x_zp, w, w_zp, attrs, pad_code=0)
 
 
 class IntegerZeroPointsIgnored:
