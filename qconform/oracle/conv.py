@@ -33,7 +33,7 @@ def _data(oracle: OpOracle, arg: Arg) -> np.ndarray:
     return np.asarray(oracle.data(arg), np.float64).astype(np.int64)
 
 
-def _per_channel(name: str, arg: Arg | None, m: int, spatial: int) -> None:
+def _per_channel(name: str, arg: Arg | None, m: int) -> None:
     """A filter's scale or zero point: a scalar or a 1-D tensor of M elements, else invalid."""
     if arg is None:
         return
@@ -76,7 +76,7 @@ class QLinearConv(Requantising, ConvSums):
         for name, a in (("x_scale", x_s), ("y_scale", y_s)):
             _scalar(name, a)
         m, spatial = w.value.shape[0], w.value.ndim - 2
-        _per_channel("w_scale", w_s, m, spatial)
+        _per_channel("w_scale", w_s, m)
         if bias is not None and bias.value.shape != (m,):
             raise InvalidModel(f"B of shape {bias.value.shape}: a 1-D bias of M = {m} elements")
         exact = self.conv_sums(_data(self, x), _codes(self, x_zp), _data(self, w), _codes(self, w_zp), draft.attrs)
@@ -103,7 +103,7 @@ class ConvInteger(ConvSums):
         if x is None or w is None:
             raise InvalidModel("ConvInteger needs x and w")
         _scalar("x_zero_point", x_zp)
-        _per_channel("w_zero_point", w_zp, w.value.shape[0], w.value.ndim - 2)
+        _per_channel("w_zero_point", w_zp, w.value.shape[0])
         exact = self.conv_sums(_data(self, x), _codes(self, x_zp), _data(self, w), _codes(self, w_zp), draft.attrs)
         ev = Evaluation(clause="integer-accumulation", primary_only=primary_only)
         ev.add("spec", (self.int32_result(exact),))
