@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from qconform.case import MS_DOMAIN, ONNX_DOMAIN
 from qconform.declarations.operator import Input, Kind, Operator, Role
+from qconform.declarations import contrib_blocked, contrib_qlinear
 
 D, W, S, Z, B = Role.DATA, Role.WEIGHT, Role.SCALE, Role.ZERO_POINT, Role.BIAS
 
@@ -91,7 +92,7 @@ QDQ: tuple[str, str] = (QUANTIZE_LINEAR.op, DEQUANTIZE_LINEAR.op)
 OPERATORS: tuple[Operator, ...] = (
     QUANTIZE_LINEAR, DEQUANTIZE_LINEAR, DYNAMIC_QUANTIZE_LINEAR, QLINEAR_MATMUL, QLINEAR_CONV, CONV_INTEGER,
     MATMUL_INTEGER, MS_QUANTIZE_LINEAR, MS_DEQUANTIZE_LINEAR,
-)
+) + contrib_qlinear.OPERATORS + contrib_blocked.OPERATORS
 _BY_KEY = {o.key: o for o in OPERATORS}
 
 

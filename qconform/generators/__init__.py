@@ -12,6 +12,7 @@ from qconform.generators import (block_sizes, code_classes, codec_edges, constan
                                     floatkinds, fp8_zero_point,
                                     granularity, granularity_edges, ignored_attributes, negative_axis, packing, precision,
                                     random, saturation, shapes, signed_zero, special_scales, specials, tie_positions, ties)
+from qconform.generators import contrib_blocked, contrib_qlinear
 from qconform.generators import conv, dynamic_quantize, ms_quant, patterns, qlinear_matmul
 
 FAMILIES: dict[str, Callable[[], Iterable[Draft]]] = {
@@ -44,6 +45,8 @@ FAMILIES: dict[str, Callable[[], Iterable[Draft]]] = {
     **conv.entries(),
     **ms_quant.entries(),
     **patterns.entries(),
+    **contrib_qlinear.entries(),
+    **contrib_blocked.entries(),
 }
 
 
