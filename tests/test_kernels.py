@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from qconform import kernels as K
 from qconform.kernels import plan as P
 from qconform import sweep as S
 from qconform.compare import compare
+from qconform.declarations.operators import OPERATORS, kernel_scope
 from qconform.model import build_model
 from qconform.runner import Unsupported, prepare
 
@@ -79,8 +81,9 @@ def test_specials_table_matches_the_oracle(cpu_kernel, t, saturate, fnuz_inf_sat
 # --------------------------------------------------------------------------------------------
 # The corpus
 # --------------------------------------------------------------------------------------------
-#: The corpus in groups by op, so that pytest-xdist spreads them over its workers.
-CORPUS_GROUPS = ("QuantizeLinear-", "DequantizeLinear-", "QLinearMatMul-", "DynamicQuantizeLinear-", "com.microsoft.")
+#: The corpus in groups by op, so that pytest-xdist spreads them over its workers: every operator
+#: whose declaration says the kernels implement it (qconform/declarations/operators.py, ``kernel``).
+CORPUS_GROUPS = tuple(glob.removesuffix("*") for glob in kernel_scope()[0])
 
 
 @pytest.mark.parametrize("group", CORPUS_GROUPS)
@@ -108,13 +111,26 @@ def test_cpu_kernel_passes_the_whole_corpus(corpus, cpu_kernel, group):
 
 
 def test_cpu_kernel_declines_what_it_does_not_implement(cpu_kernel):
+    """An operator declared outside the kernels' scope (``kernel=False``), or none at all, is declined by name."""
     from onnx import TensorProto, helper
 
-    node = helper.make_node("MatMulInteger", ["a", "b"], ["y"])
+    outside = [o for o in OPERATORS if not o.kernel] + [None]
+    op, domain = (outside[0].op, outside[0].domain) if outside[0] else ("NotAnOperator", "")
+    node = helper.make_node(op, ["a", "b"], ["y"], domain=domain or None)
     graph = helper.make_graph([node], "g", [], [helper.make_tensor_value_info("y", TensorProto.INT32, [1])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    with pytest.raises(Unsupported, match="no kernel for MatMulInteger"):
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(domain, 1 if domain else 21)])
+    with pytest.raises(Unsupported, match=f"no kernel for {'' if not domain else domain + '.'}{op}"):
         cpu_kernel.prepare(model)
+
+
+def test_the_kernel_scope_is_the_declarations():
+    """Every operator the declarations put in the kernels' scope has a plan; the others name a reason."""
+    from qconform.kernels.plan import CONTRACTIONS, KNOWN_ATTRS
+
+    inside = {o.key for o in OPERATORS if o.kernel}
+    assert inside == set(KNOWN_ATTRS)
+    assert {o.key for o in OPERATORS if o.contraction == "conv"} <= set(CONTRACTIONS)
+    assert all(o.kernel_reason for o in OPERATORS if not o.kernel)
 
 
 def test_kernel_type_lists_cover_the_newest_schemas_types():
@@ -353,6 +369,8 @@ def test_header_compiles_to_ptx_and_passes_the_lint(nvrtc, arch):
     assert "div.rn.f32" in built.text and built.digest == nvrtc.digest(built.text)
     for entry in nvrtc.ENTRY_POINTS:
         assert f".entry {entry}(" in built.text
+    # the integer compute ops are linted too: their entry points are in the PTX the lint reads
+    assert {"qk_conv_kernel", "qk_matmul_integer_kernel", "qk_qlinear_matmul_kernel"} <= set(nvrtc.ENTRY_POINTS)
 
 
 def test_lint_fails_on_a_fast_math_build(nvrtc):
@@ -472,6 +490,145 @@ def test_qlinear_matmul_accumulates_beyond_64_bits_exactly(cpu_kernel, t, out):
     outputs = prepare(cpu_kernel, build_model(case))(case.feeds)
     outcome = compare(case, outputs, profile="strict")
     assert outcome.verdict == "pass", outcome.message(case)
+
+
+# --------------------------------------------------------------------------------------------
+# The integer compute ops beyond the corpus: geometries and operand forms it does not combine
+# --------------------------------------------------------------------------------------------
+def _decl(contraction: str, requant: bool):
+    from qconform.declarations.operator import Kind
+
+    kind = Kind.REQUANTIZE if requant else Kind.INTEGER
+    return next(o for o in OPERATORS if o.contraction == contraction and o.kind is kind and o.versions == (10,))
+
+
+def _judged(runner, op, values: dict, attrs: dict | None = None) -> None:
+    """A draft of ``op`` (a declaration) from input values by name, judged in the strict profile: the
+    kernel must give the oracle's first reading bit for bit."""
+    from qconform.case import Arg, Draft
+    from qconform.oracle import evaluate
+
+    args = tuple(Arg(i.name, dtypes.get(values[i.name].dtype).name, values[i.name]) if i.name in values else None
+                 for i in op.inputs)
+    while args and args[-1] is None:
+        args = args[:-1]
+    case = evaluate(Draft(op.op, op.versions[-1], "kernel-test", "beyond", "case", args, attrs or {}))
+    outcome = compare(case, prepare(runner, build_model(case))(case.feeds), profile="strict")
+    assert outcome.verdict == "pass", outcome.message(case)
+
+
+#: (x shape, w shape, attributes): 1-D to 3-D, groups and depthwise, strides, dilations, asymmetric
+#: pads and every auto_pad mode, batches; windows that leave the input on both sides.
+CONV_GEOMETRIES = {
+    "1d-grouped-strided-dilated": ((2, 4, 9), (6, 2, 3), dict(group=2, strides=[2], dilations=[2], pads=[3, 1])),
+    "2d-same-lower-strided": ((1, 3, 7, 6), (4, 3, 3, 2), dict(auto_pad="SAME_LOWER", strides=[2, 3])),
+    "2d-same-upper-dilated": ((1, 3, 7, 6), (4, 3, 3, 2), dict(auto_pad="SAME_UPPER", dilations=[2, 1])),
+    "2d-valid-dilated": ((1, 2, 6, 5), (3, 2, 2, 2), dict(auto_pad="VALID", dilations=[3, 2])),
+    "3d-depthwise-padded": ((2, 4, 5, 4, 6), (4, 1, 2, 3, 2), dict(group=4, pads=[1, 0, 2, 0, 1, 1], strides=[1, 2, 2])),
+    "3d-kernel-shape": ((1, 2, 3, 4, 3), (2, 2, 2, 2, 2), dict(kernel_shape=[2, 2, 2], pads=[1, 1, 1, 1, 1, 1])),
+}
+
+
+@pytest.mark.parametrize("types", [("uint8", "int8", "uint8"), ("int8", "uint8", "int8")], ids="-".join)
+@pytest.mark.parametrize("name", list(CONV_GEOMETRIES))
+def test_convolutions_beyond_the_corpus(cpu_kernel, name, types):
+    """QLinearConv (per-channel w parameters, a bias, a non-zero x zero point so that padding shows,
+    calibrated scales: results over the whole output range, readings apart) and ConvInteger on the
+    same operands, against the oracle's first reading."""
+    from qconform.oracle.integer import conv_sums
+
+    x_shape, w_shape, attrs = CONV_GEOMETRIES[name]
+    tx, tw, ty = (dtypes.get(t) for t in types)
+    rng = np.random.default_rng(zlib.crc32(f"{name}/{types}".encode()))
+    lo = lambda t: int(t.qrange[0])  # noqa: E731
+    hi = lambda t: int(t.qrange[1])  # noqa: E731
+    x = rng.integers(lo(tx), hi(tx) + 1, x_shape).astype(tx.dtype)
+    w = rng.integers(lo(tw), hi(tw) + 1, w_shape).astype(tw.dtype)
+    m = w_shape[0]
+    x_zp = np.array(lo(tx) + 37, tx.dtype)
+    w_zp = rng.integers(lo(tw), hi(tw) + 1, m).astype(tw.dtype)
+    bias = rng.integers(-3000, 3000, m).astype(np.int32)
+    x_s, w_s = np.float32(0.0173), rng.uniform(0.002, 0.03, m).astype(np.float32)
+    sums = conv_sums(x, x_zp, w, w_zp, attrs)
+    peak = float(np.max(np.abs((sums + bias.reshape((1, -1) + (1,) * (len(x_shape) - 2))) * x_s
+                               * w_s.reshape((1, -1) + (1,) * (len(x_shape) - 2)))))
+    y_s = np.float32(peak / 150)  # some results saturate, the rest spread over the range
+    y_zp = np.array(lo(ty) + 100, ty.dtype)
+    qlconv = _decl("conv", requant=True)
+    _judged(cpu_kernel, qlconv, dict(x=x, x_scale=np.array(x_s), x_zero_point=x_zp, w=w, w_scale=w_s,
+                                     w_zero_point=w_zp, y_scale=np.array(y_s), y_zero_point=y_zp, B=bias), attrs)
+    _judged(cpu_kernel, _decl("conv", requant=False), dict(x=x, w=w, x_zero_point=x_zp, w_zero_point=w_zp), attrs)
+    _judged(cpu_kernel, _decl("conv", requant=False), dict(x=x, w=w), attrs)  # zero points absent: 0
+
+
+def test_conv_geometry_is_the_oracles():
+    """The planned output shape is the oracle's for every geometry above; a 4-D convolution is
+    declined, an attribute that contradicts the tensors is the oracle's invalid model."""
+    from qconform.kernels import CONV_GEOMETRY
+    from qconform.kernels.contraction import geometry
+    from qconform.oracle.granularity import InvalidModel
+    from qconform.oracle.integer import conv_sums
+
+    for x_shape, w_shape, attrs in CONV_GEOMETRIES.values():
+        numbers, shape = geometry(x_shape, w_shape, attrs)
+        z = np.zeros((), np.int64)
+        assert shape == conv_sums(np.zeros(x_shape, np.int64), z, np.zeros(w_shape, np.int64), z, attrs).shape
+        assert len(numbers) == sum(n for _, n in CONV_GEOMETRY)
+    with pytest.raises(Unsupported, match="4-D"):
+        geometry((1, 1, 2, 2, 2, 2), (1, 1, 1, 1, 1, 1), {})
+    with pytest.raises(InvalidModel):
+        geometry((1, 2, 5), (1, 3, 2), {})
+
+
+def test_conv_geometry_matches_the_header():
+    """The geometry array's layout is the header's QK_CG_* enum."""
+    import re
+
+    from qconform.kernels import CONV_GEOMETRY, HEADER
+
+    enum = dict((k, int(v)) for k, v in re.findall(r"QK_CG_(\w+) = (\d+)", HEADER.read_text()))
+    offset = 0
+    for name, count in CONV_GEOMETRY:
+        if name.upper() in enum:
+            assert enum[name.upper()] == offset, name
+        offset += count
+    assert enum["LEN"] == offset and enum["D"] == 4
+
+
+#: (A shape, B shape, a_zero_point shape, b_zero_point shape): 1-D operands on either side, batch
+#: broadcast both ways, per-row and per-column zero points in the N-D and the 2-D vector forms.
+MATMUL_FORMS = {
+    "1d-a": ((5,), (5, 3), (), (1, 3)),
+    "1d-b": ((4, 5), (5,), (4, 1), ()),
+    "1d-both": ((7,), (7,), (), ()),
+    "batch-broadcast": ((2, 1, 3, 5), (4, 5, 2), (2, 1, 3, 1), (4, 1, 2)),
+    "vector-forms": ((3, 6), (6, 4), (3,), (4,)),
+    "absent": ((2, 3, 4), (4, 5), None, None),
+}
+
+
+@pytest.mark.parametrize("types", [("uint8", "int8"), ("int8", "uint8"), ("int8", "int8")], ids="-".join)
+@pytest.mark.parametrize("name", list(MATMUL_FORMS))
+def test_matmul_integer_beyond_the_corpus(cpu_kernel, name, types):
+    a_shape, b_shape, az_shape, bz_shape = MATMUL_FORMS[name]
+    ta, tb = (dtypes.get(t) for t in types)
+    rng = np.random.default_rng(zlib.crc32(f"{name}/{types}".encode()))
+    draw = lambda t, shape: rng.integers(int(t.qrange[0]), int(t.qrange[1]) + 1, shape).astype(t.dtype)  # noqa: E731
+    values = dict(A=draw(ta, a_shape), B=draw(tb, b_shape))
+    if az_shape is not None:
+        values.update(a_zero_point=draw(ta, az_shape), b_zero_point=draw(tb, bz_shape))
+    _judged(cpu_kernel, _decl("matmul", requant=False), values)
+
+
+def test_matmul_integer_wraps_in_32_bits(cpu_kernel):
+    """K = 66 200 products of 255 * 255 (uint8 255 against zero points 0): the exact sum 4 304 655 000
+    is past 2^32, and y is that sum modulo 2^32 as int32 (#integer-accumulation)."""
+    k = 66_200
+    a = np.full((1, k), 255, np.uint8)
+    b = np.full((k, 2), 255, np.uint8)
+    b[:, 1] = 0
+    _judged(cpu_kernel, _decl("matmul", requant=False), dict(A=a, B=b, a_zero_point=np.array(0, np.uint8),
+                                                             b_zero_point=np.array(0, np.uint8)))
 
 
 def test_gpu_kernel_reports_unsupported_without_a_device():

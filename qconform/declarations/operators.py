@@ -47,24 +47,21 @@ QLINEAR_MATMUL = Operator(
     "qlmm-formula", REQUANT_READINGS + ACCUMULATION_READINGS + ("zero-point-added", "zero-point-skipped"),
     output_like="y_zero_point", contraction="matmul")
 _CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
-_NO_KERNEL = "qconform's own kernels do not implement it yet (issue 67)"
 QLINEAR_CONV = Operator(
     ONNX_DOMAIN, "QLinearConv", (10,), Kind.REQUANTIZE,
     (Input("x", D), Input("x_scale", S, "x"), Input("x_zero_point", Z, "x"),
      Input("w", W), Input("w_scale", S, "w", 0), Input("w_zero_point", Z, "w", 0),
      Input("y_scale", S, "y"), Input("y_zero_point", Z, "y"), Input("B", B)), ("y",),
     "qlconv-formula", REQUANT_READINGS[:4] + ACCUMULATION_READINGS, output_like="y_zero_point",
-    contraction="conv", kernel=False, kernel_reason=_NO_KERNEL, arithmetic_attrs=_CONV_ATTRS)
+    contraction="conv", arithmetic_attrs=_CONV_ATTRS)
 CONV_INTEGER = Operator(
     ONNX_DOMAIN, "ConvInteger", (10,), Kind.INTEGER,
     (Input("x", D), Input("w", W), Input("x_zero_point", Z, "x"), Input("w_zero_point", Z, "w", 0)), ("y",),
-    "integer-accumulation", output_type="int32", contraction="conv", kernel=False,
-    kernel_reason=_NO_KERNEL, arithmetic_attrs=_CONV_ATTRS)
+    "integer-accumulation", output_type="int32", contraction="conv", arithmetic_attrs=_CONV_ATTRS)
 MATMUL_INTEGER = Operator(
     ONNX_DOMAIN, "MatMulInteger", (10,), Kind.INTEGER,
     (Input("A", D), Input("B", W), Input("a_zero_point", Z, "A", -2), Input("b_zero_point", Z, "B", -1)), ("Y",),
-    "integer-accumulation", output_type="int32", contraction="matmul", kernel=False,
-    kernel_reason=_NO_KERNEL)
+    "integer-accumulation", output_type="int32", contraction="matmul")
 # com.microsoft ops, version 1, as onnxruntime's docs/ContribOperators.md lists them (and the seed
 # page shared/seeds/002 for DequantizeLinear). onnx.defs has no entry for them: their ``schema`` is
 # the one table (inputs: name, type parameter, optional; outputs; attributes and defaults; types).

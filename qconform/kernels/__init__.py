@@ -127,7 +127,18 @@ ENTRY_POINTS: dict[str, tuple[tuple[str, str], ...]] = {
                        ("ok", "i32"), ("rq", "i32"), ("wrap", "i32"), ("saturate", "i32"),
                        ("fnuz_inf_saturates", "i32"), ("y", "out")),
     "dql_params": (("x", "in"), ("n", "i64"), ("qmin", "i32"), ("qmax", "i32"), ("scale", "out"), ("zp", "out")),
+    "matmul_integer": (("a", "in"), ("ak", "i32"), ("a_off", "in"), ("b", "in"), ("bk", "i32"), ("b_off", "in"),
+                       ("nb", "i64"), ("mdim", "i64"), ("kdim", "i64"), ("ndim", "i64"), ("az", "in"), ("bz", "in"),
+                       ("y", "out")),
+    # ConvInteger (requant=0, ok int32) and QLinearConv (requant=1); geom: CONV_GEOMETRY's numbers.
+    "conv": (("x", "in"), ("xk", "i32"), ("w", "in"), ("wk", "i32"), ("geom", "in"), ("xz", "in"), ("wz", "in"),
+             ("bias", "in"), ("ws", "in"), ("xs", "in"), ("ys", "in"), ("sk", "i32"), ("yz", "in"), ("ok", "i32"),
+             ("requant", "i32"), ("wrap", "i32"), ("n", "i64"), ("y", "out")),
 }
+#: The conv entry point's geometry array, in the header's QK_CG_* order: N, C, M, group, then three
+#: numbers each (spatial axes 1..3, a 1-D or 2-D convolution padded with size-1 axes).
+CONV_GEOMETRY: tuple[tuple[str, int], ...] = (("n", 1), ("c", 1), ("m", 1), ("group", 1), ("d", 3), ("k", 3),
+                                               ("o", 3), ("s", 3), ("dil", 3), ("pad", 3))
 #: Device entry points that run as one block of this many threads (a reduction), not a grid-stride loop.
 SINGLE_BLOCK: dict[str, int] = {"dql_params": 256}  # qkernels.h's QK_DQL_THREADS
 
@@ -143,5 +154,5 @@ class Launch:
     work: int
 
 
-__all__ = ["ENTRY_POINTS", "HEADER", "cache_root", "KIND", "KINDS", "Launch", "PRECISIONS", "SINGLE_BLOCK", "STYLE", "ParamIndex",
+__all__ = ["CONV_GEOMETRY", "ENTRY_POINTS", "HEADER", "cache_root", "KIND", "KINDS", "Launch", "PRECISIONS", "SINGLE_BLOCK", "STYLE", "ParamIndex",
            "codes", "from_codes", "kind", "param_index", "storage_dtype"]

@@ -16,9 +16,12 @@ from onnx import helper, numpy_helper
 
 from qconform import dtypes
 from qconform.case import MS_DOMAIN, ONNX_DOMAIN, Arg, Draft
+from qconform.declarations import operators
+from qconform.declarations.operator import Kind
 from qconform.kernels import KIND, PRECISIONS, Launch, ParamIndex, codes, from_codes, param_index, storage_dtype
 from qconform.oracle import dynamic_quantize
 from qconform.oracle.base import InvalidModel, OpOracle, oracle_for, output_type
+from qconform.oracle.integer import matmul_operands
 from qconform.runner import Unsupported
 
 #: Runs one launch, returns its outputs by name (host: ctypes; device: CuPy).
@@ -43,6 +46,12 @@ KNOWN_ATTRS = {(ONNX_DOMAIN, "QuantizeLinear"): {"axis", "block_size", "saturate
                (ONNX_DOMAIN, "DequantizeLinear"): {"axis", "block_size", "output_dtype"},
                (MS_DOMAIN, "QuantizeLinear"): {"axis"}, (MS_DOMAIN, "DequantizeLinear"): {"axis"},
                (ONNX_DOMAIN, "QLinearMatMul"): set(), (ONNX_DOMAIN, "DynamicQuantizeLinear"): set()}
+#: The integer compute ops (qconform/kernels/contraction.py), by their declarations: an op whose
+#: declaration says the kernels implement it and how it contracts ("conv", or "matmul" without a
+#: requantisation: MatMulInteger), reading its declared arithmetic attributes.
+CONTRACTIONS = {o.key: o for o in operators.OPERATORS
+                if o.kernel and (o.contraction == "conv" or (o.contraction == "matmul" and o.kind is Kind.INTEGER))}
+KNOWN_ATTRS.update({key: set(o.arithmetic_attrs) for key, o in CONTRACTIONS.items()})
 
 
 class Plan(Protocol):
@@ -120,6 +129,10 @@ def _node(model: onnx.ModelProto, who: str) -> _Node:
 def read_plan(model: onnx.ModelProto, who: str) -> Plan:
     """Read the single node; ``Unsupported`` for anything the kernels do not cover."""
     node = _node(model, who)
+    if (node.domain, node.op) in CONTRACTIONS:
+        from qconform.kernels import contraction
+
+        return contraction.read(node, CONTRACTIONS[(node.domain, node.op)], who)
     if node.op == "QLinearMatMul":
         return _matmul_plan(node, who)
     if node.op == "DynamicQuantizeLinear":
@@ -260,6 +273,65 @@ def _dql_plan(node: _Node, who: str) -> DqlPlan:
 # ----------------------------------------------------------------------------------------------
 # QLinearMatMul
 # ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MatmulShapes:
+    """numpy.matmul's geometry of two operands as the matmul entry points index them: batch t's a
+    [M, K] starts at a_off[t], its b [K, N] at b_off[t]; the operand rules (1-D operands, inner
+    dimension, batch broadcast) are the oracle's ``integer.matmul_operands``. QLinearMatMul and
+    MatMulInteger share it."""
+
+    av: np.ndarray
+    bv: np.ndarray
+    squeeze: tuple[int, ...]
+    full: tuple[int, ...]  # batch + (M, N)
+
+    @classmethod
+    def of(cls, a: np.ndarray, b: np.ndarray, names: tuple[str, str] = ("a", "b")) -> "MatmulShapes":
+        av, bv, squeeze, full = matmul_operands(a, b, names)
+        return cls(av, bv, squeeze, tuple(full))
+
+    @property
+    def batch(self) -> tuple[int, ...]:
+        return self.full[:-2]
+
+    @property
+    def nb(self) -> int:
+        return int(np.prod(self.batch, dtype=np.int64))
+
+    @property
+    def size(self) -> int:
+        return self.nb * self.full[-2] * self.full[-1]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """y's shape: the axes numpy.matmul adds for 1-D operands removed."""
+        return tuple(d for i, d in enumerate(self.full) if i - len(self.full) not in self.squeeze)
+
+    def _offsets(self, data: np.ndarray, size: int) -> np.ndarray:
+        first = np.arange(int(np.prod(data.shape[:-2], dtype=np.int64)), dtype=np.int64).reshape(data.shape[:-2])
+        return np.ascontiguousarray(np.broadcast_to(first, self.batch).reshape(-1) * size)
+
+    def operand_args(self, a: np.ndarray, ta: str, b: np.ndarray, tb: str) -> dict[str, object]:
+        """The operands, their kinds, batch offsets and sizes (the entry points' common arguments)."""
+        (m, k), n = self.av.shape[-2:], self.bv.shape[-1]
+        return dict(a=codes(self.av, dtypes.get(ta)), ak=KIND[ta], a_off=self._offsets(self.av, m * k),
+                    b=codes(self.bv, dtypes.get(tb)), bk=KIND[tb], b_off=self._offsets(self.bv, k * n),
+                    nb=self.nb, mdim=m, kdim=k, ndim=n)
+
+    def params(self, arr: np.ndarray | None, t: str, of: str) -> np.ndarray:
+        """A scale or zero point of a (per (batch, row)) or b (per (batch, column)), one code each
+        (the oracle's param_view decides the forms); absent: code 0 (value 0 in every kind in scope)."""
+        from qconform.oracle.qlinear_matmul import param_view
+
+        m, n = self.full[-2:]
+        if arr is None:
+            return np.zeros(self.nb * (m if of == "a" else n), dtype=storage_dtype(dtypes.get(t)))
+        data, axis = (self.av, -1) if of == "a" else (self.bv, -2)
+        view = param_view("parameter", arr, data.shape, axis)
+        want = self.batch + ((m, 1) if of == "a" else (1, n))
+        return codes(np.ascontiguousarray(np.broadcast_to(view, want)), dtypes.get(t))
+
+
 @dataclass
 class MatMulPlan:
     node: _Node
@@ -272,8 +344,6 @@ class MatMulPlan:
 
     def launch(self, feeds: Mapping[str, np.ndarray]) -> tuple[Launch, tuple[int, ...], tuple[int, ...]]:
         """The kernel call; the output's shape before and after numpy.matmul drops 1-D operands' axes."""
-        from qconform.oracle.qlinear_matmul import param_view
-
         a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (self.node.arrays(feeds) + [None] * 8)[:8]
         ta, tb = self.node.types[0], self.node.types[3]
         for s, zp in ((a_s, a_zp), (b_s, b_zp), (y_s, y_zp)):
@@ -281,45 +351,16 @@ class MatMulPlan:
                 raise InvalidModel(f"a scale {s.shape} and its zero point {zp.shape} differ in shape")
         if y_s.size != 1 or y_s.ndim > 1:
             raise InvalidModel(f"y_scale of shape {y_s.shape}: per-tensor only (qconform/docs/semantics.md#qlmm-shapes)")
-        if a.ndim == 0 or b.ndim == 0:
-            raise InvalidModel("numpy.matmul takes no scalars")
-        av = a[None, :] if a.ndim == 1 else a  # numpy.matmul's 1-D operands
-        bv = b[:, None] if b.ndim == 1 else b
-        squeeze = ((-2,) if a.ndim == 1 else ()) + ((-1,) if b.ndim == 1 else ())
-        if av.shape[-1] != bv.shape[-2]:
-            raise InvalidModel(f"inner dimensions differ: a {a.shape}, b {b.shape}")
-        try:
-            batch = np.broadcast_shapes(av.shape[:-2], bv.shape[:-2])
-        except ValueError:
-            raise InvalidModel(f"batch dimensions of a {a.shape} and b {b.shape} do not broadcast") from None
-        (m, k), n = av.shape[-2:], bv.shape[-1]
-        nb = int(np.prod(batch, dtype=np.int64))
-
-        def offsets(data: np.ndarray, size: int) -> np.ndarray:
-            first = np.arange(int(np.prod(data.shape[:-2], dtype=np.int64)), dtype=np.int64).reshape(data.shape[:-2])
-            return np.ascontiguousarray(np.broadcast_to(first, batch).reshape(-1) * size)
-
-        def params(arr, t, data, axis, per) -> np.ndarray:
-            """Per (batch, row) of a / (batch, column) of b, one code each (the oracle's param_view)."""
-            if arr is None:
-                return np.zeros(nb * per, dtype=storage_dtype(dtypes.get(t)))
-            view = param_view("parameter", arr, data.shape, axis)
-            want = batch + ((m, 1) if axis == -1 else (1, n))
-            return codes(np.ascontiguousarray(np.broadcast_to(view, want)), dtypes.get(t))
-
-        args = dict(a=codes(av, dtypes.get(ta)), ak=KIND[ta], a_off=offsets(av, m * k),
-                    b=codes(bv, dtypes.get(tb)), bk=KIND[tb], b_off=offsets(bv, k * n), nb=nb, mdim=m, kdim=k, ndim=n,
-                    as_=params(a_s, self.scale_type, av, -1, m), az=params(a_zp, ta, av, -1, m),
-                    bs_=params(b_s, self.scale_type, bv, -2, n), bz=params(b_zp, tb, bv, -2, n),
+        g = MatmulShapes.of(a, b)
+        args = dict(g.operand_args(a, ta, b, tb), as_=g.params(a_s, self.scale_type, "a"), az=g.params(a_zp, ta, "a"),
+                    bs_=g.params(b_s, self.scale_type, "b"), bz=g.params(b_zp, tb, "b"),
                     sk=KIND[self.scale_type], ys=codes(y_s, dtypes.get(self.scale_type)),
                     yz=np.zeros(1, storage_dtype(dtypes.get(self.out_type))) if y_zp is None
                     else codes(y_zp, dtypes.get(self.out_type)),
                     ok=KIND[self.out_type], rq=self.rq, wrap=self.wrap, saturate=self.saturate,
                     fnuz_inf_saturates=self.fnuz_inf_saturates)
-        full = batch + (m, n)
-        shape = tuple(d for i, d in enumerate(full) if i - len(full) not in squeeze)
-        size = nb * m * n
-        return Launch("qlinear_matmul", args, {"y": (storage_dtype(dtypes.get(self.out_type)), size)}, size), full, shape
+        out = {"y": (storage_dtype(dtypes.get(self.out_type)), g.size)}
+        return Launch("qlinear_matmul", args, out, g.size), g.full, g.shape
 
     def run(self, feeds: Mapping[str, np.ndarray], execute: Execute) -> list[np.ndarray]:
         launch, full, shape = _checked(lambda: self.launch(feeds))

@@ -1,6 +1,7 @@
 /*
  * qkernels.h -- QuantizeLinear, DequantizeLinear (ai.onnx and com.microsoft: the same element
- * functions), QLinearMatMul and DynamicQuantizeLinear, one output element at a time, written ONCE
+ * functions), QLinearMatMul, DynamicQuantizeLinear and the integer compute ops (MatMulInteger,
+ * ConvInteger, QLinearConv), one output element at a time, written ONCE
  * for the host (gcc: qconform/kernels/build.py) and the device (NVRTC: the one linted PTX build of
  * qconform/kernels/ptx.py, loaded by qconform/runners/gpu_kernel.py). The entry points' parameter
  * lists are qconform/kernels/__init__.py's ENTRY_POINTS. Bit-exact with qconform/oracle (the numpy
@@ -554,18 +555,15 @@ QK_FN double qk_i128_to_f64(qk_i128 a, int e) {
 /* Requantisation readings the kernel implements (the plan asks the oracle which one applies). */
 enum { QK_RQ_MULTIPLIER_F32 };
 
-/* One output element: sum over k of (a[k] - az) * (b[k] - bz), a[k] = a[a0 + k], b[k] =
- * b[b0 + k * bstride]; then m = fl32(fl32(as * bs) / ys), v = fl32(fl32(acc) * m), and v through
- * qk_q_finish (integer: round, add the zero point, saturate; float8: + zp in float32, Cast table).
+/* The exact sum over k of (a[k] - az) * (b[k] - bz), a[k] = a[a0 + k], b[k] = b[b0 + k * bstride],
+ * each operand on its kind's grid (the sum is then scaled by 2^-(qk_grid_exp(ak) + qk_grid_exp(bk))).
  * Operands that are NaN or +-Inf add nothing (the oracle makes such elements don't-care). */
-QK_FN qk_u32 qk_qlmm1(const void *a, int ak, qk_i64 a0, const void *b, int bk, qk_i64 b0, qk_i64 bstride,
-                      qk_i64 kdim, qk_u32 azb, qk_u32 bzb, float as, float bs, float ys, qk_q_ctx yc, int ok,
-                      int wrap, int saturate, int fnuz_inf_saturates) {
+QK_FN qk_i128 qk_dot(const void *a, int ak, qk_i64 a0, const void *b, int bk, qk_i64 b0, qk_i64 bstride,
+                     qk_i64 kdim, qk_u32 azb, qk_u32 bzb) {
   int bad = 0;
   qk_i64 az = qk_grid_int(azb, ak, &bad), bz = qk_grid_int(bzb, bk, &bad);
   qk_i128 acc;
   qk_i64 kk;
-  float m, v;
   acc.hi = acc.lo = 0u;
   for (kk = 0; kk < kdim; kk++) {
     int bad_k = bad;
@@ -573,10 +571,110 @@ QK_FN qk_u32 qk_qlmm1(const void *a, int ak, qk_i64 a0, const void *b, int bk, q
     qk_i64 db = qk_grid_int(qk_load(b, b0 + kk * bstride, qk_bytes(bk)), bk, &bad_k) - bz;
     if (!bad_k) acc = qk_i128_add(acc, qk_i128_mul(da, db));
   }
+  return acc;
+}
+
+/* The requantisation reading multiplier-float32 (qconform/docs/semantics.md#qlmm-requant), shared by
+ * QLinearMatMul and QLinearConv: m = fl32(fl32(sa * sb) / sy), v = fl32(acc_f * m), where acc_f is
+ * the accumulator already rounded once to float32. */
+QK_FN float qk_requant_f32(float acc_f, float sa, float sb, float sy) {
+  float m = (sa * sb) / sy;
+  return acc_f * m;
+}
+
+/* One QLinearMatMul output element: qk_dot, the accumulation reading (wrap: modulo 2^32 into
+ * int32), qk_requant_f32, and v through qk_q_finish (integer: round, add the zero point, saturate;
+ * float8: + zp in float32, Cast table). */
+QK_FN qk_u32 qk_qlmm1(const void *a, int ak, qk_i64 a0, const void *b, int bk, qk_i64 b0, qk_i64 bstride,
+                      qk_i64 kdim, qk_u32 azb, qk_u32 bzb, float as, float bs, float ys, qk_q_ctx yc, int ok,
+                      int wrap, int saturate, int fnuz_inf_saturates) {
+  qk_i128 acc = qk_dot(a, ak, a0, b, bk, b0, bstride, kdim, azb, bzb);
+  float v;
   if (wrap) acc = qk_i128_wrap32(acc);
-  m = (as * bs) / ys;
-  v = (float)qk_i128_to_f64(acc, qk_grid_exp(ak) + qk_grid_exp(bk)) * m;
+  v = qk_requant_f32((float)qk_i128_to_f64(acc, qk_grid_exp(ak) + qk_grid_exp(bk)), as, bs, ys);
   return qk_q_finish(v, yc, ok, QK_F32, saturate, fnuz_inf_saturates);
+}
+
+/* One MatMulInteger output element (qconform/docs/semantics.md#integer-accumulation): the exact sum
+ * reduced modulo 2^32 into int32, written as the int32 code (its low 32 bits). Integer operands
+ * only, so the grid exponents are 0. */
+QK_FN qk_u32 qk_mmint1(const void *a, int ak, qk_i64 a0, const void *b, int bk, qk_i64 b0, qk_i64 bstride,
+                       qk_i64 kdim, qk_u32 azb, qk_u32 bzb) {
+  return (qk_u32)(qk_dot(a, ak, a0, b, bk, b0, bstride, kdim, azb, bzb).lo & 0xFFFFFFFFu);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Convolutions: ConvInteger and QLinearConv, 1-D to 3-D (fewer spatial axes are size-1 axes).
+ *
+ * The host plans the geometry (qconform/kernels/conv_plan.py, from the oracle's conv_geometry:
+ * auto_pad resolved, output sizes) into QK_CG_LEN int64 numbers; the kernel walks one output
+ * element's window over its group's channels. A padded pixel contributes 0 (a pixel of real value
+ * 0: qconform/docs/semantics.md#qlconv-padding), so it is skipped. Operands are int8/uint8: a
+ * difference fits 9 bits, a product 17, and the exact sum is an int64 far from overflow.
+ * ------------------------------------------------------------------------------------------- */
+enum {
+  QK_CG_N, QK_CG_C, QK_CG_M, QK_CG_GROUP,
+  QK_CG_D = 4,   /* input spatial sizes, 3 */
+  QK_CG_K = 7,   /* kernel sizes, 3 */
+  QK_CG_O = 10,  /* output sizes, 3 */
+  QK_CG_S = 13,  /* strides, 3 */
+  QK_CG_DIL = 16, /* dilations, 3 */
+  QK_CG_PAD = 19, /* pads at the beginning, 3 */
+  QK_CG_LEN = 22
+};
+
+/* Σ over m's group's channels c and kernel offsets k of (x[n, c, o·s + k·d − pad] − xz) · (w[m, c, k] − wz),
+ * for output element i of (N, M, O1, O2, O3); *m_out receives m. */
+QK_FN qk_i64 qk_conv_sum(const void *x, int xk, const void *w, int wk, const qk_i64 *g, qk_i64 i, qk_i64 xz,
+                         const void *wz, int *m_out) {
+  const qk_i64 o3n = g[QK_CG_O + 2], o2n = g[QK_CG_O + 1], o1n = g[QK_CG_O];
+  const qk_i64 mdim = g[QK_CG_M], cdim = g[QK_CG_C];
+  const qk_i64 d1 = g[QK_CG_D], d2 = g[QK_CG_D + 1], d3 = g[QK_CG_D + 2];
+  const qk_i64 k1n = g[QK_CG_K], k2n = g[QK_CG_K + 1], k3n = g[QK_CG_K + 2];
+  const qk_i64 cg = cdim / g[QK_CG_GROUP], mg = mdim / g[QK_CG_GROUP];
+  qk_i64 o3 = i % o3n, o2 = (i / o3n) % o2n, o1 = (i / (o3n * o2n)) % o1n;
+  qk_i64 m = (i / (o3n * o2n * o1n)) % mdim, n = i / (o3n * o2n * o1n * mdim);
+  qk_i64 c0 = (m / mg) * cg, c, k1, k2, k3, acc = 0;
+  int bad = 0;
+  qk_i64 wzm = qk_grid_int(qk_load(wz, m, qk_bytes(wk)), wk, &bad);
+  *m_out = (int)m;
+  for (c = 0; c < cg; c++) {
+    const qk_i64 xbase = (n * cdim + c0 + c) * d1 * d2 * d3, wbase = (m * cg + c) * k1n * k2n * k3n;
+    for (k1 = 0; k1 < k1n; k1++) {
+      const qk_i64 p1 = o1 * g[QK_CG_S] + k1 * g[QK_CG_DIL] - g[QK_CG_PAD];
+      if (p1 < 0 || p1 >= d1) continue;
+      for (k2 = 0; k2 < k2n; k2++) {
+        const qk_i64 p2 = o2 * g[QK_CG_S + 1] + k2 * g[QK_CG_DIL + 1] - g[QK_CG_PAD + 1];
+        if (p2 < 0 || p2 >= d2) continue;
+        for (k3 = 0; k3 < k3n; k3++) {
+          const qk_i64 p3 = o3 * g[QK_CG_S + 2] + k3 * g[QK_CG_DIL + 2] - g[QK_CG_PAD + 2];
+          qk_i64 xv, wv;
+          if (p3 < 0 || p3 >= d3) continue;
+          xv = qk_grid_int(qk_load(x, xbase + (p1 * d2 + p2) * d3 + p3, qk_bytes(xk)), xk, &bad);
+          wv = qk_grid_int(qk_load(w, wbase + (k1 * k2n + k2) * k3n + k3, qk_bytes(wk)), wk, &bad);
+          acc += (xv - xz) * (wv - wzm);
+        }
+      }
+    }
+  }
+  return acc;
+}
+
+/* One convolution output element. ConvInteger (requant = 0): the exact sum modulo 2^32 as the int32
+ * code (#integer-accumulation). QLinearConv (requant = 1): the sum plus B[m] ("quantized using scale
+ * = input scale * weight scale and zero point as 0"), the accumulation reading (wrap: modulo 2^32),
+ * rounded once to float32, qk_requant_f32 with x_scale, w_scale[m] and y_scale, then qk_q_finish
+ * (round half to even, add y_zero_point, saturate: #qlconv-requant). */
+QK_FN qk_u32 qk_conv1(const void *x, int xk, const void *w, int wk, const qk_i64 *g, qk_i64 i, qk_i64 xz,
+                      const void *wz, const void *bias, const void *ws, float xs, float ys, int sk, qk_q_ctx yc,
+                      int ok, int requant, int wrap) {
+  int m;
+  qk_i64 acc = qk_conv_sum(x, xk, w, wk, g, i, xz, wz, &m);
+  if (!requant) return (qk_u32)((qk_u64)acc & 0xFFFFFFFFu);
+  acc += qk_int_value(qk_load(bias, m, 4), qk_info(QK_INT32));
+  if (wrap) acc = (qk_i64)(int)(qk_u32)((qk_u64)acc & 0xFFFFFFFFu);
+  return qk_q_finish(qk_requant_f32((float)acc, xs, qk_value_in(qk_load(ws, m, qk_bytes(sk)), sk, QK_F32), ys),
+                     yc, ok, QK_F32, 1, 0);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -653,6 +751,39 @@ QK_FN void qk_dql_compute(float lo, float hi, int qmin, int qmax, qk_u32 *scale_
   const qk_q_ctx yc = qk_q_params(0u, QK_F32, qk_load(yz, 0, qk_bytes(ok)), ok, QK_F32);      \
   (void)rq
 
+#define QK_MMI_ARGS                                                                           \
+  const void *a, int ak, const qk_i64 *a_off, const void *b, int bk, const qk_i64 *b_off, qk_i64 nb, \
+      qk_i64 mdim, qk_i64 kdim, qk_i64 ndim, const void *az, const void *bz, void *y
+
+/* MatMulInteger's output element i of [nb, mdim, ndim]: the operands as QK_MM_ELEM reads them; y is int32. */
+#define QK_MMI_ELEM(i)                                                                        \
+  do {                                                                                        \
+    qk_i64 t_ = (i) / (mdim * ndim), r_ = ((i) / ndim) % mdim, c_ = (i) % ndim;               \
+    qk_store(y, (i), 4,                                                                       \
+             qk_mmint1(a, ak, a_off[t_] + r_ * kdim, b, bk, b_off[t_] + c_, ndim, kdim,       \
+                       qk_load(az, t_ * mdim + r_, qk_bytes(ak)),                             \
+                       qk_load(bz, t_ * ndim + c_, qk_bytes(bk))));                           \
+  } while (0)
+
+/* A convolution: geom holds QK_CG_LEN numbers; xz, xs, ys, yz one code each, wz, ws and bias (int32
+ * codes) M each; n output elements. ConvInteger passes requant = 0 and ok = QK_INT32 (xs, ws, ys, yz,
+ * bias are then not read). */
+#define QK_CONV_ARGS                                                                          \
+  const void *x, int xk, const void *w, int wk, const qk_i64 *geom, const void *xz, const void *wz, \
+      const void *bias, const void *ws, const void *xs, const void *ys, int sk, const void *yz, int ok, \
+      int requant, int wrap, qk_i64 n, void *y
+
+#define QK_CONV_SETUP                                                                         \
+  int bad_ = 0;                                                                               \
+  const qk_i64 xzv = qk_grid_int(qk_load(xz, 0, qk_bytes(xk)), xk, &bad_);                    \
+  const float xsv = requant ? qk_value_in(qk_load(xs, 0, qk_bytes(sk)), sk, QK_F32) : 0.0f;   \
+  const float ysv = requant ? qk_value_in(qk_load(ys, 0, qk_bytes(sk)), sk, QK_F32) : 1.0f;   \
+  const qk_q_ctx yc = qk_q_params(0u, QK_F32, requant ? qk_load(yz, 0, qk_bytes(ok)) : 0u, ok, QK_F32)
+
+#define QK_CONV_ELEM(i)                                                                       \
+  qk_store(y, (i), qk_bytes(ok),                                                              \
+           qk_conv1(x, xk, w, wk, geom, (i), xzv, wz, bias, ws, xsv, ysv, sk, yc, ok, requant, wrap))
+
 #if defined(__CUDACC__)
 /* ---- device entry points (grid-stride loops) ---------------------------------------------- */
 extern "C" __global__ void qk_quantize_kernel(QK_Q_ARGS) {
@@ -670,6 +801,18 @@ extern "C" __global__ void qk_qlinear_matmul_kernel(QK_MM_ARGS) {
   for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < nb * mdim * ndim;
        i += (qk_i64)gridDim.x * blockDim.x)
     QK_MM_ELEM(i);
+}
+
+extern "C" __global__ void qk_matmul_integer_kernel(QK_MMI_ARGS) {
+  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < nb * mdim * ndim;
+       i += (qk_i64)gridDim.x * blockDim.x)
+    QK_MMI_ELEM(i);
+}
+
+extern "C" __global__ void qk_conv_kernel(QK_CONV_ARGS) {
+  QK_CONV_SETUP;
+  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
+    QK_CONV_ELEM(i);
 }
 
 /* One block: every thread reduces its stride of x, the block reduces the threads' ranges, and
@@ -754,6 +897,17 @@ int qk_dequantize(QK_DQ_ARGS) {
 int qk_qlinear_matmul(QK_MM_ARGS) {
   QK_MM_SETUP;
   for (qk_i64 i = 0; i < nb * mdim * ndim; i++) QK_MM_ELEM(i);
+  return 0;
+}
+
+int qk_matmul_integer(QK_MMI_ARGS) {
+  for (qk_i64 i = 0; i < nb * mdim * ndim; i++) QK_MMI_ELEM(i);
+  return 0;
+}
+
+int qk_conv(QK_CONV_ARGS) {
+  QK_CONV_SETUP;
+  for (qk_i64 i = 0; i < n; i++) QK_CONV_ELEM(i);
   return 0;
 }
 
