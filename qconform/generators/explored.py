@@ -1,5 +1,7 @@
 """Family "explored": drafts that ``pytest --explore`` found and shrank, promoted into the corpus
-with ``qconform explore promote FILE`` (they live in qconform/golden/explored/*.json, one draft per file).
+with ``qconform explore promote FILE`` (they live in qconform/golden/explored/*.json, one draft per file),
+and graphs ``qconform.apps.explore_graphs`` found (a QDQ pattern's nodes under "graph"; a
+single-node draft has none, and its form is what it was).
 
 The JSON form carries every input as raw codes of its type (bit-exact, NaN payloads and -0
 included), never as decimal floats; the oracle computes the expected outputs at regen like any
@@ -14,7 +16,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from qconform import dtypes
-from qconform.case import Arg, Draft
+from qconform.case import Arg, Draft, Node
 
 FAMILY = "explored"
 FORMAT = 1
@@ -29,14 +31,23 @@ def to_json(d: Draft) -> dict[str, Any]:
         return {"name": a.name, "type": a.type, "shape": list(a.value.shape), "initializer": a.initializer,
                 "bits": [int(b) for b in t.to_bits(a.value).ravel()]}
 
-    return {"format": FORMAT, "op": d.op, "domain": d.domain, "opset": d.opset, "types": d.types,
-            "family": d.family, "name": d.name, "attrs": {k: _plain(v) for k, v in sorted(d.attrs.items())},
-            "clause": d.clause, "note": d.note, "provenance": d.provenance,
-            "inputs": [arg(a) for a in d.inputs]}
+    obj = {"format": FORMAT, "op": d.op, "domain": d.domain, "opset": d.opset, "types": d.types,
+           "family": d.family, "name": d.name, "attrs": {k: _plain(v) for k, v in sorted(d.attrs.items())},
+           "clause": d.clause, "note": d.note, "provenance": d.provenance,
+           "inputs": [arg(a) for a in d.inputs]}
+    if d.graph:  # a graph case (a QDQ pattern): its nodes, in order; a single node's form is unchanged
+        obj["graph"] = [{"op": n.op, "domain": n.domain, "inputs": list(n.inputs), "outputs": list(n.outputs),
+                         "attrs": {k: _plain(v) for k, v in sorted(n.attrs.items())}} for n in d.graph]
+    return obj
 
 
 def _plain(v: Any) -> Any:
-    return v.item() if isinstance(v, np.generic) else v
+    """An attribute value as JSON holds it (numpy scalars and arrays as Python numbers and lists)."""
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return [_plain(x) for x in v]
+    return v
 
 
 def from_json(obj: dict[str, Any]) -> Draft:
@@ -50,9 +61,11 @@ def from_json(obj: dict[str, Any]) -> Draft:
         raw = np.array(a["bits"], dtype=np.uint64).reshape(a["shape"])
         return Arg(a["name"], a["type"], t.from_bits(raw).reshape(a["shape"]), a["initializer"])
 
+    graph = tuple(Node(n["op"], tuple(n["inputs"]), tuple(n["outputs"]), dict(n["attrs"]), n.get("domain", ""))
+                  for n in obj.get("graph", ()))
     return Draft(op=obj["op"], opset=obj["opset"], types=obj["types"], family=obj["family"], name=obj["name"],
                  inputs=tuple(arg(a) for a in obj["inputs"]), attrs=dict(obj["attrs"]), domain=obj["domain"],
-                 clause=obj["clause"], provenance=obj["provenance"], note=obj["note"])
+                 clause=obj["clause"], provenance=obj["provenance"], note=obj["note"], graph=graph)
 
 
 def promoted(obj: dict[str, Any]) -> dict[str, Any]:
