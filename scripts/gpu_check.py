@@ -3,7 +3,8 @@ header for how to run it). Each step runs only while the budget lasts; what did 
 
 Steps: the device (name, driver, CUDA versions); the linted PTX for its architecture (digest,
 NVRTC, lint) and the runner's own describe() digest; the whole corpus through gpu-kernel
-(``qconform certify``); every default-domain sweep; every full 2^32 sweep (stored digests checked
+(``qconform certify``); the compute ops again on their own (QLinearMatMul, QLinearConv, ConvInteger,
+MatMulInteger: counts per op version and their time); every default-domain sweep; every full 2^32 sweep (stored digests checked
 first); then, with time left, benchmarks/bench_sweep.py: one full 2^32 sweep on the GPU against
 onnxruntime on the CPU. Ends with one line per figure in summary.txt.
 """
@@ -11,9 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -155,6 +158,48 @@ def corpus_step(check: Check) -> None:
                  f"(-j {min(check.jobs, 8)}; runner ptx {data['runner'].get('options', {}).get('ptx_sha256', '?')[:12]})")
 
 
+def compute_globs() -> list[str]:
+    """The compute ops in the kernels' scope, as certify --case globs: every operator whose declaration
+    says the kernels implement it and that contracts (a matmul or a convolution)."""
+    from qconform.declarations.operators import OPERATORS
+
+    return [f"{o.label}-*" for o in OPERATORS if o.kernel and o.contraction]
+
+
+def compute_step(check: Check) -> None:
+    """The compute ops alone (QLinearMatMul, QLinearConv, ConvInteger, MatMulInteger, ...): their
+    counts per op version and their own time, apart from the whole corpus's."""
+    globs = compute_globs()
+    report = Path(tempfile.mkdtemp(prefix="gpu-check-compute-"))  # not kept: the whole corpus's report has every case
+    args = ["certify", "--runner", check.runner, "-j", str(min(check.jobs, 8)), "--report", str(report)]
+    for g in globs:
+        args += ["--case", g]
+    rc, secs = check.qconform(args, 20, f"the compute ops through {check.runner}")
+    if rc is None and secs == 0:
+        shutil.rmtree(report, ignore_errors=True)
+        return
+    path = report / "report.json"
+    if rc is None or not path.is_file():
+        shutil.rmtree(report, ignore_errors=True)
+        check.figure(f"compute ops: {check.runner} did not finish ({'out of time' if rc is None else f'exit {rc}'}, "
+                     f"{secs:.0f} s)")
+        check.failed = True
+        return
+    data = json.loads(path.read_text())
+    shutil.rmtree(report, ignore_errors=True)
+    per: dict[str, dict[str, int]] = {}
+    for row in data["matrix"]:
+        counts = per.setdefault(row["op_version"], {})
+        for verdict, n in row["counts"].items():
+            counts[verdict] = counts.get(verdict, 0) + n
+    c = data["counts"]
+    bad = c["fail"] + c["error"] + c["crashed"] + c["timeout"]
+    check.failed |= bool(bad or c["unsupported"]) or not per
+    ops = "; ".join(f"{op} " + ", ".join(f"{n:,} {v}" for v, n in sorted(counts.items())) for op, counts in per.items())
+    check.figure(f"compute ops: {check.runner} {c['pass']:,} pass, {bad:,} failing, {c['unsupported']:,} unsupported of "
+                 f"{c['collected']:,} cases in {secs:.1f} s (-j {min(check.jobs, 8)}): {ops or 'no case ran'}")
+
+
 def stored_digests(check: Check) -> bool:
     """Every full sweep's 256 chunk digests are in the installed package."""
     from qconform.sweep.domains import domain
@@ -247,7 +292,8 @@ def main() -> int:
     arch = device(check)
     if arch is None:
         ptx_step(check, "sm_90")  # the lint still runs where NVRTC is
-        for what in ("the runner's PTX digest", "the whole corpus through gpu-kernel", "the default-domain sweeps",
+        for what in ("the runner's PTX digest", "the whole corpus through gpu-kernel",
+                     "the compute ops through gpu-kernel", "the default-domain sweeps",
                      "the full 2^32 sweeps", "the benchmark GPU vs onnxruntime"):
             check.skipped.append(f"{what} (no CUDA device)")
         return finish(check, EXIT_NO_DEVICE)
@@ -260,6 +306,7 @@ def main() -> int:
 def run_steps(check: Check) -> int:
     """The corpus, the sweeps and the benchmark, each while the budget lasts."""
     corpus_step(check)
+    compute_step(check)
     sweep_step(check, "default", [], "sweeps, default domain (16-bit and sampled float32)", 20)
     if stored_digests(check):
         sweep_step(check, "full", [FULL], "sweeps, full 2^32", 30)

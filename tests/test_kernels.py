@@ -686,7 +686,24 @@ def test_gpu_check_says_plainly_that_no_cuda_device_is_present(tmp_path, wheel):
     summary = (out / "summary.txt").read_text()
     assert "device: no CUDA device is present" in summary
     assert "verdict: NO DEVICE" in summary and "the full 2^32 sweeps (no CUDA device)" in summary
+    assert "the compute ops through gpu-kernel (no CUDA device)" in summary
     assert "gpu-check-site" in summary.splitlines()[0]  # qconform came from the installed wheel
     if tools.find("nvrtc"):
         assert "lint OK" in summary and (out / "qkernels.sm_90.ptx").is_file()
     assert (out / "gpu-check.log").read_text().count("no CUDA device is present") >= 1
+
+
+def test_gpu_check_runs_the_compute_ops_on_their_own():
+    """scripts/gpu-check.sh certifies the compute ops in the kernels' scope apart from the whole corpus
+    (their counts per op version and their own time): every declared contracting op the kernels implement."""
+    import importlib.util
+    import inspect
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "scripts" / "gpu_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    want = {f"{o.label}-*" for o in OPERATORS if o.kernel and o.contraction}
+    assert set(mod.compute_globs()) == want and len(want) >= 4
+    assert "compute_step(check)" in inspect.getsource(mod.run_steps)
