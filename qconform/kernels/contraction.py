@@ -102,7 +102,7 @@ class ConvPlan:
         if x.ndim < 3 or w.ndim != x.ndim:
             raise InvalidModel(f"{x_name} {x.shape} and {w_name} {w.shape}: not an N-D convolution")
         m = w.shape[0]
-        for (si, s), (zi, z) in ((( xs_in, xs), (xz_in, xz)), ((ws_in, ws), (wz_in, wz)), ((ys_in, ys), (yz_in, yz))):
+        for (si, s), (zi, z) in (((xs_in, xs), (xz_in, xz)), ((ws_in, ws), (wz_in, wz)), ((ys_in, ys), (yz_in, yz))):
             if s is not None and z is not None and s.shape != z.shape:
                 raise InvalidModel(f"{si.name} {s.shape} and {zi.name} {z.shape} differ in shape")
         for inp, val in ((xs_in, xs), (xz_in, xz), (ys_in, ys), (yz_in, yz)):

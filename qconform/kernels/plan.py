@@ -1,5 +1,7 @@
 """A node as the kernels run it: read once from the model (``read_plan``), then turned into kernel
 launches for each call's inputs (shared by cpu-kernel and gpu-kernel, which only execute launches).
+The integer compute ops' plans live in ``contraction.py``; ``MatmulShapes`` here is numpy.matmul's
+geometry both matmul entry points share.
 
 The plan keeps kernel facts only: which types, attributes and readings ``qkernels.h`` implements.
 Every op rule (which versions exist, the axis, the output type, the quotient precision, the Cast
@@ -411,5 +413,6 @@ def _matmul_plan(node: _Node, who: str) -> MatMulPlan:
     return MatMulPlan(node, out, ts, REQUANTISATIONS[first], wrap, saturate, fnuz_inf)
 
 
-__all__ = ["DQ_OUT", "DQ_SCALE", "DQ_X", "DqlPlan", "Execute", "MatMulPlan", "MM_DATA", "MM_SCALE", "Plan", "QdqPlan",
+__all__ = ["CONTRACTIONS", "DQ_OUT", "DQ_SCALE", "DQ_X", "DqlPlan", "Execute", "MatMulPlan", "MatmulShapes", "MM_DATA",
+           "MM_SCALE", "Plan", "QdqPlan",
            "Q_OUT", "Q_SCALE", "Q_X", "read_plan"]

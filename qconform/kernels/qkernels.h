@@ -606,7 +606,7 @@ QK_FN qk_u32 qk_mmint1(const void *a, int ak, qk_i64 a0, const void *b, int bk, 
 /* ---------------------------------------------------------------------------------------------
  * Convolutions: ConvInteger and QLinearConv, 1-D to 3-D (fewer spatial axes are size-1 axes).
  *
- * The host plans the geometry (qconform/kernels/conv_plan.py, from the oracle's conv_geometry:
+ * The host plans the geometry (qconform/kernels/contraction.py, from the oracle's conv_geometry:
  * auto_pad resolved, output sizes) into QK_CG_LEN int64 numbers; the kernel walks one output
  * element's window over its group's channels. A padded pixel contributes 0 (a pixel of real value
  * 0: qconform/docs/semantics.md#qlconv-padding), so it is skipped. Operands are int8/uint8: a
