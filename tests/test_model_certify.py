@@ -1,13 +1,15 @@
 """``qconform certify --model FILE``: a user's own quantized model certified group by group.
 
-A tiny CNN is built here (seeded float weights), quantized by onnxruntime's own quantize_static in
-the QDQ and the QOperator format (nothing fetched), and certified through onnxruntime and
+A tiny CNN (``model_builders``: seeded float weights), quantized by onnxruntime's own quantize_static
+in the QDQ and the QOperator format (nothing fetched), is certified through onnxruntime and
 onnx.reference; a deviation model planted as the runner must be named by the group's nodes; hostile
-model files must each cost one line on stderr, exit status 2 and nothing written.
+model files must each cost one line on stderr, exit status 2, nothing written and nothing read
+outside the model's folder.
 """
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,54 +19,15 @@ from onnx import TensorProto, helper, numpy_helper
 
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install onnxruntime)")
 
+from model_builders import quantized, tiny_cnn  # noqa: E402
 from qconform import cli  # noqa: E402
 from qconform.verdicts import FAIL  # noqa: E402
-
-
-def _tiny_cnn(path: Path) -> None:
-    rng = np.random.default_rng(7)
-    arrays = {"w1": rng.normal(0, 0.3, (4, 2, 3, 3)), "b1": rng.normal(0, 0.1, 4), "w2": rng.normal(0, 0.3, (4, 4, 3, 3)),
-              "b2": rng.normal(0, 0.1, 4), "wm": rng.normal(0, 0.3, (4, 3))}
-    inits = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in arrays.items()]
-    inits.append(numpy_helper.from_array(np.array([1, 4], np.int64), "shape"))
-    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
-             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
-             helper.make_node("Add", ["c2", "r1"], ["a"], name="add"),
-             helper.make_node("AveragePool", ["a"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
-             helper.make_node("GlobalAveragePool", ["p"], ["g"], name="gap"),
-             helper.make_node("Reshape", ["g", "shape"], ["f"], name="flat"),
-             helper.make_node("MatMul", ["f", "wm"], ["y"], name="fc")]
-    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, path)
-
-
-def _quantized(folder: Path, fmt_name: str) -> Path:
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-    class Reader(CalibrationDataReader):
-        def __init__(self) -> None:
-            rng = np.random.default_rng(3)
-            self.items = iter([{"x": rng.normal(0, 1, (1, 2, 8, 8)).astype(np.float32)} for _ in range(4)])
-
-        def get_next(self):
-            return next(self.items, None)
-
-    src, out = folder / "float.onnx", folder / f"{fmt_name}.onnx"
-    if not src.exists():
-        _tiny_cnn(src)
-    quantize_static(str(src), str(out), Reader(), quant_format=getattr(QuantFormat, fmt_name),
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True)
-    return out
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("models")
-    return {f: _quantized(folder, f) for f in ("QDQ", "QOperator")}
+    return {f: quantized(folder, tiny_cnn, f) for f in ("QDQ", "QOperator")}
 
 
 def _certify(capsys, *words: str) -> tuple[int, str, str]:
@@ -111,7 +74,11 @@ def test_qoperator_model(models, tmp_path, capsys):
     assert status in (0, 1), err
     text = _check_groups(models["QOperator"], report, err)
     assert "conv1_quant (QLinearConv) | pass" in text and "fc_quant (QLinearMatMul) | pass" in text
-    assert sum("add_quant (QLinearAdd)" in line for line in err.splitlines()) == 1  # said once
+    assert "add_quant (QLinearAdd) | pass" in text  # com.microsoft QLinearAdd, judged by its own oracle
+    for line in err.splitlines():  # a group without an oracle is said once, and is listed so
+        if "not judged:" in line:
+            node = line.split("not judged: ", 1)[1].split(":", 1)[0]
+            assert sum(node in other for other in err.splitlines()) == 1, node
 
 
 def test_calibration_inputs(models, tmp_path, capsys):
@@ -153,28 +120,58 @@ def _q_model(shape=(1, 4), opset=21, extra_nodes=(), x="x") -> onnx.ModelProto:
     return model
 
 
+def _external(model: onnx.ModelProto, location: str, **extra: str) -> onnx.ModelProto:
+    """The model's scale initializer moved to external data at ``location``."""
+    s = model.graph.initializer[0]
+    s.ClearField("raw_data")
+    s.ClearField("float_data")
+    s.data_location = TensorProto.EXTERNAL
+    s.external_data.add(key="location", value=location)
+    for k, v in extra.items():
+        s.external_data.add(key=k, value=v)
+    return model
+
+
 def _hostile(kind: str, folder: Path) -> Path:
+    """A model file of one hostile kind in ``folder``; ``outside.bin`` beside the folder is what an
+    escaping external-data path would read."""
     path = folder / "model.onnx"
+    outside = folder.parent / "outside.bin"
+    outside.write_bytes(np.float32(0.5).tobytes())
     if kind == "truncated":
         data = _q_model().SerializeToString()
         path.write_bytes(data[: len(data) // 2])
         return path
+    if kind == "malformed":  # not protobuf at all
+        path.write_bytes(bytes(range(256)) * 8)
+        return path
+    if kind == "too-big":  # a sparse file larger than one protobuf message can be: never read
+        with open(path, "wb") as f:
+            f.truncate(2**31 + 8)
+        return path
     if kind == "opset":
         model = _q_model(opset=99)
     elif kind == "external":
-        model = _q_model()
-        s = model.graph.initializer[0]
-        s.ClearField("raw_data")
-        s.ClearField("float_data")
-        s.data_location = TensorProto.EXTERNAL
-        s.external_data.add(key="location", value="../outside.bin")
-        (folder.parent / "outside.bin").write_bytes(np.float32(0.5).tobytes())
+        model = _external(_q_model(), "../outside.bin")
+    elif kind == "external-absolute":
+        model = _external(_q_model(), str(outside))
+    elif kind == "external-symlink":  # a link inside the folder that points out of it
+        (folder / "weights.bin").symlink_to(outside)
+        model = _external(_q_model(), "weights.bin")
+    elif kind == "external-range":  # inside the folder, but a range past the file's end
+        (folder / "weights.bin").write_bytes(np.float32(0.5).tobytes())
+        model = _external(_q_model(), "weights.bin", offset="2", length="4096")
     elif kind == "absurd":
         model = _q_model(shape=(100000, 100000))
+    elif kind == "absurd-initializer":  # a constant claiming 10^10 elements and holding none
+        model = _q_model()
+        del model.graph.initializer[0].dims[:]
+        model.graph.initializer[0].dims.extend([100000, 100000])
+        model.graph.initializer[0].ClearField("raw_data")
     elif kind == "cycle":
         model = _q_model(x="b", extra_nodes=[helper.make_node("Add", ["x", "b"], ["a"], name="add1"),
                                              helper.make_node("Relu", ["a"], ["b"], name="relu1")])
-    elif kind == "dangling":
+    elif kind == "dangling":  # an input no node, initializer or graph input holds (a missing initializer)
         model = _q_model(x="a", extra_nodes=[helper.make_node("Add", ["x", "nowhere"], ["a"], name="add1")])
     path.write_bytes(model.SerializeToString())
     return path
@@ -184,20 +181,50 @@ def _tree(root: Path) -> dict[str, int]:
     return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*")}
 
 
-@pytest.mark.parametrize("kind,words", [("truncated", "not a readable ONNX model"), ("opset", "opset 99 is newer"),
-                                        ("external", "leaves the model's directory"),
-                                        ("absurd", "more than 10,000,000 elements"), ("cycle", "has a cycle"),
-                                        ("dangling", "produced by no node")])
+#: Every file this process opened while an ``_opened`` block was watching (``sys.addaudithook``:
+#: Python's own "open" audit event, which every open() and io.open_code raises).
+_OPENS: list[str] = []
+_WATCHING: list[bool] = []
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _WATCHING and event == "open" and args and isinstance(args[0], (str, bytes, Path)):
+        _OPENS.append(str(Path(args[0] if not isinstance(args[0], bytes) else args[0].decode(errors="replace"))))
+
+
+sys.addaudithook(_audit)  # a hook cannot be removed: it records only while a test watches
+
+
+HOSTILE = [("truncated", "not a readable ONNX model"), ("malformed", "truncated or malformed"),
+           ("too-big", "more than one ONNX model can hold"), ("opset", "opset 99 is newer"),
+           ("external", "leaves the model's directory"), ("external-absolute", "leaves the model's directory"),
+           ("external-symlink", "leaves the model's directory"), ("external-range", "is outside 'weights.bin'"),
+           ("absurd", "more than 10,000,000 elements"), ("absurd-initializer", "more than 10,000,000 elements"),
+           ("cycle", "has a cycle"), ("dangling", "produced by no node")]
+
+
+@pytest.mark.parametrize("kind,words", HOSTILE, ids=[k for k, _ in HOSTILE])
 def test_hostile_model_refused(tmp_path, capsys, kind, words):
+    """One line, exit status 2, nothing written anywhere (the report directory stays empty), and no
+    file outside the model's folder opened (the escaping targets least of all)."""
     folder = tmp_path / "in"
     folder.mkdir()
     model = _hostile(kind, folder)
     before = _tree(tmp_path)
     report = tmp_path / "report"
-    status, out, err = _certify(capsys, "--model", str(model), "--runner", "onnxruntime", "--report", str(report))
+    _OPENS.clear()
+    _WATCHING.append(True)
+    try:
+        status, out, err = _certify(capsys, "--model", str(model), "--runner", "onnxruntime", "--report", str(report))
+    finally:
+        _WATCHING.clear()
     lines = [line for line in err.splitlines() if line.strip()]
     assert status == 2 and len(lines) == 1 and lines[0].startswith("qconform certify: "), err
-    assert str(model) in lines[0] and words in lines[0]
+    assert str(model) in lines[0] and words in lines[0], lines[0]
     after = _tree(tmp_path)
     assert {k: v for k, v in after.items() if not k.startswith("report")} == before
     assert not report.exists() or not any(report.iterdir())
+    read = [Path(p) for p in _OPENS if Path(p).is_absolute() and Path(p).resolve().is_relative_to(tmp_path.resolve())]
+    assert all(p.resolve().is_relative_to(folder.resolve()) and p.resolve() != (tmp_path / "outside.bin").resolve()
+               for p in read), read
+    assert (tmp_path / "outside.bin").resolve() not in {p.resolve() for p in read}

@@ -1,53 +1,40 @@
-"""``qconform certify --model FILE``: a user's own quantized model certified group by group.
+"""``qconform certify --model FILE``: a user's own quantized model certified group by group, and whole.
 
 Why: the corpus proves an op on qconform's own parameters; a vendor's customer asks about *their*
-model -- its scales, zero points, weights and shapes. This front-end reads the model
-(``model_groups``: every refusal before anything is written), drafts each group at the model's own
-parameters over the inputs that matter (the whole code range tiled over the input's shape, both
-saturation ends, seeded random codes, and with ``--inputs`` the values a calibration input gives
-there), lets the oracle give every permitted reading, writes the cases as a corpus under
-``DIR/model-corpus/`` and certifies that corpus with the unchanged pipeline (``apps.certify``): the
-same engine, comparison, diagnosis and report. Case ids are named after the group's nodes, and
-``DIR/groups.md`` lists every group with its nodes and verdicts, or why it could not be judged.
+model -- its scales, zero points, weights and shapes -- and where its output starts to differ. The
+model is read and drafted into a corpus of its own groups by ``qconform.gating.model_cases`` (what
+``pytest --runner NAME --model FILE`` shares), written under ``DIR/model-corpus/`` and certified
+with the unchanged pipeline (``apps.certify``: the same engine, comparison, diagnosis and report);
+then the whole model runs on the runner and the first group whose output leaves the permitted
+readings is named (``qconform.gating.model_check``). ``DIR/groups.md`` lists every group with its
+nodes and verdicts, or why it could not be judged, and the whole-model check; it and the check's
+reproducer are listed in SHA256SUMS with the report's files.
 """
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
-from qconform import dtypes
 from qconform.apps import certify
-from qconform.apps import model_groups as mg
-from qconform.case import Arg, Case, Draft, PATTERN_DOMAIN
-from qconform.oracle import InvalidModel, evaluate
-from qconform.oracle.graph import pattern_name
-
-FAMILY = "model"
-#: A code range longer than an input's element count is split over at most this many cases.
-MAX_CHUNKS = 16
-#: Products one exact-oracle evaluation of a QDQ group may sum (the graph oracle works in Python integers).
-MAX_WORK = 4 * 10**6
-_REDUCING = {"Conv", "MatMul", "Gemm", "AveragePool", "GlobalAveragePool", "Resize"}
-CORPUS_DIR = "model-corpus"
-GROUPS_FILE = "groups.md"
+from qconform.gating import model_cases as mc
+from qconform.gating import model_check
+from qconform.gating import model_groups as mg
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, metavar="FILE",
-                   help="certify this quantized ONNX model, group by group, at its own parameters (instead of the "
-                        "corpus); the cases are written to DIR/model-corpus, the groups to DIR/groups.md")
+                   help="certify this quantized ONNX model, group by group at its own parameters, and whole (instead "
+                        "of the corpus); the cases are written to DIR/model-corpus, the groups to DIR/groups.md")
     p.add_argument("--inputs", default=None, metavar="FILE.npz",
                    help="with --model: a calibration input (graph inputs by name); each group is also judged on "
-                        "the values it receives from it")
+                        "the values it receives from it, and the whole model is run on it")
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    """Read and check the model, draft and evaluate its groups, write the corpus and certify it."""
+    """Read and check the model, draft and evaluate its groups, write the corpus and certify it, then
+    check the model whole; 1 where the whole-model check finds a deviating group."""
     def usage(msg: str) -> int:
         print(f"qconform certify: {msg}", file=sys.stderr)
         return 2
@@ -58,314 +45,50 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         return usage("--model makes its own corpus: it takes no --golden or --offline")
     report = Path(args.report)
     try:
-        info = mg.read(args.model)
-        fill_from_run(info)
-        groups = mg.qdq_groups(info)
-        labels: set[str] = set()
-        for g in groups:
-            mg.prepare(info, g, labels)
-            _too_large(info, g)
-        calib = calibration(info, args.inputs) if args.inputs else None
+        built = mc.build(args.model, args.inputs)
     except mg.ModelError as exc:
         return usage(str(exc))
-    cases: list[Case] = []
-    covered: set[int] = set()
-    for g in groups:
-        if not g.reason:
-            got = _cases(info, g, calib)
-            cases += got
-            if got:
-                covered.update(g.members)
-    singles = mg.single_groups(info, covered, {i for g in groups for i in g.members})
-    try:
-        for g in singles:
-            mg.prepare(info, g, labels)
-    except mg.ModelError as exc:
-        return usage(str(exc))
-    for g in singles:
-        if not g.reason:
-            cases += _cases(info, g, calib)
-    groups += singles
-    for g in groups:
-        if g.reason:
-            print(f"qconform certify: not judged: {g.describe(info)}: {g.reason}", file=sys.stderr)
-    if not cases:
-        _groups_md(info, groups, report, None)
-        return usage(f"{args.model}: no group of the model can be judged (see {report / GROUPS_FILE})")
-    from qconform import corpus
-
-    corpus.write(cases, report / CORPUS_DIR)
-    args.golden = str(report / CORPUS_DIR)
-    args.model_scope = {"file": Path(args.model).name,
-                        "groups": sum(1 for g in groups if not g.reason)}  # a model states no conformance
+    for line in built.not_judged_lines():
+        print(f"qconform certify: {line}", file=sys.stderr)
+    if not built.cases:
+        report.mkdir(parents=True, exist_ok=True)
+        (report / mc.GROUPS_FILE).write_text(model_check.groups_md(built, [], None))
+        return usage(f"{args.model}: no group of the model can be judged (see {report / mc.GROUPS_FILE})")
+    mc.write_corpus(built, report / mc.CORPUS_DIR)
+    args.golden = str(report / mc.CORPUS_DIR)
+    args.model_scope = built.scope()  # a model states no conformance
     status = certify.main(args, argv)
-    _groups_md(info, groups, report, report / "report.json")
+    if not (report / "report.json").is_file():  # refused before any case ran: nothing more to say
+        return status
+    whole = _whole(args, built)
+    records = json.loads((report / "report.json").read_text()).get("cases", [])
+    from qconform.report import writer
+
+    files: dict[str, str | bytes] = {mc.GROUPS_FILE: model_check.groups_md(built, records, whole)}
+    if whole is not None and whole.first is not None:
+        files.update(model_check.reproducer(whole.first))
+    for p in writer.add(report, files):
+        print(f"wrote {p}")
+    if whole is not None:
+        for line in whole.lines(built.info):
+            print(line)
+        if whole.first is not None and status == 0:
+            status = 1  # the runtime deviates in the model as it runs it whole
     return status
 
 
-def _too_large(info: mg.Info, group: mg.Group) -> None:
-    """A QDQ group whose sums are too many products for the exact oracle gets a reason, not cases."""
-    if group.op not in _REDUCING or group.reason:
-        return
-    central = info.nodes[group.members[-2]]
-    w = next((s for s in group.slots if s.value is not None and len(s.shape) >= 2), None)
-    reduce = {"Conv": int(np.prod(w.shape[1:])) if w else 1, "MatMul": (w.shape[0] if w else 1),
-              "Gemm": max(w.shape) if w else 1}.get(group.op, 0)
-    if not reduce:  # pools, Resize: every input element
-        reduce = max((int(np.prod(s.shape)) for s in group.slots), default=1)
-    work = int(np.prod(info.shapes.get(central.output[0]) or (1,))) * reduce
-    if work > MAX_WORK:
-        group.reason = f"too large for the exact oracle ({work:,} products, at most {MAX_WORK:,})"
+def _whole(args: argparse.Namespace, built: mc.Built) -> model_check.Check | None:
+    """The whole-model check on the runner ``--runner`` names, resolved again in this process (None
+    where it cannot be: said in one line)."""
+    from qconform.runner import RunnerError, parse_options, resolve
 
-
-# ----------------------------------------------------------------------------------------------
-# inputs
-# ----------------------------------------------------------------------------------------------
-def _rng(*key: object) -> np.random.Generator:
-    return np.random.default_rng(int.from_bytes(hashlib.sha256("|".join(map(str, key)).encode()).digest()[:8], "little"))
-
-
-def _quantizer(info: mg.Info, group: mg.Group, slot: mg.Slot):
-    """(scale broadcast to the slot's shape, zero point, quantized type) of the QuantizeLinear that
-    reads a float data input, or None."""
-    for n in group.nodes:
-        if n.op == "QuantizeLinear" and n.inputs[0] == slot.local:
-            by = {s.local: s for s in group.slots}
-            s = by.get(n.inputs[1])
-            z = by.get(n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else None
-            if s is None or s.value is None or (z is not None and z.value is None):
-                return None
-            scale = np.asarray(s.value, np.float64)
-            zp = np.zeros_like(scale) if z is None else np.asarray(z.value, np.float64)
-            t = z.type if z is not None else n.attrs.get("output_dtype") and dtypes.BY_ONNX[n.attrs["output_dtype"]].name
-            t = t or "uint8"
-            if scale.ndim == 1 and len(slot.shape) > 0 and scale.shape[0] > 1:
-                axis = n.attrs.get("axis", 1) % len(slot.shape)
-                if scale.shape[0] != slot.shape[axis]:
-                    return None  # blocked: no per-element grid here
-                view = [1] * len(slot.shape)
-                view[axis] = -1
-                scale, zp = scale.reshape(view), zp.reshape(view)
-            elif scale.ndim > 1:
-                return None
-            return scale, zp, t
-    return None
-
-
-def _arr(t: str, values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    et = dtypes.get(t)
-    if et.is_integer:
-        lo, hi = et.qrange
-        values = np.clip(np.asarray(values, np.float64).round(), lo, hi)
-        return values.astype(np.int64).astype(et.dtype).reshape(shape)
-    return np.asarray(values, np.float64).astype(et.dtype).reshape(shape)
-
-
-def input_sets(info: mg.Info, group: mg.Group) -> list[tuple[str, dict[str, np.ndarray]]]:
-    """Named sets of values for the group's data inputs: ``codes-K`` (the whole code range, tiled over
-    the shape, split where the shape holds fewer elements), ``min`` and ``max`` (saturation at both
-    ends), ``random-K`` (seeded). A float input read by a QuantizeLinear gets the values its codes and
-    the half-way ties between them dequantize to, and values beyond both ends of its range."""
-    data = [s for s in group.slots if s.value is None]
-    if not data:
-        return [("model-values", {})]
-    plans: dict[str, list[np.ndarray]] = {}
-    for k, s in enumerate(data):
-        n = int(np.prod(s.shape, dtype=np.int64))
-        et = dtypes.get(s.type)
-        q = _quantizer(info, group, s) if et.is_float else None
-        rng = _rng(group.label, s.name)
-        if et.is_integer and et.bits <= 16:
-            lo, hi = et.qrange
-            every = np.arange(lo, hi + 1, dtype=np.float64)
-        elif et.is_integer:
-            lo, hi = -(1 << 20), 1 << 20
-            every = np.linspace(lo, hi, 4096).round()
-        elif q is not None:
-            scale, zp, qt = q
-            qlo, qhi = dtypes.get(qt).qrange if dtypes.get(qt).is_integer else (-448, 448)
-            codes = np.arange(qlo, qhi + 1, 0.5)
-            every = codes
-        else:
-            every = np.concatenate([np.linspace(-8, 8, 255), [0.0]])
-        every = np.roll(every, 97 * k)  # several inputs: other pairs of codes meet
-        sets = []
-        if n:
-            chunks = [every] if n >= every.size else \
-                [every[i:i + n] for i in range(0, min(every.size, n * MAX_CHUNKS), n)]
-            sets = [np.resize(c, n) for c in chunks]
-        low, high = (every.min(), every.max()) if q is None else (every.min() - 4, every.max() + 4)
-        sets += [np.full(n, low), np.full(n, high)]
-        if et.is_integer:
-            sets += [rng.integers(int(every.min()), int(every.max()) + 1, size=n).astype(np.float64) for _ in range(2)]
-        else:
-            sets += [rng.uniform(low, high, size=n) for _ in range(2)]
-        arrays = []
-        for v in sets:
-            v = v.reshape(s.shape)
-            if q is not None:  # codes (and half codes) to the values they dequantize to
-                scale, zp, _ = q
-                v = (v - zp) * scale
-            arrays.append(_arr(s.type, v, s.shape))
-        plans[s.local] = arrays
-    nchunks = max(len(a) - 4 for a in plans.values())
-    names = [f"codes-{i}" for i in range(nchunks)] + ["min", "max", "random-0", "random-1"]
-    out = []
-    for j, name in enumerate(names):
-        vals = {}
-        for local, arrays in plans.items():
-            nc = len(arrays) - 4
-            vals[local] = arrays[min(j, nc - 1)] if j < nchunks and nc else arrays[nc + j - nchunks]
-        out.append((name, vals))
-    return out
-
-
-def calibration(info: mg.Info, path: str) -> dict[str, np.ndarray]:
-    """Every tensor of the model on the graph inputs ``path`` holds (an .npz, read without pickles)."""
     try:
-        with np.load(path, allow_pickle=False) as z:
-            feeds = {k: z[k] for k in z.files}
-    except Exception as exc:
-        raise mg.ModelError(f"--inputs {path}: not a readable .npz: {mg._line(exc)}") from None
-    return {**feeds, **_run_all(info, feeds, f"--inputs {path}")}
+        runner = resolve(args.runner, parse_options(args.runner_opt))
+    except RunnerError as exc:
+        print(f"qconform certify: whole-model check: {exc}", file=sys.stderr)
+        return None
+    return model_check.check(built, runner, strict_nan=bool(args.strict_nan), profile=args.profile,
+                             diagnose=args.diagnose == "on")
 
 
-def _run_all(info: mg.Info, feeds: dict[str, np.ndarray], what: str) -> dict[str, np.ndarray]:
-    """The model run whole on onnxruntime, graph optimisations off, every node output a graph output."""
-    import onnx
-
-    model = onnx.ModelProto()
-    model.CopyFrom(info.model)
-    del model.graph.output[:]
-    for n in model.graph.node:
-        for o in n.output:
-            if o and n.op_type != "Constant":
-                model.graph.output.add().name = o
-    inits = {t.name for t in model.graph.initializer}
-    missing = [vi.name for vi in model.graph.input if vi.name not in inits and vi.name not in feeds]
-    if missing:
-        raise mg.ModelError(f"{what}: no array for graph input {missing[0]!r}")
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        raise mg.ModelError(f"{what}: running the model needs onnxruntime (pip install onnxruntime)") from None
-    try:
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        so.log_severity_level = 3
-        sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        names = [o.name for o in sess.get_outputs()]
-        got = sess.run(names, {i.name: feeds[i.name] for i in sess.get_inputs()})
-    except Exception as exc:
-        raise mg.ModelError(f"{what}: the model did not run: {mg._line(exc)}") from None
-    return dict(zip(names, got))
-
-
-def fill_from_run(info: mg.Info) -> None:
-    """Types and shapes onnx's inference left unknown (it does not know com.microsoft ops) taken from
-    one onnxruntime run of the model on zeros, where onnxruntime is installed."""
-    unknown = [o for n in info.nodes for o in n.output if o and (info.types.get(o) is None or info.shapes.get(o) is None)]
-    if not unknown:
-        return
-    try:
-        import onnxruntime  # noqa: F401
-    except ImportError:
-        return
-    feeds, total = {}, 0
-    inits = set(info.constants)
-    for vi in info.model.graph.input:
-        if vi.name in inits:
-            continue
-        t, shape = info.types.get(vi.name), info.shapes.get(vi.name)
-        if t is None or shape is None:
-            return
-        total += int(np.prod(shape, dtype=object))
-        if total > mg.MAX_ELEMENTS:
-            raise mg.ModelError(f"{info.path}: graph input {vi.name!r}: shape {list(shape)} is absurdly large")
-        feeds[vi.name] = np.zeros(shape, dtypes.get(t).dtype)
-    try:
-        values = _run_all(info, feeds, f"{info.path}")
-    except mg.ModelError as exc:
-        info.notes.append(f"shapes not inferred by onnx stay unknown: {exc}")
-        return
-    filled = 0
-    for name in unknown:
-        v = values.get(name)
-        et = dtypes.BY_DTYPE.get(v.dtype) if v is not None else None
-        if v is not None and et is not None:
-            info.types[name], info.shapes[name] = et.name, tuple(v.shape)
-            filled += 1
-    if filled:
-        info.notes.append(f"types and shapes of {filled} tensors onnx's shape inference left unknown were taken "
-                          f"from one onnxruntime run of the model on zero inputs")
-
-
-# ----------------------------------------------------------------------------------------------
-# drafts and cases
-# ----------------------------------------------------------------------------------------------
-def _draft(info: mg.Info, group: mg.Group, set_name: str, values: dict[str, np.ndarray]) -> Draft:
-    args = [Arg(s.local, s.type, values[s.local] if s.value is None else s.value, initializer=s.value is not None)
-            for s in group.slots]
-    types = "-".join(dict.fromkeys(s.type for s in group.slots)) or "none"
-    note = f"model {info.path.name}: nodes {group.describe(info)}"
-    if group.kind == "qdq":
-        nodes = tuple(group.nodes)
-        return Draft(op=pattern_name(nodes), opset=info.opsets[""], types=types, family=FAMILY,
-                     name=f"{group.label}.{set_name}", inputs=tuple(args), domain=PATTERN_DOMAIN, graph=nodes,
-                     note=note, provenance=f"model:{info.path.name}")
-    node = group.nodes[0]
-    by = {a.name: a for a in args}
-    positional = [by[x] if x else None for x in node.inputs]
-    while positional and positional[-1] is None:
-        positional.pop()
-    return Draft(op=node.op, opset=info.opsets.get(node.domain, 1), types=types, family=FAMILY,
-                 name=f"{group.label}.{set_name}", inputs=tuple(positional), attrs=dict(group.attrs),
-                 domain=node.domain, note=note, provenance=f"model:{info.path.name}")
-
-
-def _cases(info: mg.Info, group: mg.Group, calib: dict[str, np.ndarray] | None) -> list[Case]:
-    """The group's cases, one per input set the oracle can judge; where none, ``group.reason`` says why."""
-    sets = input_sets(info, group)
-    if calib is not None:
-        data = [s for s in group.slots if s.value is None]
-        if data and all(s.name in calib and np.shape(calib[s.name]) == s.shape for s in data):
-            sets.append(("calibration", {s.local: _arr(s.type, calib[s.name], s.shape)
-                                         if dtypes.get(s.type).is_integer else np.asarray(calib[s.name]).astype(
-                                             dtypes.get(s.type).dtype) for s in data}))
-    out, why = [], ""
-    for name, values in sets:
-        try:
-            out.append(evaluate(_draft(info, group, name, values)))
-        except (InvalidModel, LookupError, ValueError, TypeError, KeyError, IndexError) as exc:
-            why = why or f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    if not out:
-        group.reason = f"the oracle refuses it: {why}"
-    return out
-
-
-def _groups_md(info: mg.Info, groups: list[mg.Group], report: Path, report_json: Path | None) -> None:
-    """DIR/groups.md: every group once, with its nodes and its verdicts (or why it was not judged)."""
-    verdicts: dict[str, dict[str, int]] = {}
-    if report_json is not None and report_json.is_file():
-        for rec in json.loads(report_json.read_text()).get("cases", []):
-            label = str(rec.get("id", "")).rsplit("/", 1)[-1].rsplit(".", 1)[0]
-            v = verdicts.setdefault(label, {})
-            v[rec.get("verdict", "?")] = v.get(rec.get("verdict", "?"), 0) + 1
-    lines = [f"# Groups of {info.path.name}", "",
-             f"{len(groups)} groups: {sum(1 for g in groups if not g.reason)} judged, "
-             f"{sum(1 for g in groups if g.reason)} not judged.", ""]
-    lines += [f"- note: {n}" for n in info.notes]
-    lines += ["", "| group | kind | nodes | status |", "| --- | --- | --- | --- |"]
-    for g in groups:
-        if g.reason:
-            status = f"not judged: {g.reason}"
-        else:
-            got = verdicts.get(g.label)
-            status = ", ".join(f"{k} {v}" for k, v in sorted(got.items())) if got else "judged (no report)"
-        lines.append(f"| {g.label or '-'} | {g.kind} | {g.describe(info)} | {status.replace('|', '/')} |")
-    report.mkdir(parents=True, exist_ok=True)
-    (report / GROUPS_FILE).write_text("\n".join(lines) + "\n")
-    print(f"wrote {report / GROUPS_FILE}")
-
-
-__all__ = ["add_arguments", "calibration", "input_sets", "main"]
+__all__ = ["add_arguments", "main"]

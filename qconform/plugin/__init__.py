@@ -34,5 +34,5 @@ __all__ = ["NO_LAST_FAILED", "PLUGIN", "WORKERINPUT_RECORDS", "CaseItem", "Qconf
            "default_golden", "identity", "marker_name", "no_last_failed", "plugin_of", "pytest_addhooks",
            "pytest_addoption", "pytest_configure", "pytest_terminal_summary"]
 
-# Feature modules, each with its own options and hooks (reports, exploration).
-pytest_plugins: list[str] = ["qconform.plugin.report", "qconform.plugin.explore"]
+# Feature modules, each with its own options and hooks (reports, exploration, a user's model).
+pytest_plugins: list[str] = ["qconform.plugin.report", "qconform.plugin.explore", "qconform.plugin.model"]

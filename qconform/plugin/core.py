@@ -15,6 +15,7 @@ from qconform import corpus as corpus_mod
 from qconform.execution import Options, local_executor
 from qconform.plugin.collection import CorpusFile, phase_hooks
 from qconform.plugin.items import WORKERINPUT_RECORDS, CaseItem, Records, marked_to_skip, skip_marked
+from qconform.plugin.model import model_corpus
 from qconform.plugin.options import (PLUGIN, SCOPED, XDIST_TAKEN, case_markers, chosen_cases, default_golden,
                                      is_xdist_worker, no_cache_dir, read_identity, runner_options, scoped_cases,
                                      take_over_xdist)
@@ -44,7 +45,8 @@ def pytest_configure(config: pytest.Config) -> None:
         runner = resolve(name, runner_options(config))
     except RunnerError as exc:
         raise pytest.UsageError(str(exc)) from None
-    golden = Path(config.getoption("golden") or default_golden())
+    model = model_corpus(config)  # --model: the user's model's groups are the corpus
+    golden = model or Path(config.getoption("golden") or default_golden())
     try:
         index = corpus_mod.index(golden)
     except corpus_mod.CorpusError as exc:
@@ -53,7 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--batch={config.getoption('batch')}: expected a number of cases >= 1")
     ident = read_identity(name, runner, runner_options(config))
     chosen, scope = chosen_cases(config), None
-    if chosen is None:
+    if chosen is None and model is None:  # a model's groups are its own scope
         chosen, scope = scoped_cases(config, ident, index)
     plugin = QconformPlugin(config, runner, index, ident, chosen)
     plugin.scope = scope

@@ -32,6 +32,7 @@ import pytest
 from qconform.gating import baseline as baseline_mod
 from qconform.gating.assembly import assemble
 from qconform.plugin.core import plugin_of
+from qconform.plugin.model import built_of
 from qconform.plugin.options import NO_LAST_FAILED, PLUGIN, no_last_failed
 from qconform.record import CaseRecord, behaviour
 from qconform.report import writer
@@ -250,6 +251,7 @@ def _meta(session: pytest.Session, state: _State, exitstatus: int, ran_all: bool
                     "filters": _filters(config, state.deselected), "workers": _workers(config),
                     "command_line": _command_line(config), "baseline": _baseline_identity(config),
                     **({"scope": config.stash[PLUGIN].scope} if config.stash[PLUGIN].scope else {}),
+                    **({"model": built_of(config).scope()} if built_of(config) is not None else {}),  # no conformance
                     **_runner_workers(config)})
 
 

@@ -329,12 +329,15 @@ def content_digest(report: dict) -> str:
 
 #: The report directory's checksum file (the ``sha256sum -c`` format): every file, byte for byte.
 SUMS = "SHA256SUMS"
-#: Documents a front-end may write beside the report (``writer.write(beside=...)``).
-BESIDE = ("certificate.json",)
+#: Documents a front-end may write beside the report (``writer.write(beside=...)``, or ``writer.add`` after
+#: it: a model's groups.md).
+BESIDE = ("certificate.json", "groups.md")
+#: The document a model's run (report.json's ``invocation.model``) writes beside the report: listed in SUMS.
+MODEL_DOCUMENT = "groups.md"
 #: The documents the writer writes into every report directory (besides SUMS), and its folders with
 #: the files it writes there: what ``verify`` requires listed, and all ``writer.prepare`` clears.
 DOCUMENTS = ("report.json", "report.html", "summary.md", "semantics.html")
-FOLDERS = {"evidence": "*.csv", "texts": "*.txt"}
+FOLDERS = {"evidence": "*.csv", "texts": "*.txt", "model-check": "*"}
 
 
 def sums_text(root: Path, names: list[str]) -> str:
@@ -378,7 +381,8 @@ def verify(root: Path) -> list[str]:
     for line in sums.read_text(encoding="utf-8").splitlines():
         digest, _, name = line.partition("  ")
         listed[name] = digest
-    for name in [*DOCUMENTS, *referenced(report)]:
+    model_run = bool((report.get("invocation") or {}).get("model"))
+    for name in [*DOCUMENTS, *([MODEL_DOCUMENT] if model_run else []), *referenced(report)]:
         if name not in listed:
             problems.append(f"{name}: not listed in {SUMS} (every file the writer writes is)")
     for name, digest in listed.items():

@@ -121,6 +121,31 @@ def write(root: Path, report: dict, texts: dict[str, str] | None = None,
     return [root / name for name in files]
 
 
+def add(root: Path, files: dict[str, str | bytes]) -> list[Path]:
+    """Documents a front-end writes once the report is written (a model's groups.md, which reads the
+    verdicts, and its whole-model check's reproducer): each written and its SHA-256 listed in SUMS
+    with the report's own files, so an edit to it shows as one to them does. Names are relative and
+    stay inside ``root`` (a group's label is the model's node name, sanitised)."""
+    from qconform.report import certificate
+
+    written = []
+    for name, data in files.items():
+        path = root / name
+        if Path(name).is_absolute() or ".." in Path(name).parts:
+            raise ValueError(f"{name}: outside the report directory")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, str):
+            path.write_text(data, encoding="utf-8")
+        else:
+            path.write_bytes(data)
+        written.append(path)
+    sums = root / certificate.SUMS
+    listed = [line.partition("  ")[2] for line in sums.read_text(encoding="utf-8").splitlines()] if sums.is_file() else []
+    names = [*(n for n in listed if n not in files), *files]
+    sums.write_text(certificate.sums_text(root, names), encoding="utf-8")
+    return written
+
+
 def _write_evidence(root: Path, report: dict) -> list[str]:
     """Every mismatch of every failing case, one CSV per case in ``evidence/`` (a download beside
     the report; report.json keeps the first few inline and names the file)."""

@@ -1,9 +1,10 @@
 """A user's quantized model, read as untrusted input, and the node groups qconform has an oracle for.
 
-Why a module of its own: ``qconform certify --model FILE`` reads a file nobody vetted, so every check
+Why a module of its own: ``qconform certify --model FILE`` and ``pytest --runner NAME --model FILE``
+read a file nobody vetted (both front-ends share this module, below either of them), so every check
 that can refuse it (unreadable or truncated bytes, an opset newer than the schemas know, external
 data outside the model's folder, cycles, inputs nothing produces, absurd sizes) happens here, each as
-one ``ModelError`` line, before anything is drafted or written; ``model_certify`` then turns the
+one ``ModelError`` line, before anything is drafted or written; ``model_cases`` then turns the
 groups into cases. Nothing outside the model's directory is read: the model is loaded without its
 external data and each ``location`` is checked and read here.
 
@@ -59,6 +60,8 @@ class Info:
     producers: dict[str, int] = field(default_factory=dict)
     consumers: dict[str, list[int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: node index -> its position in a topological order of the graph (a file need not list them sorted)
+    order: dict[int, int] = field(default_factory=dict)
     _values: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
@@ -95,8 +98,8 @@ def read(path: str | Path) -> Info:
         raise ModelError(f"{path}: not an ONNX model (no IR version or no node): truncated or malformed")
     opsets = _opsets(path, model)
     _external_data(path, model)
-    _structure(path, model)
-    info = Info(path, model, opsets)
+    order = _structure(path, model)
+    info = Info(path, model, opsets, order=order)
     _fix_symbolic(info)
     try:
         inferred = shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
@@ -170,9 +173,9 @@ def _external_data(path: Path, model: onnx.ModelProto) -> None:
         t.data_location = onnx.TensorProto.DEFAULT
 
 
-def _structure(path: Path, model: onnx.ModelProto) -> None:
+def _structure(path: Path, model: onnx.ModelProto) -> dict[int, int]:
     """Every node input produced by a node or held by an initializer or graph input, one producer
-    per tensor, no negative dimension, and no cycle."""
+    per tensor, no negative dimension, and no cycle; returns each node's topological position."""
     g = model.graph
     known = {i.name for i in g.input} | {t.name for t in g.initializer} | {s.values.name for s in g.sparse_initializer}
     for t in g.initializer:
@@ -196,7 +199,7 @@ def _structure(path: Path, model: onnx.ModelProto) -> None:
                                  f"and held by no initializer or graph input")
             deps[i].add(producer[x])
     try:
-        tuple(graphlib.TopologicalSorter(deps).static_order())
+        return {node: k for k, node in enumerate(graphlib.TopologicalSorter(deps).static_order())}
     except graphlib.CycleError as exc:
         stuck = exc.args[1][0]
         raise ModelError(f"{path}: the graph has a cycle (through node {g.node[stuck].name or stuck}, "
@@ -268,7 +271,12 @@ class Group:
     slots: list[Slot] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)
     attrs: dict = field(default_factory=dict)
-    verdicts: dict[str, int] = field(default_factory=dict)
+    #: the model's names of the tensors the group outputs (its QuantizeLinear's, or its node's)
+    outputs: list[str] = field(default_factory=list)
+
+    def position(self, info: Info) -> int:
+        """Where the group stands in the graph's topological order (its last node's position)."""
+        return max(info.order.get(i, i) for i in self.members)
 
     def describe(self, info: Info) -> str:
         return ", ".join(f"{info.nodes[i].name or f'#{i}'} ({info.nodes[i].op_type})" for i in self.members)
@@ -385,6 +393,7 @@ def prepare(info: Info, group: Group, used_labels: set[str]) -> None:
         outs = n.output[:1] if n is central and group.kind == "qdq" else n.output
         for o in outs:
             _checked(info, o, n)
+        group.outputs = [o for o in outs if o]
         try:
             attrs = _attrs(n)
         except ValueError as exc:

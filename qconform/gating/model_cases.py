@@ -1,0 +1,335 @@
+"""A user's model turned into a corpus of its own node groups: the part both front-ends share.
+
+Why here, below either front-end: ``qconform certify --model FILE`` (``qconform.apps.model_certify``)
+and ``pytest --runner NAME --model FILE`` (``qconform.plugin.model``) must judge the same cases the same
+way, so the model is read (``model_groups``: every refusal before anything is written), each group is
+drafted at the model's own parameters over the inputs that matter (the whole code range tiled over the
+input's shape, both saturation ends, seeded random codes, and with a calibration input the values it
+gives there), the oracle gives every permitted reading, and ``build`` writes the cases as a corpus
+that either front-end then certifies with the unchanged engine. Case ids are named after the
+group's nodes; ``groups_md`` lists every group with its nodes and verdicts, or why it could not be judged.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from qconform import dtypes
+from qconform.case import Arg, Case, Draft, PATTERN_DOMAIN
+from qconform.gating import model_groups as mg
+from qconform.oracle import InvalidModel, evaluate
+from qconform.oracle.graph import pattern_name
+
+FAMILY = "model"
+#: A code range longer than an input's element count is split over at most this many cases.
+MAX_CHUNKS = 16
+#: Products one exact-oracle evaluation of a QDQ group may sum (the graph oracle works in Python integers).
+MAX_WORK = 4 * 10**6
+_REDUCING = {"Conv", "MatMul", "Gemm", "AveragePool", "GlobalAveragePool", "Resize"}
+#: Where a front-end writes the model's corpus and its groups' list, inside the report directory.
+CORPUS_DIR = "model-corpus"
+GROUPS_FILE = "groups.md"
+
+
+@dataclass
+class Built:
+    """A model read and drafted: its groups (each judged, or with the reason it is not), their cases,
+    and the calibration values where ``--inputs`` gave some."""
+
+    info: mg.Info
+    groups: list[mg.Group]
+    cases: list[Case]
+    calib: dict[str, np.ndarray] | None = None
+    judged: list[mg.Group] = field(default_factory=list)
+
+    def not_judged_lines(self) -> list[str]:
+        """One line per group without a verdict: its nodes and why (each said once)."""
+        return [f"not judged: {g.describe(self.info)}: {g.reason}" for g in self.groups if g.reason]
+
+    def scope(self) -> dict:
+        """The model as a report's invocation names it: a model states no conformance of an op version."""
+        return {"file": self.info.path.name, "groups": len(self.judged)}
+
+
+def build(model: str | Path, inputs: str | Path | None = None) -> Built:
+    """Read and check the model (ModelError: one line, nothing written), find its groups, draft and
+    evaluate each at the model's own parameters."""
+    info = mg.read(model)
+    fill_from_run(info)
+    groups = mg.qdq_groups(info)
+    labels: set[str] = set()
+    for g in groups:
+        mg.prepare(info, g, labels)
+        _too_large(info, g)
+    calib = calibration(info, str(inputs)) if inputs else None
+    cases: list[Case] = []
+    covered: set[int] = set()
+    for g in groups:
+        if not g.reason:
+            got = _cases(info, g, calib)
+            cases += got
+            if got:
+                covered.update(g.members)
+    singles = mg.single_groups(info, covered, {i for g in groups for i in g.members})
+    for g in singles:
+        mg.prepare(info, g, labels)
+    for g in singles:
+        if not g.reason:
+            cases += _cases(info, g, calib)
+    groups += singles
+    groups.sort(key=lambda g: g.position(info))
+    return Built(info, groups, cases, calib, [g for g in groups if not g.reason])
+
+
+def write_corpus(built: Built, root: Path) -> Path:
+    """The model's cases as a corpus at ``root`` (``corpus.write``: the one writer)."""
+    from qconform import corpus
+
+    corpus.write(built.cases, root)
+    return root
+
+
+def _too_large(info: mg.Info, group: mg.Group) -> None:
+    """A QDQ group whose sums are too many products for the exact oracle gets a reason, not cases."""
+    if group.op not in _REDUCING or group.reason:
+        return
+    central = info.nodes[group.members[-2]]
+    w = next((s for s in group.slots if s.value is not None and len(s.shape) >= 2), None)
+    reduce = {"Conv": int(np.prod(w.shape[1:])) if w else 1, "MatMul": (w.shape[0] if w else 1),
+              "Gemm": max(w.shape) if w else 1}.get(group.op, 0)
+    if not reduce:  # pools, Resize: every input element
+        reduce = max((int(np.prod(s.shape)) for s in group.slots), default=1)
+    work = int(np.prod(info.shapes.get(central.output[0]) or (1,))) * reduce
+    if work > MAX_WORK:
+        group.reason = f"too large for the exact oracle ({work:,} products, at most {MAX_WORK:,})"
+
+
+# ----------------------------------------------------------------------------------------------
+# inputs
+# ----------------------------------------------------------------------------------------------
+def _rng(*key: object) -> np.random.Generator:
+    return np.random.default_rng(int.from_bytes(hashlib.sha256("|".join(map(str, key)).encode()).digest()[:8], "little"))
+
+
+def _quantizer(info: mg.Info, group: mg.Group, slot: mg.Slot):
+    """(scale broadcast to the slot's shape, zero point, quantized type) of the QuantizeLinear that
+    reads a float data input, or None."""
+    for n in group.nodes:
+        if n.op == "QuantizeLinear" and n.inputs[0] == slot.local:
+            by = {s.local: s for s in group.slots}
+            s = by.get(n.inputs[1])
+            z = by.get(n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else None
+            if s is None or s.value is None or (z is not None and z.value is None):
+                return None
+            scale = np.asarray(s.value, np.float64)
+            zp = np.zeros_like(scale) if z is None else np.asarray(z.value, np.float64)
+            t = z.type if z is not None else n.attrs.get("output_dtype") and dtypes.BY_ONNX[n.attrs["output_dtype"]].name
+            t = t or "uint8"
+            if scale.ndim == 1 and len(slot.shape) > 0 and scale.shape[0] > 1:
+                axis = n.attrs.get("axis", 1) % len(slot.shape)
+                if scale.shape[0] != slot.shape[axis]:
+                    return None  # blocked: no per-element grid here
+                view = [1] * len(slot.shape)
+                view[axis] = -1
+                scale, zp = scale.reshape(view), zp.reshape(view)
+            elif scale.ndim > 1:
+                return None
+            return scale, zp, t
+    return None
+
+
+def _arr(t: str, values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    et = dtypes.get(t)
+    if et.is_integer:
+        lo, hi = et.qrange
+        values = np.clip(np.asarray(values, np.float64).round(), lo, hi)
+        return values.astype(np.int64).astype(et.dtype).reshape(shape)
+    return np.asarray(values, np.float64).astype(et.dtype).reshape(shape)
+
+
+def input_sets(info: mg.Info, group: mg.Group) -> list[tuple[str, dict[str, np.ndarray]]]:
+    """Named sets of values for the group's data inputs: ``codes-K`` (the whole code range, tiled over
+    the shape, split where the shape holds fewer elements), ``min`` and ``max`` (saturation at both
+    ends), ``random-K`` (seeded). A float input read by a QuantizeLinear gets the values its codes and
+    the half-way ties between them dequantize to, and values beyond both ends of its range."""
+    data = [s for s in group.slots if s.value is None]
+    if not data:
+        return [("model-values", {})]
+    plans: dict[str, list[np.ndarray]] = {}
+    for k, s in enumerate(data):
+        n = int(np.prod(s.shape, dtype=np.int64))
+        et = dtypes.get(s.type)
+        q = _quantizer(info, group, s) if et.is_float else None
+        rng = _rng(group.label, s.name)
+        if et.is_integer and et.bits <= 16:
+            lo, hi = et.qrange
+            every = np.arange(lo, hi + 1, dtype=np.float64)
+        elif et.is_integer:
+            lo, hi = -(1 << 20), 1 << 20
+            every = np.linspace(lo, hi, 4096).round()
+        elif q is not None:
+            scale, zp, qt = q
+            qlo, qhi = dtypes.get(qt).qrange if dtypes.get(qt).is_integer else (-448, 448)
+            codes = np.arange(qlo, qhi + 1, 0.5)
+            every = codes
+        else:
+            every = np.concatenate([np.linspace(-8, 8, 255), [0.0]])
+        every = np.roll(every, 97 * k)  # several inputs: other pairs of codes meet
+        sets = []
+        if n:
+            chunks = [every] if n >= every.size else \
+                [every[i:i + n] for i in range(0, min(every.size, n * MAX_CHUNKS), n)]
+            sets = [np.resize(c, n) for c in chunks]
+        low, high = (every.min(), every.max()) if q is None else (every.min() - 4, every.max() + 4)
+        sets += [np.full(n, low), np.full(n, high)]
+        if et.is_integer:
+            sets += [rng.integers(int(every.min()), int(every.max()) + 1, size=n).astype(np.float64) for _ in range(2)]
+        else:
+            sets += [rng.uniform(low, high, size=n) for _ in range(2)]
+        arrays = []
+        for v in sets:
+            v = v.reshape(s.shape)
+            if q is not None:  # codes (and half codes) to the values they dequantize to
+                scale, zp, _ = q
+                v = (v - zp) * scale
+            arrays.append(_arr(s.type, v, s.shape))
+        plans[s.local] = arrays
+    nchunks = max(len(a) - 4 for a in plans.values())
+    names = [f"codes-{i}" for i in range(nchunks)] + ["min", "max", "random-0", "random-1"]
+    out = []
+    for j, name in enumerate(names):
+        vals = {}
+        for local, arrays in plans.items():
+            nc = len(arrays) - 4
+            vals[local] = arrays[min(j, nc - 1)] if j < nchunks and nc else arrays[nc + j - nchunks]
+        out.append((name, vals))
+    return out
+
+
+def calibration(info: mg.Info, path: str) -> dict[str, np.ndarray]:
+    """Every tensor of the model on the graph inputs ``path`` holds (an .npz, read without pickles)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            feeds = {k: z[k] for k in z.files}
+    except Exception as exc:
+        raise mg.ModelError(f"--inputs {path}: not a readable .npz: {mg._line(exc)}") from None
+    return {**feeds, **_run_all(info, feeds, f"--inputs {path}")}
+
+
+def _run_all(info: mg.Info, feeds: dict[str, np.ndarray], what: str) -> dict[str, np.ndarray]:
+    """The model run whole on onnxruntime, graph optimisations off, every node output a graph output."""
+    import onnx
+
+    model = onnx.ModelProto()
+    model.CopyFrom(info.model)
+    del model.graph.output[:]
+    for n in model.graph.node:
+        for o in n.output:
+            if o and n.op_type != "Constant":
+                model.graph.output.add().name = o
+    inits = {t.name for t in model.graph.initializer}
+    missing = [vi.name for vi in model.graph.input if vi.name not in inits and vi.name not in feeds]
+    if missing:
+        raise mg.ModelError(f"{what}: no array for graph input {missing[0]!r}")
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise mg.ModelError(f"{what}: running the model needs onnxruntime (pip install onnxruntime)") from None
+    try:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        so.log_severity_level = 3
+        sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        names = [o.name for o in sess.get_outputs()]
+        got = sess.run(names, {i.name: feeds[i.name] for i in sess.get_inputs()})
+    except Exception as exc:
+        raise mg.ModelError(f"{what}: the model did not run: {mg._line(exc)}") from None
+    return dict(zip(names, got))
+
+
+def fill_from_run(info: mg.Info) -> None:
+    """Types and shapes onnx's inference left unknown (it does not know com.microsoft ops) taken from
+    one onnxruntime run of the model on zeros, where onnxruntime is installed."""
+    unknown = [o for n in info.nodes for o in n.output if o and (info.types.get(o) is None or info.shapes.get(o) is None)]
+    if not unknown:
+        return
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return
+    feeds, total = {}, 0
+    inits = set(info.constants)
+    for vi in info.model.graph.input:
+        if vi.name in inits:
+            continue
+        t, shape = info.types.get(vi.name), info.shapes.get(vi.name)
+        if t is None or shape is None:
+            return
+        total += int(np.prod(shape, dtype=object))
+        if total > mg.MAX_ELEMENTS:
+            raise mg.ModelError(f"{info.path}: graph input {vi.name!r}: shape {list(shape)} is absurdly large")
+        feeds[vi.name] = np.zeros(shape, dtypes.get(t).dtype)
+    try:
+        values = _run_all(info, feeds, f"{info.path}")
+    except mg.ModelError as exc:
+        info.notes.append(f"shapes not inferred by onnx stay unknown: {exc}")
+        return
+    filled = 0
+    for name in unknown:
+        v = values.get(name)
+        et = dtypes.BY_DTYPE.get(v.dtype) if v is not None else None
+        if v is not None and et is not None:
+            info.types[name], info.shapes[name] = et.name, tuple(v.shape)
+            filled += 1
+    if filled:
+        info.notes.append(f"types and shapes of {filled} tensors onnx's shape inference left unknown were taken "
+                          f"from one onnxruntime run of the model on zero inputs")
+
+
+# ----------------------------------------------------------------------------------------------
+# drafts and cases
+# ----------------------------------------------------------------------------------------------
+def draft(info: mg.Info, group: mg.Group, set_name: str, values: dict[str, np.ndarray]) -> Draft:
+    args = [Arg(s.local, s.type, values[s.local] if s.value is None else s.value, initializer=s.value is not None)
+            for s in group.slots]
+    types = "-".join(dict.fromkeys(s.type for s in group.slots)) or "none"
+    note = f"model {info.path.name}: nodes {group.describe(info)}"
+    if group.kind == "qdq":
+        nodes = tuple(group.nodes)
+        return Draft(op=pattern_name(nodes), opset=info.opsets[""], types=types, family=FAMILY,
+                     name=f"{group.label}.{set_name}", inputs=tuple(args), domain=PATTERN_DOMAIN, graph=nodes,
+                     note=note, provenance=f"model:{info.path.name}")
+    node = group.nodes[0]
+    by = {a.name: a for a in args}
+    positional = [by[x] if x else None for x in node.inputs]
+    while positional and positional[-1] is None:
+        positional.pop()
+    return Draft(op=node.op, opset=info.opsets.get(node.domain, 1), types=types, family=FAMILY,
+                 name=f"{group.label}.{set_name}", inputs=tuple(positional), attrs=dict(group.attrs),
+                 domain=node.domain, note=note, provenance=f"model:{info.path.name}")
+
+
+def _cases(info: mg.Info, group: mg.Group, calib: dict[str, np.ndarray] | None) -> list[Case]:
+    """The group's cases, one per input set the oracle can judge; where none, ``group.reason`` says why."""
+    sets = input_sets(info, group)
+    if calib is not None:
+        data = [s for s in group.slots if s.value is None]
+        if data and all(s.name in calib and np.shape(calib[s.name]) == s.shape for s in data):
+            sets.append(("calibration", {s.local: _arr(s.type, calib[s.name], s.shape)
+                                         if dtypes.get(s.type).is_integer else np.asarray(calib[s.name]).astype(
+                                             dtypes.get(s.type).dtype) for s in data}))
+    out, why = [], ""
+    for name, values in sets:
+        try:
+            out.append(evaluate(draft(info, group, name, values)))
+        except (InvalidModel, LookupError, ValueError, TypeError, KeyError, IndexError) as exc:
+            why = why or f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    if not out:
+        group.reason = f"the oracle refuses it: {why}"
+    return out
+
+
+__all__ = ["Built", "CORPUS_DIR", "FAMILY", "GROUPS_FILE", "build", "calibration", "input_sets", "write_corpus"]

@@ -1,0 +1,245 @@
+"""The whole-model check: where does a user's model's output start to leave what the text permits?
+
+Why: a group certified alone on qconform's inputs says how the runtime computes that group; the
+user's question is about the model as the runtime runs it whole (fused, optimised, in one session).
+So the whole model runs once per input set on the runner with every judged group's output exposed
+as a graph output; then each judged group, in the graph's topological order, is evaluated by the
+oracle on the values the runner itself fed it there, and the runner's output of that group is
+judged against every permitted reading by the engine (``Pipeline.judge_call``: the one comparison
+rule and the diagnosis). The first group whose output leaves the permitted readings is named, with
+its diagnosis and a reproducer that runs that group alone on those inputs. Judging each group on
+the runner's own inputs is what makes "first" meaningful: a deviation upstream changes what a later
+group reads, never the readings it is held to. A node in no judged group is not checked; the check
+says which, once (where every node is covered, the model's outputs are then judged end to end).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from qconform import dtypes
+from qconform.case import Case
+from qconform.gating import model_cases as mc
+from qconform.gating import model_groups as mg
+from qconform.verdicts import DEVIATING, Verdict
+
+#: The input sets each graph input takes from the group that reads it (``model_cases.input_sets``).
+SETS = ("codes-0", "random-0", "random-1")
+#: Where the reproducer of the first deviating group is written, inside the report directory.
+CHECK_DIR = "model-check"
+
+
+@dataclass
+class Found:
+    """A group's output outside the permitted readings, on the runner's own inputs of one set."""
+
+    group: mg.Group
+    set_name: str
+    verdict: Verdict
+    message: str
+    diagnosis: list[str] | None
+    case: Case
+
+
+@dataclass
+class Check:
+    """The check's outcome: ``why`` non-empty when it could not run; ``first`` the first deviating
+    group (None: none deviates on any set); ``uncovered`` the nodes no judged group holds."""
+
+    sets: list[str] = field(default_factory=list)
+    judged: int = 0
+    first: Found | None = None
+    uncovered: list[str] = field(default_factory=list)
+    why: str = ""
+    #: groups the oracle could not judge on the runner's own values (each once, with its first reason)
+    refused: list[str] = field(default_factory=list)
+
+    def lines(self, info: mg.Info) -> list[str]:
+        """What the check found, as the terminal and groups.md say it."""
+        if self.why:
+            return [f"whole-model check: not made: {self.why}"]
+        scope = "every node is in a judged group" if not self.uncovered else \
+            f"{len(self.uncovered)} node(s) in no judged group, not checked: {', '.join(self.uncovered)}"
+        out = [f"whole-model check: the model run whole on {len(self.sets)} input set(s) "
+               f"({', '.join(self.sets)}); {self.judged} group outputs judged on the runner's own inputs; {scope}"]
+        if self.first is None:
+            out.append("whole-model check: no judged group's output leaves the permitted readings")
+        else:
+            f = self.first
+            named = ", ".join(f.diagnosis) if f.diagnosis else "no deviation model reproduces it" \
+                if f.diagnosis is not None else "not diagnosed"
+            out.append(f"whole-model check: the first group whose output leaves the permitted readings: "
+                       f"{f.group.label} ({f.group.describe(info)}), input set {f.set_name}: {f.verdict}; "
+                       f"diagnosis: {named}; reproducer: {CHECK_DIR}/{f.group.label}.onnx")
+            out += ["    " + line for line in f.message.splitlines()[:6]]
+        out += [f"whole-model check: {line}" for line in self.refused]
+        return out
+
+
+def input_feeds(built: mc.Built) -> list[tuple[str, dict[str, np.ndarray]]]:
+    """The whole model's input sets: each graph input takes the values the group that reads it was
+    judged on (its code range, seeded random codes), else seeded values of its type; the
+    calibration input where one was given."""
+    info = built.info
+    inits = set(info.constants)
+    readers: dict[str, dict[str, np.ndarray]] = {}
+    for g in built.judged:
+        by_name = dict(mc.input_sets(info, g))
+        for s in g.slots:
+            if s.value is None and s.name not in readers and all(n in by_name for n in SETS):
+                readers[s.name] = {n: by_name[n][s.local] for n in SETS}
+    sets: list[tuple[str, dict[str, np.ndarray]]] = []
+    graph_inputs = [vi.name for vi in info.model.graph.input if vi.name not in inits]
+    for k, name in enumerate(SETS):
+        feeds = {}
+        for x in graph_inputs:
+            t, shape = info.types.get(x), info.shapes.get(x)
+            if x in readers:
+                feeds[x] = readers[x][name]
+            elif t is None or shape is None:
+                return []
+            else:
+                rng = mc._rng("whole", x, name)
+                et = dtypes.get(t)
+                v = rng.integers(*et.qrange, size=shape, endpoint=True) if et.is_integer else rng.normal(0, 2, shape)
+                feeds[x] = mc._arr(t, v, shape)
+        sets.append((f"whole-{name}", feeds))
+    if built.calib is not None and all(x in built.calib for x in graph_inputs):
+        sets.append(("whole-calibration", {x: built.calib[x] for x in graph_inputs}))
+    return sets
+
+
+def exposed(info: mg.Info, groups: list[mg.Group]) -> onnx.ModelProto:
+    """The model with every judged group's outputs and data inputs as graph outputs too (after its
+    own outputs, which keep their places)."""
+    model = onnx.ModelProto()
+    model.CopyFrom(info.model)
+    g = model.graph
+    have = {o.name for o in g.output} | {i.name for i in g.input} | set(info.constants)
+    for group in groups:
+        for name in [*(s.name for s in group.slots if s.value is None), *group.outputs]:
+            if name in have:
+                continue
+            have.add(name)
+            vi = g.output.add()
+            vi.name = name
+            t, shape = info.types.get(name), info.shapes.get(name)
+            if t is not None:
+                vi.type.tensor_type.elem_type = dtypes.get(t).onnx
+                if shape is not None:
+                    vi.type.tensor_type.shape.SetInParent()
+                    for d in shape:
+                        vi.type.tensor_type.shape.dim.add().dim_value = d
+    return model
+
+
+def check(built: mc.Built, runner, *, strict_nan: bool = False, profile: str = "default",
+          diagnose: bool = True) -> Check:
+    """Run the model whole on ``runner`` and name the first judged group whose output leaves the
+    permitted readings (module docstring)."""
+    from qconform.execution import Pipeline
+    from qconform.isolation import CallResult
+    from qconform.verdicts import Call
+
+    info = built.info
+    judged = sorted(built.judged, key=lambda g: g.position(info))
+    in_groups = {i for g in judged for i in g.members}
+    out = Check(uncovered=[f"{n.name or f'#{i}'} ({n.op_type})" for i, n in enumerate(info.nodes)
+                           if i not in in_groups and n.op_type != "Constant"])
+    if not judged:
+        out.why = "no group of the model is judged"
+        return out
+    sets = input_feeds(built)
+    if not sets:
+        out.why = "a graph input's type or shape is not known"
+        return out
+    model = exposed(info, judged)
+    names = [o.name for o in model.graph.output]
+    pipeline = Pipeline.local(runner, diagnose=diagnose, strict_nan=strict_nan, profile=profile)
+    for set_name, feeds in sets:
+        result, _ = pipeline.call_model(model, feeds)
+        if result.kind != Call.OK:
+            out.why = f"the runner did not run the whole model ({result.kind}: {result.message})"
+            return out
+        out.sets.append(set_name)
+        values = {**feeds, **dict(zip(names, result.outputs))}
+        for g in judged:
+            if out.first is not None and g.position(info) >= out.first.group.position(info):
+                break  # a later group cannot be the first
+            case, why = _case_on(info, g, set_name, values)
+            if case is None:
+                if not any(r.startswith(f"{g.label}: ") for r in out.refused):  # each group said once
+                    out.refused.append(why)
+                continue
+            judged_call = pipeline.judge_call(case, CallResult(Call.OK, outputs=[values[o] for o in g.outputs]))
+            out.judged += 1
+            if judged_call.verdict in DEVIATING:
+                out.first = Found(g, set_name, judged_call.verdict, judged_call.message or judged_call.record.problem,
+                                  judged_call.record.diagnosis, case)
+                break
+    return out
+
+
+def _case_on(info: mg.Info, g: mg.Group, set_name: str, values: dict[str, np.ndarray]) -> tuple[Case | None, str]:
+    """The group's case on the runner's own values of its data inputs, or (None, why not)."""
+    from qconform.oracle import InvalidModel, evaluate
+
+    data = {}
+    for s in g.slots:
+        if s.value is not None:
+            continue
+        v = np.asarray(values.get(s.name))
+        want = dtypes.get(s.type).dtype
+        if v.dtype != want or v.shape != s.shape:
+            return None, (f"{g.label}: the runner gave {s.name!r} as {v.dtype}{list(v.shape)}, the model says "
+                          f"{s.type}{list(s.shape)}: the group is not judged on it")
+        data[s.local] = v
+    try:
+        return evaluate(mc.draft(info, g, set_name, data)), ""
+    except (InvalidModel, LookupError, ValueError, TypeError, KeyError, IndexError) as exc:
+        return None, f"{g.label}: the oracle refuses it on the runner's values: {type(exc).__name__}: " \
+                     f"{(str(exc).splitlines() or [''])[0]}"
+
+
+def reproducer(found: Found) -> dict[str, bytes]:
+    """The first deviating group alone, on the inputs the runner fed it: its model and inputs in
+    ONNX's backend-test layout, flattened under ``CHECK_DIR`` (``model.runnable_files``)."""
+    from qconform.model import runnable_files
+
+    out = {}
+    for name, data in runnable_files(found.case).items():
+        leaf = "onnx" if name == "model.onnx" else name.rsplit("/", 1)[-1]
+        out[f"{CHECK_DIR}/{found.group.label}.{leaf}"] = data
+    return out
+
+
+def groups_md(built: mc.Built, records: list[dict], whole: Check | None) -> str:
+    """groups.md: every group once, with its nodes and its verdicts (or why it was not judged), the
+    notes on the model, and the whole-model check."""
+    info, groups = built.info, built.groups
+    verdicts: dict[str, dict[str, int]] = {}
+    for rec in records:
+        label = str(rec.get("id", "")).rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        v = verdicts.setdefault(label, {})
+        v[rec.get("verdict", "?")] = v.get(rec.get("verdict", "?"), 0) + 1
+    lines = [f"# Groups of {info.path.name}", "",
+             f"{len(groups)} groups: {sum(1 for g in groups if not g.reason)} judged, "
+             f"{sum(1 for g in groups if g.reason)} not judged.", ""]
+    lines += [f"- note: {n}" for n in info.notes]
+    lines += ["", "| group | kind | nodes | status |", "| --- | --- | --- | --- |"]
+    for g in groups:
+        if g.reason:
+            status = f"not judged: {g.reason}"
+        else:
+            got = verdicts.get(g.label)
+            status = ", ".join(f"{k} {v}" for k, v in sorted(got.items())) if got else "judged (no report)"
+        lines.append(f"| {g.label or '-'} | {g.kind} | {g.describe(info)} | {status.replace('|', '/')} |")
+    if whole is not None:
+        lines += ["", "## The whole model", ""] + [f"- {line.strip()}" if not line.startswith("    ") else line
+                                                   for line in whole.lines(info)]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["CHECK_DIR", "Check", "Found", "check", "exposed", "groups_md", "input_feeds", "reproducer"]

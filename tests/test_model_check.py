@@ -1,0 +1,127 @@
+"""The whole-model check and the pytest front-end of ``--model``.
+
+A runner that is onnxruntime with one node's output planted wrong (``model_runners.PlantedRunner``:
+code + 1 after that node, inserted into the model it runs; every output still comes from onnxruntime)
+must be named by the whole-model check at the group holding that node, first, by both front-ends;
+``pytest --runner NAME --model FILE`` must judge the same cases with the same verdicts as ``qconform
+certify --model``; groups.md and the check's reproducer are listed in SHA256SUMS.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install onnxruntime)")
+
+from conftest import run_pytest  # noqa: E402
+from model_builders import group_stack, quantized, tiny_cnn  # noqa: E402
+from qconform import cli  # noqa: E402
+from qconform.gating import model_cases, model_check  # noqa: E402
+from qconform.report.certificate import verify  # noqa: E402
+from qconform.runner import resolve  # noqa: E402
+from qconform.verdicts import FAIL  # noqa: E402
+
+PLANTED = f"{Path(__file__).with_name('model_runners.py')}:PlantedRunner"
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("models")
+    return {"cnn": quantized(folder, tiny_cnn, "QDQ"), "stack": quantized(folder, group_stack, "QDQ")}
+
+
+def _certify(capsys, *words: str) -> tuple[int, str, str]:
+    status = cli.main(["certify", *words])
+    got = capsys.readouterr()
+    return status, got.out, got.err
+
+
+def _group_of(model: Path, node: str) -> str:
+    """The label of the judged group that holds ``node`` (as groups.md names it)."""
+    built = model_cases.build(model)
+    index = next(i for i, n in enumerate(built.info.nodes) if n.name == node)
+    return next(g.label for g in built.judged if index in g.members)
+
+
+@pytest.mark.parametrize("node", ["t4_QuantizeLinear", "t11_QuantizeLinear"])
+def test_whole_model_names_the_planted_group_first(models, node):
+    """Planted after a group's QuantizeLinear halfway down a stack of 20 quantized groups: every
+    group's own cases pass (their models name their nodes n<i>_<op>, so nothing is planted there),
+    and the check names that group, first, with the runner's inputs as a reproducer."""
+    model = models["stack"]
+    built = model_cases.build(model)
+    check = model_check.check(built, resolve(PLANTED, {"node": node}))
+    assert check.first is not None and check.first.verdict == FAIL
+    assert check.first.group.label == _group_of(model, node)
+    assert not check.uncovered or all("Identity" in u for u in check.uncovered)
+    files = model_check.reproducer(check.first)
+    assert f"{model_check.CHECK_DIR}/{check.first.group.label}.onnx" in files
+    clean = model_check.check(built, resolve("onnxruntime"))  # the same model, nothing planted
+    assert clean.first is None and clean.judged > 20 and not clean.why
+
+
+def test_certify_model_whole_check_and_sums(models, tmp_path, capsys):
+    model, report = models["cnn"], tmp_path / "report"
+    status, out, err = _certify(capsys, "--model", str(model), "--runner", PLANTED, "--runner-opt",
+                                "node=a_QuantizeLinear", "--report", str(report), "-j", "1")
+    assert status == 1, err  # every group's own cases pass; the model run whole deviates
+    data = json.loads((report / "report.json").read_text())
+    assert all(c["verdict"] == "pass" for c in data["cases"])
+    first = [line for line in out.splitlines() if "the first group whose output leaves" in line]
+    assert len(first) == 1 and ": add (" in first[0] and "model-check/add.onnx" in first[0]
+    text = (report / "groups.md").read_text()
+    assert "## The whole model" in text and "first group whose output leaves the permitted readings: add (" in text
+    sums = (report / "SHA256SUMS").read_text()
+    for name in ("report.json", "groups.md", "model-check/add.onnx", "model-check/add.input_0.pb"):
+        assert f"  {name}\n" in sums
+    assert verify(report) == []
+    (report / "groups.md").write_text(text.replace("add (", "other ("))
+    assert any("groups.md: edited" in p for p in verify(report))
+    reproducer = onnx.load(str(report / "model-check" / "add.onnx"))  # the group alone, checkable
+    onnx.checker.check_model(reproducer)
+    assert [n.op_type for n in reproducer.graph.node][-2:] == ["Add", "QuantizeLinear"]
+
+
+def test_pytest_front_end_same_cases_and_check(models, tmp_path, capsys):
+    """pytest --runner NAME --model FILE: the same cases and verdicts as certify --model, the same
+    whole-model finding, groups.md in SHA256SUMS, and no conformance stated."""
+    model = models["cnn"]
+    a, b = tmp_path / "certify", tmp_path / "pytest"
+    status, _, err = _certify(capsys, "--model", str(model), "--runner", PLANTED, "--runner-opt",
+                              "node=a_QuantizeLinear", "--report", str(a), "-j", "1")
+    assert status == 1, err
+    r = run_pytest(f"--runner={PLANTED}", "--runner-opt", "node=a_QuantizeLinear", f"--model={model}",
+                   f"--report={b}", "-q", "--runner-workers=1")
+    assert r.returncode == 1, r.stdout + r.stderr  # every case passes; the model run whole deviates
+    assert "whole-model check: the first group whose output leaves the permitted readings: add (" in r.stdout
+    assert "qconform model" in r.stdout and r.stdout.count("not judged: ") == (a / "groups.md").read_text().count(
+        "not judged: ")
+    cases = [{c["id"]: c["verdict"] for c in json.loads((d / "report.json").read_text())["cases"]} for d in (a, b)]
+    assert cases[0] == cases[1] and len(cases[0]) > 100
+    assert verify(b) == [] and "  groups.md\n" in (b / "SHA256SUMS").read_text()
+    summary = (b / "summary.md").read_text()
+    assert "one model's node groups" in summary and "no conformance is stated" in summary
+    assert "conformant" not in summary
+
+
+def test_pytest_model_refusals_are_one_line(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x00" * 16)
+    r = run_pytest("--runner=onnxruntime", f"--model={bad}", "-q")
+    assert r.returncode == 4 and "Traceback" not in r.stdout + r.stderr
+    assert f"{bad}: not an ONNX model" in r.stderr or f"{bad}: not a readable ONNX model" in r.stderr
+    r = run_pytest(f"--model={bad}", "-q")
+    assert r.returncode == 4 and "--model needs --runner" in r.stderr
+    assert not any(tmp_path.glob("qconform-model-*"))
+
+
+def test_calibration_input_runs_the_whole_model(models, tmp_path):
+    feeds = tmp_path / "x.npz"
+    np.savez(feeds, x=np.random.default_rng(5).normal(0, 1, (1, 2, 8, 8)).astype(np.float32))
+    built = model_cases.build(models["cnn"], feeds)
+    check = model_check.check(built, resolve("onnxruntime-optimized"))
+    assert "whole-calibration" in check.sets and check.first is None and not check.why
