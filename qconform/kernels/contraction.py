@@ -4,7 +4,7 @@ arithmetic attributes), never by name.
 
 The host plans shapes only, with the oracle's own rules: ``integer.conv_geometry`` (auto_pad resolved,
 attributes checked against the tensors), ``integer.matmul_operands`` and ``param_view`` (through
-``plan.MatmulShapes``). The arithmetic -- the exact accumulation, the bias, the accumulation reading,
+``node.MatmulShapes``). The arithmetic -- the exact accumulation, the bias, the accumulation reading,
 the requantisation with the float32 multiplier, rounding half to even, saturation -- is the header's,
 so the device runs it too. Which readings come first is asked of the oracle (its first requantisation
 and accumulation readings, qconform/docs/semantics.md#qlconv-requant and #integer-accumulation).
@@ -19,8 +19,7 @@ import numpy as np
 from qconform import dtypes
 from qconform.declarations.operator import Kind, Operator, Role
 from qconform.kernels import CONV_GEOMETRY, KIND, Launch, codes, from_codes, storage_dtype
-from qconform.kernels.plan import (ACCUMULATIONS, REQUANTISATIONS, Execute, MatmulShapes, _checked, _need,
-                                   _Node)
+from qconform.kernels.node import ACCUMULATIONS, REQUANTISATIONS, Execute, MatmulShapes, Node, checked, need
 from qconform.oracle.base import InvalidModel
 from qconform.oracle.integer import ACCUMULATIONS as ORACLE_ACCUMULATIONS
 from qconform.oracle.integer import conv_geometry
@@ -78,7 +77,7 @@ def geometry(x_shape: tuple[int, ...], w_shape: tuple[int, ...], attrs: Mapping)
 class ConvPlan:
     """One QLinearConv (requant) or ConvInteger node as the conv entry point runs it."""
 
-    node: _Node
+    node: Node
     decl: Operator
     out_type: str
     requant: bool
@@ -126,7 +125,7 @@ class ConvPlan:
         return Launch("conv", args, {"y": (storage_dtype(dtypes.get(self.out_type)), size)}, size), shape
 
     def run(self, feeds: Mapping[str, np.ndarray], execute: Execute) -> list[np.ndarray]:
-        launch, shape = _checked(lambda: self.launch(feeds))
+        launch, shape = checked(lambda: self.launch(feeds))
         return [from_codes(execute(launch)["y"], dtypes.get(self.out_type), shape)]
 
 
@@ -134,7 +133,7 @@ class ConvPlan:
 class MatMulIntegerPlan:
     """One MatMulInteger node as the matmul_integer entry point runs it (y int32)."""
 
-    node: _Node
+    node: Node
     decl: Operator
 
     def launch(self, feeds: Mapping[str, np.ndarray]) -> tuple[Launch, tuple[int, ...], tuple[int, ...]]:
@@ -151,30 +150,30 @@ class MatMulIntegerPlan:
         return Launch("matmul_integer", args, {"y": (np.dtype(np.uint32), g.size)}, g.size), g.full, g.shape
 
     def run(self, feeds: Mapping[str, np.ndarray], execute: Execute) -> list[np.ndarray]:
-        launch, full, shape = _checked(lambda: self.launch(feeds))
+        launch, full, shape = checked(lambda: self.launch(feeds))
         return [from_codes(execute(launch)["y"], dtypes.get("int32"), full).reshape(shape)]
 
 
-def read(node: _Node, decl: Operator, who: str) -> ConvPlan | MatMulIntegerPlan:
+def read(node: Node, decl: Operator, who: str) -> ConvPlan | MatMulIntegerPlan:
     """The plan of a declared integer compute op; Unsupported for types the kernels do not cover,
     InvalidModel where a zero point's type is not its tensor's."""
     types = dict(zip((i.name for i in decl.inputs), node.types))
     for tensor in (decl.of_role(Role.DATA)[0].name, decl.of_role(Role.WEIGHT)[0].name):
-        _need(who, tensor, types[tensor], INT_DATA)
+        need(who, tensor, types[tensor], INT_DATA)
         scale, zero = decl.params_of(tensor)
         if zero is not None and types.get(zero.name) not in (None, types[tensor]):
             raise InvalidModel(f"{zero.name} type {types[zero.name]} differs from {tensor} type {types[tensor]}")
         if scale is not None and types.get(scale.name) is not None:
-            _need(who, scale.name, types[scale.name], CONV_SCALE)
+            need(who, scale.name, types[scale.name], CONV_SCALE)
     if decl.contraction == "matmul":
         return MatMulIntegerPlan(node, decl)
     out = decl.output_type or types[decl.output_like]
-    _need(who, "output", out, CONV_OUT)
+    need(who, "output", out, CONV_OUT)
     requant = decl.kind is Kind.REQUANTIZE
     if requant:
         y_scale = decl.params_of("y")[0]
         if types.get(y_scale.name) is not None:
-            _need(who, y_scale.name, types[y_scale.name], CONV_SCALE)
+            need(who, y_scale.name, types[y_scale.name], CONV_SCALE)
         first = node.oracle.requantisations(types[y_scale.name] or "float32")[0]
         if first not in REQUANTISATIONS:
             raise Unsupported(f"{who}: requantisation reading {first} not implemented")

@@ -1,7 +1,7 @@
 """A node as the kernels run it: read once from the model (``read_plan``), then turned into kernel
 launches for each call's inputs (shared by cpu-kernel and gpu-kernel, which only execute launches).
-The integer compute ops' plans live in ``contraction.py``; ``MatmulShapes`` here is numpy.matmul's
-geometry both matmul entry points share.
+The integer compute ops' plans live in ``contraction.py``; what every plan shares (the node, the
+refusals, numpy.matmul's geometry) in ``node.py``.
 
 The plan keeps kernel facts only: which types, attributes and readings ``qkernels.h`` implements.
 Every op rule (which versions exist, the axis, the output type, the quotient precision, the Cast
@@ -10,24 +10,23 @@ table, which reading comes first) is the oracle's version class's, asked here, n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from typing import Mapping, Protocol
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
 from qconform import dtypes
-from qconform.case import MS_DOMAIN, ONNX_DOMAIN, Arg, Draft
+from qconform.case import MS_DOMAIN, ONNX_DOMAIN
 from qconform.declarations import operators
 from qconform.declarations.operator import Kind
 from qconform.kernels import KIND, PRECISIONS, Launch, ParamIndex, codes, from_codes, param_index, storage_dtype
+from qconform.kernels import contraction
+from qconform.kernels.node import ACCUMULATIONS, REQUANTISATIONS, Execute, MatmulShapes, Node, checked, need
 from qconform.oracle import dynamic_quantize
 from qconform.oracle.base import InvalidModel, OpOracle, oracle_for, output_type
-from qconform.oracle.integer import matmul_operands
 from qconform.runner import Unsupported
 
-#: Runs one launch, returns its outputs by name (host: ctypes; device: CuPy).
-Execute = Callable[[Launch], Mapping[str, np.ndarray]]
 
 # What the C kernels implement (kernel facts, not type facts: a type the registry and the spec
 # allow may still be missing from the kernels, and the plan refuses it as Unsupported).
@@ -40,9 +39,6 @@ DQ_SCALE = ("float32", "float16", "bfloat16", "float8e8m0")
 DQ_OUT = ("float32", "float16", "bfloat16")
 MM_DATA = ("int8", "uint8", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz")
 MM_SCALE = ("float32", "float16", "bfloat16")
-#: The requantisation readings qkernels.h computes (its QK_RQ_* numbers) and its accumulations.
-REQUANTISATIONS = {"multiplier-float32": 0}
-ACCUMULATIONS = {"accumulator-int32-wrap": 1, "accumulator-exact": 0}
 #: Attributes each op's kernel reads, by (domain, op).
 KNOWN_ATTRS = {(ONNX_DOMAIN, "QuantizeLinear"): {"axis", "block_size", "saturate", "output_dtype", "precision"},
                (ONNX_DOMAIN, "DequantizeLinear"): {"axis", "block_size", "output_dtype"},
@@ -60,45 +56,7 @@ class Plan(Protocol):
     def run(self, feeds: Mapping[str, np.ndarray], execute: Execute) -> list[np.ndarray]: ...
 
 
-@dataclass
-class _Node:
-    """The single node with what the model declares about its inputs."""
-
-    domain: str
-    op: str
-    opset: int
-    oracle: OpOracle
-    attrs: dict[str, Any]
-    inputs: tuple[str | None, ...]
-    types: tuple[str | None, ...]
-    consts: dict[str, np.ndarray]
-    ranks: dict[str, int]
-
-    def arrays(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray | None]:
-        out = []
-        for name, t in zip(self.inputs, self.types):
-            if name is None:
-                out.append(None)
-                continue
-            arr = self.consts[name] if name in self.consts else np.asarray(feeds[name])
-            if arr.dtype != dtypes.get(t).dtype:
-                raise TypeError(f"input {name}: array dtype {arr.dtype}, the model declares {t}")
-            out.append(arr)
-        return out
-
-    def draft(self, shapes: Mapping[int, tuple[int, ...]] | None = None) -> Draft:
-        """A draft of this node with placeholder values (zeros; ones for the inputs given a shape),
-        for the oracle's rules that read types and attributes only."""
-        shapes = shapes or {}
-
-        def value(i: int, t: str) -> np.ndarray:
-            return np.ones(shapes[i], dtypes.get(t).dtype) if i in shapes else np.zeros((), dtypes.get(t).dtype)
-
-        args = tuple(None if t is None else Arg(n, t, value(i, t)) for i, (n, t) in enumerate(zip(self.inputs, self.types)))
-        return Draft(self.op, self.opset, "", "", "", args, self.attrs, domain=self.domain)
-
-
-def _node(model: onnx.ModelProto, who: str) -> _Node:
+def _node(model: onnx.ModelProto, who: str) -> Node:
     if len(model.graph.node) != 1:
         raise Unsupported(f"{who} runs single-node models only")
     node = model.graph.node[0]
@@ -124,7 +82,7 @@ def _node(model: onnx.ModelProto, who: str) -> _Node:
             declared[vi.name] = dtypes.get(vi.type.tensor_type.elem_type).name
             ranks[vi.name] = len(vi.type.tensor_type.shape.dim)
     inputs = tuple(n or None for n in node.input)
-    return _Node(domain, node.op_type, opset, oracle, attrs, inputs, tuple(declared[n] if n else None for n in inputs),
+    return Node(domain, node.op_type, opset, oracle, attrs, inputs, tuple(declared[n] if n else None for n in inputs),
                  consts, ranks)
 
 
@@ -132,19 +90,12 @@ def read_plan(model: onnx.ModelProto, who: str) -> Plan:
     """Read the single node; ``Unsupported`` for anything the kernels do not cover."""
     node = _node(model, who)
     if (node.domain, node.op) in CONTRACTIONS:
-        from qconform.kernels import contraction
-
         return contraction.read(node, CONTRACTIONS[(node.domain, node.op)], who)
     if node.op == "QLinearMatMul":
         return _matmul_plan(node, who)
     if node.op == "DynamicQuantizeLinear":
         return _dql_plan(node, who)
     return _qdq_plan(node, who)
-
-
-def _need(who: str, what: str, t: str | None, allowed: tuple[str, ...]) -> None:
-    if t not in allowed:
-        raise Unsupported(f"{who}: {what} type {t} not implemented (kernels cover {', '.join(allowed)})")
 
 
 def _zeros_like_params(s: np.ndarray, t: str) -> np.ndarray:
@@ -159,7 +110,7 @@ def _zeros_like_params(s: np.ndarray, t: str) -> np.ndarray:
 class QdqPlan:
     """One QuantizeLinear / DequantizeLinear node as the kernel runs it."""
 
-    node: _Node
+    node: Node
     out_type: str = ""
     axis: int | None = 1
     block_size: int = 0
@@ -192,22 +143,14 @@ class QdqPlan:
         return Launch(entry, args, {"y": out}, int(x.size)), tuple(x.shape)
 
     def run(self, feeds: Mapping[str, np.ndarray], execute: Execute) -> list[np.ndarray]:
-        launch, shape = _checked(lambda: self.launch(feeds))
+        launch, shape = checked(lambda: self.launch(feeds))
         return [from_codes(execute(launch)["y"], dtypes.get(self.out_type), shape)]
 
 
 _INDEX_NAMES = ("inner", "axis_len", "block", "s_outer", "s_axis", "s_inner")
 
 
-def _checked(make):
-    """An invalid model found while reading the inputs: the runner's ValueError, as cpu-ref's."""
-    try:
-        return make()
-    except InvalidModel as exc:
-        raise ValueError(f"invalid model: {exc}") from None
-
-
-def _qdq_plan(node: _Node, who: str) -> QdqPlan:
+def _qdq_plan(node: Node, who: str) -> QdqPlan:
     xt, st, zt = (list(node.types) + [None, None])[:3]
     # com.microsoft's ops without ``axis`` evaluate with their per-tensor body (oracle/ms_quant.py).
     body = getattr(node.oracle, "per_tensor", None) if "axis" not in node.attrs else None
@@ -223,18 +166,18 @@ def _qdq_plan(node: _Node, who: str) -> QdqPlan:
         code = node.attrs.get("output_dtype", 0)
         if code and zt and dtypes.get(code).name != zt:  # QuantizeLinear.evaluate's own check
             raise InvalidModel("output_dtype differs from the zero point's type")
-        _need(who, "x", xt, Q_X)
-        _need(who, "y_scale", st, Q_SCALE)
-        _need(who, "output", out, Q_OUT)
+        need(who, "x", xt, Q_X)
+        need(who, "y_scale", st, Q_SCALE)
+        need(who, "output", out, Q_OUT)
         plan.saturate = int(node.attrs.get("saturate", 1))
         plan.fnuz_inf_saturates = body.fnuz_inf_saturates
         # The quotient precision the latest text states: the oracle's first division reading.
         plan.prec = body.division_readings(xt, st, node.attrs)[0][1]
-        _need(who, "precision", plan.prec, PRECISIONS)
+        need(who, "precision", plan.prec, PRECISIONS)
     else:
-        _need(who, "x", xt, DQ_X)
-        _need(who, "x_scale", st, DQ_SCALE)
-        _need(who, "output", out, DQ_OUT)
+        need(who, "x", xt, DQ_X)
+        need(who, "x_scale", st, DQ_SCALE)
+        need(who, "output", out, DQ_OUT)
         if zt is not None and zt != xt:  # the schema's type constraint (x and x_zero_point are both T1)
             raise InvalidModel(f"zero point type {zt} differs from x type {xt}")
     plan.out_type = out
@@ -246,7 +189,7 @@ def _qdq_plan(node: _Node, who: str) -> QdqPlan:
 # ----------------------------------------------------------------------------------------------
 @dataclass
 class DqlPlan:
-    node: _Node
+    node: Node
     out_type: str = dynamic_quantize.OUT_T
     qmin: int = dynamic_quantize.QMIN
     qmax: int = dynamic_quantize.QMAX
@@ -266,7 +209,7 @@ class DqlPlan:
                 from_codes(params["zp"], out_t, ())]
 
 
-def _dql_plan(node: _Node, who: str) -> DqlPlan:
+def _dql_plan(node: Node, who: str) -> DqlPlan:
     if len(node.inputs) != 1 or node.types[0] != "float32":
         raise Unsupported(f"{who}: DynamicQuantizeLinear takes one float32 input x, not {node.types}")
     return DqlPlan(node)
@@ -275,68 +218,9 @@ def _dql_plan(node: _Node, who: str) -> DqlPlan:
 # ----------------------------------------------------------------------------------------------
 # QLinearMatMul
 # ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class MatmulShapes:
-    """numpy.matmul's geometry of two operands as the matmul entry points index them: batch t's a
-    [M, K] starts at a_off[t], its b [K, N] at b_off[t]; the operand rules (1-D operands, inner
-    dimension, batch broadcast) are the oracle's ``integer.matmul_operands``. QLinearMatMul and
-    MatMulInteger share it."""
-
-    av: np.ndarray
-    bv: np.ndarray
-    squeeze: tuple[int, ...]
-    full: tuple[int, ...]  # batch + (M, N)
-
-    @classmethod
-    def of(cls, a: np.ndarray, b: np.ndarray, names: tuple[str, str] = ("a", "b")) -> "MatmulShapes":
-        av, bv, squeeze, full = matmul_operands(a, b, names)
-        return cls(av, bv, squeeze, tuple(full))
-
-    @property
-    def batch(self) -> tuple[int, ...]:
-        return self.full[:-2]
-
-    @property
-    def nb(self) -> int:
-        return int(np.prod(self.batch, dtype=np.int64))
-
-    @property
-    def size(self) -> int:
-        return self.nb * self.full[-2] * self.full[-1]
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """y's shape: the axes numpy.matmul adds for 1-D operands removed."""
-        return tuple(d for i, d in enumerate(self.full) if i - len(self.full) not in self.squeeze)
-
-    def _offsets(self, data: np.ndarray, size: int) -> np.ndarray:
-        first = np.arange(int(np.prod(data.shape[:-2], dtype=np.int64)), dtype=np.int64).reshape(data.shape[:-2])
-        return np.ascontiguousarray(np.broadcast_to(first, self.batch).reshape(-1) * size)
-
-    def operand_args(self, a: np.ndarray, ta: str, b: np.ndarray, tb: str) -> dict[str, object]:
-        """The operands, their kinds, batch offsets and sizes (the entry points' common arguments)."""
-        (m, k), n = self.av.shape[-2:], self.bv.shape[-1]
-        return dict(a=codes(self.av, dtypes.get(ta)), ak=KIND[ta], a_off=self._offsets(self.av, m * k),
-                    b=codes(self.bv, dtypes.get(tb)), bk=KIND[tb], b_off=self._offsets(self.bv, k * n),
-                    nb=self.nb, mdim=m, kdim=k, ndim=n)
-
-    def params(self, arr: np.ndarray | None, t: str, of: str) -> np.ndarray:
-        """A scale or zero point of a (per (batch, row)) or b (per (batch, column)), one code each
-        (the oracle's param_view decides the forms); absent: code 0 (value 0 in every kind in scope)."""
-        from qconform.oracle.qlinear_matmul import param_view
-
-        m, n = self.full[-2:]
-        if arr is None:
-            return np.zeros(self.nb * (m if of == "a" else n), dtype=storage_dtype(dtypes.get(t)))
-        data, axis = (self.av, -1) if of == "a" else (self.bv, -2)
-        view = param_view("parameter", arr, data.shape, axis)
-        want = self.batch + ((m, 1) if of == "a" else (1, n))
-        return codes(np.ascontiguousarray(np.broadcast_to(view, want)), dtypes.get(t))
-
-
 @dataclass
 class MatMulPlan:
-    node: _Node
+    node: Node
     out_type: str
     scale_type: str
     rq: int
@@ -365,7 +249,7 @@ class MatMulPlan:
         return Launch("qlinear_matmul", args, out, g.size), g.full, g.shape
 
     def run(self, feeds: Mapping[str, np.ndarray], execute: Execute) -> list[np.ndarray]:
-        launch, full, shape = _checked(lambda: self.launch(feeds))
+        launch, full, shape = checked(lambda: self.launch(feeds))
         y = from_codes(execute(launch)["y"], dtypes.get(self.out_type), full)
         return [y.reshape(shape)]
 
@@ -382,15 +266,15 @@ def _cast_table(oracle: OpOracle) -> tuple[int, int]:
     return int(code(1e30, e4) == max_code), int(not fnuz.is_nan_bits(np.array([code(np.inf, fnuz)]))[0])
 
 
-def _matmul_plan(node: _Node, who: str) -> MatMulPlan:
+def _matmul_plan(node: Node, who: str) -> MatMulPlan:
     from qconform.oracle import evaluate
     from qconform.oracle.qlinear_matmul import ACCUMULATIONS as ORACLE_ACCUMULATIONS
 
     types = (list(node.types) + [None] * 8)[:8]
     ta, ts, tb, ty_s, tyz = types[0], types[1], types[3], types[6], types[7]
-    _need(who, "a", ta, MM_DATA)
-    _need(who, "b", tb, MM_DATA)
-    _need(who, "scale", ts, MM_SCALE)
+    need(who, "a", ta, MM_DATA)
+    need(who, "b", tb, MM_DATA)
+    need(who, "scale", ts, MM_SCALE)
     if not (ts == types[4] == ty_s):
         raise Unsupported(f"{who}: scales of different types ({ts}, {types[4]}, {ty_s})")
     # The output type: what the oracle gives this node (y_zero_point's type, else a's).
@@ -399,7 +283,7 @@ def _matmul_plan(node: _Node, who: str) -> MatMulPlan:
         out = dtypes.get(evaluate(probe, primary_only=True).expected[0].dtype).name
     except InvalidModel as exc:
         raise ValueError(f"invalid model: {exc}") from None
-    _need(who, "output", out, MM_DATA)
+    need(who, "output", out, MM_DATA)
     if tyz is not None and tyz != out:
         raise InvalidModel(f"y_zero_point type {tyz} differs from the output type {out}")
     first = node.oracle.requantisations(ts)[0]
@@ -413,6 +297,5 @@ def _matmul_plan(node: _Node, who: str) -> MatMulPlan:
     return MatMulPlan(node, out, ts, REQUANTISATIONS[first], wrap, saturate, fnuz_inf)
 
 
-__all__ = ["CONTRACTIONS", "DQ_OUT", "DQ_SCALE", "DQ_X", "DqlPlan", "Execute", "MatMulPlan", "MatmulShapes", "MM_DATA",
-           "MM_SCALE", "Plan", "QdqPlan",
-           "Q_OUT", "Q_SCALE", "Q_X", "read_plan"]
+__all__ = ["CONTRACTIONS", "DQ_OUT", "DQ_SCALE", "DQ_X", "DqlPlan", "Execute", "MatMulPlan", "MM_DATA", "MM_SCALE", "Plan",
+           "QdqPlan", "Q_OUT", "Q_SCALE", "Q_X", "read_plan"]
