@@ -52,7 +52,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"qconform certify: {line}", file=sys.stderr)
     if not built.cases:
         report.mkdir(parents=True, exist_ok=True)
-        (report / mc.GROUPS_FILE).write_text(model_check.groups_md(built, [], None))
+        none = model_check.Check(why="no group of the model is judged")
+        (report / mc.GROUPS_FILE).write_text(model_check.groups_md(built, [], none))
         return usage(f"{args.model}: no group of the model can be judged (see {report / mc.GROUPS_FILE})")
     mc.write_corpus(built, report / mc.CORPUS_DIR)
     args.golden = str(report / mc.CORPUS_DIR)
