@@ -561,6 +561,19 @@ def test_convolutions_beyond_the_corpus(cpu_kernel, name, types):
     _judged(cpu_kernel, _decl("conv", requant=False), dict(x=x, w=w), attrs)  # zero points absent: 0
 
 
+def test_qlinear_conv_per_tensor_weights_without_bias(cpu_kernel):
+    """w's scale and zero point as 1-element 1-D tensors (per tensor), no B, x's zero point at the top of
+    its range (a padded pixel differs most from code 0), a 2-D grouped convolution."""
+    rng = np.random.default_rng(67)
+    x = rng.integers(0, 256, (2, 6, 5, 5)).astype(np.uint8)
+    w = rng.integers(-128, 128, (4, 3, 3, 3)).astype(np.int8)
+    one = lambda v, t: np.array([v], t)  # noqa: E731
+    values = dict(x=x, x_scale=np.array(np.float32(0.05)), x_zero_point=np.array(255, np.uint8), w=w,
+                  w_scale=one(0.01, np.float32), w_zero_point=one(3, np.int8), y_scale=np.array(np.float32(1.7)),
+                  y_zero_point=np.array(-5, np.int8))
+    _judged(cpu_kernel, _decl("conv", requant=True), values, dict(group=2, pads=[2, 1, 0, 2], strides=[2, 1]))
+
+
 def test_conv_geometry_is_the_oracles():
     """The planned output shape is the oracle's for every geometry above; a 4-D convolution is
     declined, an attribute that contradicts the tensors is the oracle's invalid model."""
