@@ -574,6 +574,52 @@ def test_qlinear_conv_per_tensor_weights_without_bias(cpu_kernel):
     _judged(cpu_kernel, _decl("conv", requant=True), values, dict(group=2, pads=[2, 1, 0, 2], strides=[2, 1]))
 
 
+def _random_conv(rng: np.random.Generator) -> tuple[dict, dict]:
+    """One random QLinearConv draw: 1-D to 3-D, groups, strides, dilations, explicit pads or an
+    auto_pad mode, per-tensor or per-channel weights, a bias or none, every int8/uint8 combination."""
+    sp, g, cg, mg = (int(rng.integers(1, 4)), int(rng.choice([1, 2, 3])), int(rng.integers(1, 4)),
+                     int(rng.integers(1, 3)))
+    attrs: dict = {"group": g}
+    if rng.random() < 0.5:
+        attrs["strides"] = [int(v) for v in rng.integers(1, 4, sp)]
+    if rng.random() < 0.5:
+        attrs["dilations"] = [int(v) for v in rng.integers(1, 3, sp)]
+    mode = rng.choice(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID", "pads"])
+    if mode == "pads":
+        attrs["pads"] = [int(v) for v in rng.integers(0, 3, 2 * sp)]
+    else:
+        attrs["auto_pad"] = str(mode)
+    tx, tw, ty = (dtypes.get(str(rng.choice(["int8", "uint8"]))) for _ in range(3))
+    draw = lambda t, shape: rng.integers(int(t.qrange[0]), int(t.qrange[1]) + 1, shape).astype(t.dtype)  # noqa: E731
+    m = g * mg
+    per = (m,) if rng.random() < 0.5 else ()
+    values = dict(x=draw(tx, (int(rng.integers(1, 3)), g * cg, *rng.integers(1, 8, sp))), x_zero_point=draw(tx, ()),
+                  x_scale=np.array(np.float32(rng.uniform(0.001, 0.1))), w=draw(tw, (m, cg, *rng.integers(1, 4, sp))),
+                  w_scale=rng.uniform(0.001, 0.05, per).astype(np.float32), w_zero_point=draw(tw, per),
+                  y_scale=np.array(np.float32(rng.uniform(0.01, 2.0))), y_zero_point=draw(ty, ()))
+    if rng.random() < 0.5:
+        values["B"] = rng.integers(-5000, 5000, m).astype(np.int32)
+    return values, attrs
+
+
+def test_random_convolutions_against_the_oracle(cpu_kernel):
+    """60 seeded random geometries and operands (those the oracle finds invalid, e.g. a dilated kernel
+    larger than the padded input, are drawn again): QLinearConv and ConvInteger on each, the oracle's
+    first reading bit for bit."""
+    from qconform.oracle.granularity import InvalidModel
+
+    rng, judged = np.random.default_rng(1067), 0
+    while judged < 60:
+        values, attrs = _random_conv(rng)
+        try:
+            _judged(cpu_kernel, _decl("conv", requant=True), values, attrs)
+        except InvalidModel:
+            continue
+        _judged(cpu_kernel, _decl("conv", requant=False),
+                {k: values[k] for k in ("x", "w", "x_zero_point", "w_zero_point")}, attrs)
+        judged += 1
+
+
 def test_conv_geometry_is_the_oracles():
     """The planned output shape is the oracle's for every geometry above; a 4-D convolution is
     declined, an attribute that contradicts the tensors is the oracle's invalid model."""
