@@ -125,3 +125,17 @@ def test_calibration_input_runs_the_whole_model(models, tmp_path):
     built = model_cases.build(models["cnn"], feeds)
     check = model_check.check(built, resolve("onnxruntime-optimized"))
     assert "whole-calibration" in check.sets and check.first is None and not check.why
+
+
+def test_only_quantized_tensors_are_exposed(models):
+    """The whole model runs with quantized tensors exposed and no float tensor between two nodes (one
+    would stop onnxruntime fusing its QDQ groups): a group that reads or writes one is said, not run."""
+    built = model_cases.build(models["cnn"])
+    info = built.info
+    model = model_check.exposed(info, [g for g in built.judged if model_check.quiet(info, g)])
+    own = {o.name for o in info.model.graph.output}
+    added = [o for o in model.graph.output if o.name not in own]
+    assert added and all(o.type.tensor_type.elem_type in (onnx.TensorProto.UINT8, onnx.TensorProto.INT8) for o in added)
+    check = model_check.check(built, resolve("onnxruntime"))
+    assert "add" not in check.unexposed and "x_DequantizeLinear" in check.unexposed
+    assert any("not checked whole: " in line for line in check.lines(info))

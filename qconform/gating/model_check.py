@@ -11,6 +11,11 @@ its diagnosis and a reproducer that runs that group alone on those inputs. Judgi
 the runner's own inputs is what makes "first" meaningful: a deviation upstream changes what a later
 group reads, never the readings it is held to. A node in no judged group is not checked; the check
 says which, once (where every node is covered, the model's outputs are then judged end to end).
+
+Only quantized tensors (and the model's own inputs and outputs) are exposed: a float tensor between
+two nodes made a graph output would change what an optimising runtime fuses (onnxruntime fuses
+DequantizeLinear → op → QuantizeLinear only where the op's and the DequantizeLinear's outputs stay
+inside the graph), so a group that reads or writes one is left out of the whole-model check, said once.
 """
 from __future__ import annotations
 
@@ -52,6 +57,8 @@ class Check:
     judged: int = 0
     first: Found | None = None
     uncovered: list[str] = field(default_factory=list)
+    #: judged groups left out because a float tensor between nodes would have to be exposed
+    unexposed: list[str] = field(default_factory=list)
     why: str = ""
     #: groups the oracle could not judge on the runner's own values (each once, with its first reason)
     refused: list[str] = field(default_factory=list)
@@ -64,6 +71,10 @@ class Check:
             f"{len(self.uncovered)} node(s) in no judged group, not checked: {', '.join(self.uncovered)}"
         out = [f"whole-model check: the model run whole on {len(self.sets)} input set(s) "
                f"({', '.join(self.sets)}); {self.judged} group outputs judged on the runner's own inputs; {scope}"]
+        if self.unexposed:
+            out.append(f"whole-model check: {len(self.unexposed)} judged group(s) read or write a float tensor between "
+                       f"nodes, which exposing would change what the runtime fuses, so not checked whole: "
+                       f"{', '.join(self.unexposed)}")
         if self.first is None:
             out.append("whole-model check: no judged group's output leaves the permitted readings")
         else:
@@ -144,10 +155,12 @@ def check(built: mc.Built, runner, *, strict_nan: bool = False, profile: str = "
     from qconform.verdicts import Call
 
     info = built.info
-    judged = sorted(built.judged, key=lambda g: g.position(info))
-    in_groups = {i for g in judged for i in g.members}
+    in_groups = {i for g in built.judged for i in g.members}
     out = Check(uncovered=[f"{n.name or f'#{i}'} ({n.op_type})" for i, n in enumerate(info.nodes)
                            if i not in in_groups and n.op_type != "Constant"])
+    ordered = sorted(built.judged, key=lambda g: g.position(info))
+    judged = [g for g in ordered if quiet(info, g)]
+    out.unexposed = [g.label for g in ordered if not quiet(info, g)]
     if not judged:
         out.why = "no group of the model is judged"
         return out
@@ -160,8 +173,10 @@ def check(built: mc.Built, runner, *, strict_nan: bool = False, profile: str = "
     pipeline = Pipeline.local(runner, diagnose=diagnose, strict_nan=strict_nan, profile=profile)
     for set_name, feeds in sets:
         result, _ = pipeline.call_model(model, feeds)
-        if result.kind != Call.OK:
-            out.why = f"the runner did not run the whole model ({result.kind}: {result.message})"
+        if result.kind != Call.OK or len(result.outputs) != len(names):
+            got = f"{result.kind}: {result.message}" if result.kind != Call.OK else \
+                f"{len(result.outputs)} outputs for {len(names)}"
+            out.why = f"the runner did not run the whole model ({got})"
             return out
         out.sets.append(set_name)
         values = {**feeds, **dict(zip(names, result.outputs))}
@@ -180,6 +195,14 @@ def check(built: mc.Built, runner, *, strict_nan: bool = False, profile: str = "
                                   judged_call.record.diagnosis, case)
                 break
     return out
+
+
+def quiet(info: mg.Info, g: mg.Group) -> bool:
+    """Whether the group's data inputs and outputs can be exposed without changing what a runtime
+    fuses: each a graph input or output of the model, or a quantized (integer) tensor."""
+    ends = {vi.name for vi in info.model.graph.input} | {vi.name for vi in info.model.graph.output}
+    names = [*(s.name for s in g.slots if s.value is None), *g.outputs]
+    return all(n in ends or (info.types.get(n) is not None and dtypes.get(info.types[n]).is_integer) for n in names)
 
 
 def _case_on(info: mg.Info, g: mg.Group, set_name: str, values: dict[str, np.ndarray]) -> tuple[Case | None, str]:
@@ -242,4 +265,4 @@ def groups_md(built: mc.Built, records: list[dict], whole: Check | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["CHECK_DIR", "Check", "Found", "check", "exposed", "groups_md", "input_feeds", "reproducer"]
+__all__ = ["CHECK_DIR", "Check", "Found", "check", "exposed", "groups_md", "input_feeds", "quiet", "reproducer"]
