@@ -228,11 +228,8 @@ class Requantising(OpOracle):
     def add_readings(self, ev: Evaluation, accs: list[tuple[str, np.ndarray]], e: int, scales, yz: float,
                      out_t: ElemType, scale_t: str, touched: np.ndarray, out_shape: tuple[int, ...]) -> None:
         """Every requantisation reading crossed with every accumulation reading (and, for float
-        outputs, the zero-point readings), named ``requant+accumulation[+zero point]``. A reading
+        outputs, the zero point added even where it is +0), named ``requant+accumulation``. A reading
         whose chain overflows to ±Inf where the exact value is finite is not offered (#qlmm-requant)."""
-        zp_readings = [("", True)]
-        if out_t.is_float:
-            zp_readings = [("zero-point-added", True)] + ([("zero-point-skipped", False)] if yz == 0 else [])
         stack = np.stack([np.broadcast_to(acc, out_shape) for _, acc in accs])
         encoded: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}  # readings often coincide
         finite = finite_exact(stack, e, scales, yz) & ~touched
@@ -240,14 +237,13 @@ class Requantising(OpOracle):
             values = self.requantise(req, stack, e, scales, yz, out_t, scale_t)
             if any(np.any(np.isinf(v) & finite) for v in values.values()):
                 continue
-            for zp_name, add_zp in zp_readings:
-                for i, (acc_name, _) in enumerate(accs):
-                    v = np.where(touched, 0.0, values[add_zp][i])
-                    key = v.tobytes()
-                    if key not in encoded:
-                        encoded[key] = self.encode_output(v, out_t)
-                    out, undefined = encoded[key]  # NaN to an integer y under this reading
-                    ev.add("+".join(n for n in (req, acc_name, zp_name) if n), (out,), (undefined,))
+            for i, (acc_name, _) in enumerate(accs):
+                v = np.where(touched, 0.0, values[True][i])  # the zero point added, +0 too (#q-float8-zero-point)
+                key = v.tobytes()
+                if key not in encoded:
+                    encoded[key] = self.encode_output(v, out_t)
+                out, undefined = encoded[key]  # NaN to an integer y under this reading
+                ev.add("+".join(n for n in (req, acc_name) if n), (out,), (undefined,))
 
 
 __all__ = ["ACCUMULATIONS", "INT32_MAX", "INT32_MIN", "REQUANTISATIONS", "Requantising", "accumulations",

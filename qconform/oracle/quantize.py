@@ -5,7 +5,6 @@ One common body; a version class only sets the facts its own text states (see th
 """
 from __future__ import annotations
 
-import itertools
 from typing import ClassVar
 
 import numpy as np
@@ -43,13 +42,13 @@ class QuantizeLinear(OpOracle):
         qconform/docs/semantics.md#q-division, #q-division-half."""
         if attrs.get("precision", 0):
             return self.precision_readings(dtypes.get(attrs["precision"]).name)
+        if s_t == "int32" and self.scale_type_sets_precision:  # the division in int32 precision (Q2)
+            return self.precision_readings("int32")
         if s_t in ("int32", "float8e8m0"):  # no floating-point division in these types
             readings = [("division-in-float32", "float32")]
             if dtypes.get(x_t).is_half:
                 readings.append((f"division-in-{x_t}", x_t))
             readings.append(("division-in-float64", "float64"))
-            if s_t == "int32" and self.scale_type_sets_precision:  # the division in int32 precision
-                readings += self.precision_readings("int32")
             return readings
         if dtypes.get(s_t).is_half and not self.scale_type_sets_precision:
             readings = [(f"quotient-in-{s_t}", s_t), ("quotient-in-float32", "float32")]
@@ -78,16 +77,16 @@ class QuantizeLinear(OpOracle):
         for name, prec in readings[:1] if primary_only else readings:
             p = prec.removeprefix(ONCE)
             if p == "int32":  # an integer quotient: the zero point is then added exactly
-                out.append((name, "float64", self.integer_quotient(xv, scale, once=prec.startswith(ONCE))))
-                continue
-            if prec.startswith(ONCE):
+                p, q = "float64", self.integer_quotient(xv, scale, once=prec.startswith(ONCE))
+            elif prec.startswith(ONCE):
                 q = self.quotient_once(xv, scale, p)
+            else:
+                q = self.quotient(xv, scale, p)
+            if prec.startswith(ONCE):
                 first = next((o for o in out if o[1] == p), None)
                 if first is not None and _same(first[2], q):
                     out[out.index(first)] = ("spec" if len(readings) == 2 else first[0], p, first[2])
                     continue
-            else:
-                q = self.quotient(xv, scale, p)
             out.append((name, p, q))
         return out
 
@@ -121,28 +120,21 @@ class QuantizeLinear(OpOracle):
         ev = Evaluation(clause="q-formula", primary_only=primary_only,
                         information=granularity.invalid_by_text(shape, s.value.shape, axis, block))
 
-        zp_readings = [("", False)]
-        if out_t.is_float:
-            zp_readings = [("zero-point-added", False)]
-            if not np.any(zero != 0):
-                zp_readings.append(("zero-point-skipped", True))
-
         saturate = bool(attrs.get("saturate", 1))
         divisions = self.divisions(xv, scale, self.division_readings(x.type, s.type, attrs), primary_only)
-        for (div_name, prec, q), (zp_name, skip_zp) in itertools.product(divisions, zp_readings):
+        for div_name, prec, q in divisions:
             if ev.complete:
                 break
             if out_t.is_integer:
                 y, undefined = self.quantize_int(xv, scale, q, zero, out_t, prec)
                 out = self.pack(y, out_t)
             else:
-                v = q if skip_zp else self.add_zero_float(q, zero, prec)
+                v = self.add_zero_float(q, zero, prec)  # added even where +0: −0 + +0 = +0 (#q-float8-zero-point)
                 undefined = floats.unspecified(v, out_t)
                 # fnuz +-Inf: this version's own Cast table (#q-float8-fnuz-inf)
                 out = self.pack(self.encode(v, out_t, saturate=saturate, fnuz_inf_saturates=self.fnuz_inf_saturates),
                                 out_t)
-            name = "+".join(n for n in (div_name, zp_name) if n and n != "spec") or "spec"
-            ev.add(name, (out,), (undefined,))
+            ev.add(div_name, (out,), (undefined,))
         return ev
 
 

@@ -66,6 +66,7 @@ ORDER = (
     "fnuz-negative-zero",
     "quotient-in-float32",
     "float8-zero-point-ignored",
+    "zero-point-skipped",
     "scalar-as-1d",
     "bfloat16-truncation",
     "flush-denormals",

@@ -20,6 +20,13 @@ class Float8ZeroPointIgnored:
         return q
 
 
+class ZeroPointSkippedWhereZero:
+    """The addition skipped where the zero point is +0 (or absent), so a -0 quotient stays -0."""
+
+    def add_zero_float(self, q, zero, prec):
+        return np.where(np.asarray(zero) == 0, q, super().add_zero_float(q, zero, prec))
+
+
 class Int32SaturatingCastThenZeroPoint:
     """A saturating float -> int32 conversion (WebAssembly i32.trunc_sat, ARM64 fcvtns: +-Inf and
     out-of-range to INT_MAX / INT_MIN, NaN to 0), then the zero point added in int32 (wrapping),
@@ -123,6 +130,15 @@ DEVIATIONS = [
          "(an option to ignore the zero point).",
          "QuantizeLinear float32->float8e4m3fn, y_zero_point=1.0, x=-12, y_scale=1: -11 expected, -12 given",
          Float8ZeroPointIgnored, lambda d: _minifloat_out(d) and _nonzero_zero_point(d), ("floatkinds",)),
+    _dev("zero-point-skipped", Q,
+         "Your QuantizeLinear to a float8/float4/float6 type skips adding a zero point of +0 (or an absent "
+         "one), so a quotient of -0 stays -0: the formula adds it, and -0 + +0 is +0.",
+         "onnxruntime and onnx.reference's float8 path do this (qconform/facts/onnxruntime.toml, "
+         "onnx-reference.toml: the reading this suite permitted until the open reading Q5 was decided, "
+         "qconform/docs/semantics.md#q-float8-zero-point); the ONNX node test test_quantizelinear_float4e2m1 "
+         "expects +0.",
+         "QuantizeLinear float32->float8e4m3fn, x=-0.0, y_scale=1, no zero point: 0x00 (+0) expected, 0x80 given",
+         ZeroPointSkippedWhereZero, _minifloat_out, ("signed-zero",)),
     _dev("zero-point-added-in-scale-type", Q,
          "Your kernel adds the zero point to round(x / scale) in the division's float16/bfloat16 precision: "
          "16-bit results above 2048 (float16) or 256 (bfloat16) are rounded before saturation.",
