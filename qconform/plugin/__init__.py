@@ -18,7 +18,8 @@ has queued on it (xdist's own load scheduling; its scope schedulers are quadrati
 
 The package's modules, lowest first: ``options`` (options and selection), ``items`` (case items and
 records), ``collection``, ``terminal``, ``core`` (the plugin object and its hooks); the feature
-modules ``report`` and ``explore`` are registered as plugins of their own (``pytest_plugins``). This
+modules ``model`` (``--model FILE``: a user's model as the corpus), ``report`` and ``explore`` are
+registered as plugins of their own (``pytest_plugins``; ``model`` first, as ``report`` reads it). This
 module is the entry point pytest registers: it holds the package's module-level hooks and what
 outside code imports.
 """
@@ -35,4 +36,4 @@ __all__ = ["NO_LAST_FAILED", "PLUGIN", "WORKERINPUT_RECORDS", "CaseItem", "Qconf
            "pytest_addoption", "pytest_configure", "pytest_terminal_summary"]
 
 # Feature modules, each with its own options and hooks (reports, exploration, a user's model).
-pytest_plugins: list[str] = ["qconform.plugin.report", "qconform.plugin.explore", "qconform.plugin.model"]
+pytest_plugins: list[str] = ["qconform.plugin.model", "qconform.plugin.report", "qconform.plugin.explore"]

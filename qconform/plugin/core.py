@@ -15,7 +15,6 @@ from qconform import corpus as corpus_mod
 from qconform.execution import Options, local_executor
 from qconform.plugin.collection import CorpusFile, phase_hooks
 from qconform.plugin.items import WORKERINPUT_RECORDS, CaseItem, Records, marked_to_skip, skip_marked
-from qconform.plugin.model import model_corpus
 from qconform.plugin.options import (PLUGIN, SCOPED, XDIST_TAKEN, case_markers, chosen_cases, default_golden,
                                      is_xdist_worker, no_cache_dir, read_identity, runner_options, scoped_cases,
                                      take_over_xdist)
@@ -45,6 +44,8 @@ def pytest_configure(config: pytest.Config) -> None:
         runner = resolve(name, runner_options(config))
     except RunnerError as exc:
         raise pytest.UsageError(str(exc)) from None
+    from qconform.plugin.model import model_corpus  # a feature module: pytest imports it first (pytest_plugins)
+
     model = model_corpus(config)  # --model: the user's model's groups are the corpus
     golden = model or Path(config.getoption("golden") or default_golden())
     try:
