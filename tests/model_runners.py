@@ -1,7 +1,7 @@
 """A runner for the whole-model tests: onnxruntime itself, with one node's output planted wrong.
 
-``PlantedRunner(node=NAME)`` runs every model on onnxruntime's CPU EP; in a model holding a node
-named NAME (the user's model run whole: a group's own case names its nodes ``n<i>_<op>``, so it
+``PlantedRunner(node=NAME[,NAME...])`` runs every model on onnxruntime's CPU EP; in a model holding a
+node named NAME (the user's model run whole: a group's own case names its nodes ``n<i>_<op>``, so it
 runs untouched) that node's first output is recomputed as code + 1 (wrapping at the type's end) by
 nodes inserted into the model right after it: the deviation propagates through the rest of the model
 as a kernel bug in that node would. No mock: every output comes from onnxruntime.
@@ -23,14 +23,16 @@ class PlantedRunner(BaseRunner):
     def __init__(self, node: str = "", optimize: str = "0") -> None:
         if not node:
             raise TypeError("node=NAME: the node whose output is planted wrong")
-        self.node = node
+        self.nodes = [n for n in node.split(",") if n]
         self.inner = resolve("onnxruntime", {"optimize": optimize})
 
     def describe(self) -> dict[str, Any]:
-        return {**self.inner.describe(), "name": self.name, "planted": f"{self.node}: code + 1"}
+        return {**self.inner.describe(), "name": self.name, "planted": f"{','.join(self.nodes)}: code + 1"}
 
     def prepare(self, model: onnx.ModelProto) -> Prepared:
-        return self.inner.prepare(planted(model, self.node))
+        for node in self.nodes:
+            model = planted(model, node)
+        return self.inner.prepare(model)
 
 
 def _elem_type(model: onnx.ModelProto, name: str) -> int:
