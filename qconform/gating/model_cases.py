@@ -110,7 +110,8 @@ def _too_large(info: mg.Info, group: mg.Group) -> None:
 # ----------------------------------------------------------------------------------------------
 # inputs
 # ----------------------------------------------------------------------------------------------
-def _rng(*key: object) -> np.random.Generator:
+def rng(*key: object) -> np.random.Generator:
+    """A generator seeded from ``key`` (the group and the tensor): the same model drafts the same cases."""
     return np.random.default_rng(int.from_bytes(hashlib.sha256("|".join(map(str, key)).encode()).digest()[:8], "little"))
 
 
@@ -141,7 +142,8 @@ def _quantizer(info: mg.Info, group: mg.Group, slot: mg.Slot):
     return None
 
 
-def _arr(t: str, values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+def as_array(t: str, values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``values`` as an array of type ``t`` and ``shape`` (integers rounded and clipped to the type's range)."""
     et = dtypes.get(t)
     if et.is_integer:
         lo, hi = et.qrange
@@ -163,7 +165,7 @@ def input_sets(info: mg.Info, group: mg.Group) -> list[tuple[str, dict[str, np.n
         n = int(np.prod(s.shape, dtype=np.int64))
         et = dtypes.get(s.type)
         q = _quantizer(info, group, s) if et.is_float else None
-        rng = _rng(group.label, s.name)
+        draw = rng(group.label, s.name)
         if et.is_integer and et.bits <= 16:
             lo, hi = et.qrange
             every = np.arange(lo, hi + 1, dtype=np.float64)
@@ -186,16 +188,16 @@ def input_sets(info: mg.Info, group: mg.Group) -> list[tuple[str, dict[str, np.n
         low, high = (every.min(), every.max()) if q is None else (every.min() - 4, every.max() + 4)
         sets += [np.full(n, low), np.full(n, high)]
         if et.is_integer:
-            sets += [rng.integers(int(every.min()), int(every.max()) + 1, size=n).astype(np.float64) for _ in range(2)]
+            sets += [draw.integers(int(every.min()), int(every.max()) + 1, size=n).astype(np.float64) for _ in range(2)]
         else:
-            sets += [rng.uniform(low, high, size=n) for _ in range(2)]
+            sets += [draw.uniform(low, high, size=n) for _ in range(2)]
         arrays = []
         for v in sets:
             v = v.reshape(s.shape)
             if q is not None:  # codes (and half codes) to the values they dequantize to
                 scale, zp, _ = q
                 v = (v - zp) * scale
-            arrays.append(_arr(s.type, v, s.shape))
+            arrays.append(as_array(s.type, v, s.shape))
         plans[s.local] = arrays
     nchunks = max(len(a) - 4 for a in plans.values())
     names = [f"codes-{i}" for i in range(nchunks)] + ["min", "max", "random-0", "random-1"]
@@ -318,7 +320,7 @@ def _cases(info: mg.Info, group: mg.Group, calib: dict[str, np.ndarray] | None) 
     if calib is not None:
         data = [s for s in group.slots if s.value is None]
         if data and all(s.name in calib and np.shape(calib[s.name]) == s.shape for s in data):
-            sets.append(("calibration", {s.local: _arr(s.type, calib[s.name], s.shape)
+            sets.append(("calibration", {s.local: as_array(s.type, calib[s.name], s.shape)
                                          if dtypes.get(s.type).is_integer else np.asarray(calib[s.name]).astype(
                                              dtypes.get(s.type).dtype) for s in data}))
     out, why = [], ""

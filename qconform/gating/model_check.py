@@ -103,7 +103,7 @@ def input_feeds(built: mc.Built) -> list[tuple[str, dict[str, np.ndarray]]]:
                 readers[s.name] = {n: by_name[n][s.local] for n in SETS}
     sets: list[tuple[str, dict[str, np.ndarray]]] = []
     graph_inputs = [vi.name for vi in info.model.graph.input if vi.name not in inits]
-    for k, name in enumerate(SETS):
+    for name in SETS:
         feeds = {}
         for x in graph_inputs:
             t, shape = info.types.get(x), info.shapes.get(x)
@@ -112,13 +112,14 @@ def input_feeds(built: mc.Built) -> list[tuple[str, dict[str, np.ndarray]]]:
             elif t is None or shape is None:
                 return []
             else:
-                rng = mc._rng("whole", x, name)
+                draw = mc.rng("whole", x, name)
                 et = dtypes.get(t)
-                v = rng.integers(*et.qrange, size=shape, endpoint=True) if et.is_integer else rng.normal(0, 2, shape)
-                feeds[x] = mc._arr(t, v, shape)
+                v = draw.integers(*et.qrange, size=shape, endpoint=True) if et.is_integer else draw.normal(0, 2, shape)
+                feeds[x] = mc.as_array(t, v, shape)
         sets.append((f"whole-{name}", feeds))
-    if built.calib is not None and all(x in built.calib for x in graph_inputs):
-        sets.append(("whole-calibration", {x: built.calib[x] for x in graph_inputs}))
+    if built.calib is not None and all(x in built.calib and info.types.get(x) for x in graph_inputs):
+        sets.append(("whole-calibration", {x: np.asarray(built.calib[x]).astype(dtypes.get(info.types[x]).dtype)
+                                           for x in graph_inputs}))
     return sets
 
 
