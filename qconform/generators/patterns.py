@@ -345,7 +345,7 @@ def _weight_args(rng, tw: str, shape, granularity: str, axis: int, block: int = 
     elif granularity == "per-axis":
         sshape, attrs = (shape[axis],), {"axis": axis}
     else:
-        sshape = tuple(d // block if i == axis else d for i, d in enumerate(shape))
+        sshape = tuple(-(-d // block) if i == axis else d for i, d in enumerate(shape))  # a last, shorter block
         attrs = {"axis": axis, "block_size": block}
     scales = np.float32(2.0 ** rng.integers(-9, -5, size=sshape)) if sshape else np.float32(2.0**-7)
     return [Arg("w", tw, w, initializer=True), _f32("sw", scales, sshape),
@@ -472,9 +472,23 @@ FAMILIES: dict[str, Callable[[], Iterator[Draft]]] = {
 }
 
 
+def depth_families() -> dict[str, Callable[[], Iterator[Draft]]]:
+    """The patterns at the depth of the single ops and the fused patterns (issue 64), in modules of
+    their own (imported here: they build on this module's helpers)."""
+    from qconform.generators import patterns_conv as conv, patterns_gemm as gemm, patterns_ops as ops, \
+        patterns_pool as pool
+
+    return {"conv-depth": conv.conv_depth, "conv-ties": conv.conv_ties, "conv-activations": conv.conv_activations,
+            "pool-depth": pool.pool_depth, "global-pool": pool.global_pool, "gemm-depth": gemm.gemm_depth,
+            "matmul-depth": gemm.matmul_depth, "large-accumulators": gemm.large_accumulators,
+            "blocked-weights": gemm.blocked_weights, "dq-gather": gemm.dq_gather,
+            "requant-chains": gemm.requant_chains, "leaky-relu": ops.leaky_relu, "hard-swish": ops.hard_swish,
+            "softmax": ops.softmax, "movements": ops.movements, "split": ops.split, "resize-depth": ops.resize_depth}
+
+
 def entries() -> dict[str, Callable[[], Iterator[Draft]]]:
     """One ``generators.FAMILIES`` entry per pattern group, keyed "patterns:<group>"."""
-    return {f"patterns:{k}": v for k, v in FAMILIES.items()}
+    return {f"patterns:{k}": v for k, v in {**FAMILIES, **depth_families()}.items()}
 
 
 __all__ = ["FAMILIES", "LEGACY", "OPSET", "entries"]

@@ -4,14 +4,16 @@
 is the value its producing operator defines, in its declared type, and the graph's outputs are those
 values (qconform/docs/semantics.md#qdq-graph). So QuantizeLinear and DequantizeLinear nodes are
 computed by their own version classes (the very oracle of the single-node cases, every reading of
-theirs kept), and the float operators between them here, each result the exact real value rounded
-once to float32 (an IEEE single operation). Where the text leaves a float computation open:
+theirs kept), and the float operators between them here and in ``graph_ops`` (Conv, MatMul, Gemm,
+the pools), ``graph_resize`` and ``graph_shape`` (data movement, LeakyRelu, HardSwish, Softmax), each
+result the exact real value rounded once to float32 (an IEEE single operation). Where the text
+leaves a float computation open:
 
 * the order of a sum (MatMul, Gemm, Conv, the pools, Resize's weighted average): the generators keep
-  every product and partial sum exact in float32 (``exact_sum`` checks it per element and refuses a
-  draft that does not), so every order gives the one value the case holds (#qdq-sum-order);
-* Sigmoid's accuracy: two readings, the correctly rounded value and the formula evaluated in float32
-  with a correctly rounded exp (#qdq-sigmoid).
+  every product and partial sum exact in float32 (``graph_sums.row_sums`` checks it per element and
+  the draft is refused where it does not hold), so every order gives the one value the case holds
+  (#qdq-sum-order);
+* HardSwish's formula and its function body: two readings (#qdq-hardswish).
 
 Readings of several nodes combine (every combination, identical results collapsed). A deviation
 model for a fused kernel overrides ``fused``: given the draft and the graph's input values it returns
@@ -20,7 +22,6 @@ the pattern's outputs computed its way, or None where it does not apply (qconfor
 from __future__ import annotations
 
 import decimal
-import itertools
 import math
 from fractions import Fraction
 from typing import Any, Callable, Mapping
@@ -33,6 +34,9 @@ from qconform.case import Arg, Draft, Node, Reading
 from qconform.oracle import base
 from qconform.oracle.arith import as_float64, fl
 from qconform.oracle.granularity import InvalidModel
+from qconform.oracle.graph_ops import SumOps
+from qconform.oracle.graph_resize import op_resize
+from qconform.oracle.graph_shape import ShapeOps
 
 QDQ_OPS = operators.QDQ
 F32 = "float32"
@@ -140,7 +144,7 @@ def _round_fraction_f32(v: Fraction) -> float:
     return float(lo) if int(np.float32(lo).view(np.uint32)) % 2 == 0 else float(hi)
 
 
-class FloatOps:
+class FloatOps(SumOps, ShapeOps):
     """The float operators of the patterns, on float32 values, each result rounded once to float32.
     ``op_<Name>(node, ins) -> list of (reading, outputs)``; most ops have one reading ("spec")."""
 
@@ -198,122 +202,16 @@ class FloatOps:
     def op_Concat(self, node, ins, where):
         return [np.concatenate([i for i in ins if i is not None], axis=node.attrs["axis"]).astype(np.float32)]
 
-    def op_MaxPool(self, node, ins, where):
-        windows, _ = self._windows(node, ins[0])
-        return [windows.max(axis=-1).astype(np.float32)]
-
-    # -- sums whose order the text leaves open -----------------------------------------------------
-    def _windows(self, node, x: np.ndarray, kernel=None):
-        """(N, C, OH, OW, kh·kw) windows of a 4-D input (no padding, dilations 1)."""
-        kh, kw = kernel or node.attrs["kernel_shape"]
-        sh, sw = node.attrs.get("strides", [1, 1])
-        if any(node.attrs.get("pads", [0, 0, 0, 0])):
-            raise InvalidModel("patterns use no padding")
-        n, c, h, w = x.shape
-        oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
-        out = np.empty((n, c, oh, ow, kh * kw), x.dtype)
-        for i in range(oh):
-            for j in range(ow):
-                out[:, :, i, j, :] = x[:, :, i * sh:i * sh + kh, j * sw:j * sw + kw].reshape(n, c, -1)
-        return out, kh * kw
-
-    def _mean(self, windows: np.ndarray, count: int, where: str) -> np.ndarray:
-        flat = windows.reshape(-1, windows.shape[-1])
-        sums = _dyadic_sum([[_of_float(float(v)) for v in row] for row in flat], where)
-        return _f32(np.asarray([s / count for s in sums], dtype=object).reshape(windows.shape[:-1]))
-
-    def op_AveragePool(self, node, ins, where):
-        windows, count = self._windows(node, ins[0])
-        return [self._mean(windows, count, where)]
-
-    def op_GlobalAveragePool(self, node, ins, where):
-        x = ins[0]
-        n, c, h, w = x.shape
-        return [self._mean(x.reshape(n, c, 1, 1, h * w), h * w, where)]
-
-    def _dot(self, rows: list[list[tuple[float, float]]], where: str) -> list[Fraction]:
-        return _dyadic_sum([[_product(float(a), float(b)) for a, b in r] for r in rows], where)
-
-    def op_MatMul(self, node, ins, where):
-        a, b = ins[0], ins[1]
-        if a.ndim != 2 or b.ndim != 2:
-            raise InvalidModel("patterns use 2-D MatMul")
-        rows = [[(a[i, k], b[k, j]) for k in range(a.shape[1])] for i in range(a.shape[0]) for j in range(b.shape[1])]
-        return [_f32(np.asarray(self._dot(rows, where), object).reshape(a.shape[0], b.shape[1]))]
-
-    def op_Gemm(self, node, ins, where):
-        a, b = ins[0], ins[1]
-        if node.attrs.get("transA", 0):
-            a = a.T
-        if node.attrs.get("transB", 0):
-            b = b.T
-        if node.attrs.get("alpha", 1.0) != 1.0 or node.attrs.get("beta", 1.0) != 1.0:
-            raise InvalidModel("patterns use alpha = beta = 1")
-        c = np.broadcast_to(ins[2], (a.shape[0], b.shape[1])) if len(ins) > 2 and ins[2] is not None else None
-        rows = []
-        for i in range(a.shape[0]):
-            for j in range(b.shape[1]):
-                r = [(a[i, k], b[k, j]) for k in range(a.shape[1])]
-                if c is not None:
-                    r.append((c[i, j], 1.0))
-                rows.append(r)
-        return [_f32(np.asarray(self._dot(rows, where), object).reshape(a.shape[0], b.shape[1]))]
-
-    def op_Conv(self, node, ins, where):
-        x, w = ins[0], ins[1]
-        bias = ins[2] if len(ins) > 2 else None
-        if node.attrs.get("group", 1) != 1 or any(d != 1 for d in node.attrs.get("dilations", [1, 1])):
-            raise InvalidModel("patterns use group 1, dilations 1")
-        m, c, kh, kw = w.shape
-        windows, _ = self._windows(node, x, (kh, kw))  # (N, C, OH, OW, kh*kw)
-        n, _, oh, ow, _ = windows.shape
-        rows = []
-        for b_ in range(n):
-            for o in range(m):
-                for i in range(oh):
-                    for j in range(ow):
-                        r = [(windows[b_, ci, i, j, k], w[o, ci].reshape(-1)[k]) for ci in range(c) for k in range(kh * kw)]
-                        if bias is not None:
-                            r.append((bias[o], 1.0))
-                        rows.append(r)
-        return [_f32(np.asarray(self._dot(rows, where), object).reshape(n, m, oh, ow))]
-
     def op_Resize(self, node, ins, where):
-        """Scale 2 on the last two axes: nearest (a copy) or linear with half_pixel (weights 1/4, 3/4,
-        exact), the only forms patterns use."""
-        x = ins[0]
-        mode = node.attrs.get("mode", "nearest")
-        n, c, h, w = x.shape
-        if mode == "nearest":
-            return [np.repeat(np.repeat(x, 2, axis=2), 2, axis=3)]
-        if node.attrs.get("coordinate_transformation_mode") != "half_pixel":
-            raise InvalidModel("patterns use linear resize with half_pixel coordinates")
-        rows = []
-        for b_ in range(n):
-            for ch in range(c):
-                for i in range(2 * h):
-                    for j in range(2 * w):
-                        terms = []
-                        for (yi, wy), (xj, wx) in itertools.product(_taps(i, h), _taps(j, w)):
-                            terms.append((x[b_, ch, yi, xj], wy * wx))
-                        rows.append(terms)
-        return [_f32(np.asarray(self._dot(rows, where), object).reshape(n, c, 2 * h, 2 * w))]
+        return op_resize(node, ins, where)
 
+    # -- an accuracy the text leaves open ----------------------------------------------------------
     def op_Sigmoid(self, node, ins, where):
         """"y = 1 / (1 + exp(-x))": the exact sigmoid rounded once to float32, as every float node's
         value is; the text states no accuracy, so it permits no other (#qdq-sigmoid)."""
         x = ins[0].reshape(-1)
         once = np.asarray([_round_fraction_f32(1 / (1 + _exp_fraction(-Fraction(float(v))))) for v in x], np.float32)
         return [("spec", [once.reshape(ins[0].shape)])]
-
-
-def _taps(i: int, n: int) -> list[tuple[int, float]]:
-    """Linear, half_pixel, scale 2: output i reads inputs at (i + 0.5) / 2 - 0.5, clamped to the edge."""
-    pos = (i + 0.5) / 2 - 0.5
-    lo = int(np.floor(pos))
-    frac = pos - lo
-    a, b = min(max(lo, 0), n - 1), min(max(lo + 1, 0), n - 1)
-    return [(a, 1 - frac), (b, frac)]
 
 
 def _exp_fraction(x: Fraction) -> Fraction:
@@ -409,13 +307,20 @@ class GraphOracle(FloatOps):
         """Every reading's graph outputs, each with the don't-care masks its own path through the
         nodes gave them."""
         inputs = {a.name: a.value for a in draft.inputs if a is not None}
-        outs = list(draft.graph[-1].outputs)
+        outs = list(graph_outputs(draft.graph))
         fused = self.fused(draft, inputs)
         if fused is not None:
             return [Reading(name, tuple(o)) for name, o in fused][:1 if primary_only else None]
         states = self.run_nodes(draft.graph, {"": draft.opset}, inputs, draft.id, primary_only)
         return [Reading("+".join(parts) or "spec", tuple(values[o] for o in outs),
                         tuple(masks.get(o) for o in outs)) for parts, values, masks in states]
+
+
+def graph_outputs(nodes: tuple[Node, ...]) -> tuple[str, ...]:
+    """The graph's outputs: every node output no later node reads (the last node's alone in a
+    chain; each QuantizeLinear's after a Split)."""
+    read = {i for n in nodes for i in n.inputs}
+    return tuple(o for n in nodes for o in n.outputs if o and o not in read)
 
 
 def pattern_name(nodes: tuple[Node, ...]) -> str:
@@ -437,11 +342,11 @@ def evaluate_graph(draft: Draft, primary_only: bool = False, oracle: GraphOracle
     """(readings, output names) of a graph draft."""
     with np.errstate(all="ignore"):
         readings = (oracle or ORACLE).run(draft, primary_only)
-    return readings, tuple(draft.graph[-1].outputs)
+    return readings, graph_outputs(draft.graph)
 
 
 base.GRAPHS["evaluate"] = evaluate_graph  # base.evaluate computes a pattern through it
 
-__all__ = ["FloatOps", "GraphOracle", "NotExact", "ORACLE", "QDQ_OPS", "evaluate_graph", "exact_sum", "node_draft",
+__all__ = ["FloatOps", "GraphOracle", "NotExact", "ORACLE", "QDQ_OPS", "evaluate_graph", "exact_sum", "graph_outputs", "node_draft",
            "pattern_name"]
 
