@@ -228,3 +228,21 @@ def test_hostile_model_refused(tmp_path, capsys, kind, words):
     assert all(p.resolve().is_relative_to(folder.resolve()) and p.resolve() != (tmp_path / "outside.bin").resolve()
                for p in read), read
     assert (tmp_path / "outside.bin").resolve() not in {p.resolve() for p in read}
+
+
+def test_sparse_sets_where_dense_sums_are_refused(models):
+    """A reducing group whose dense sums the oracle refuses (not exact in float32 for every order at
+    the model's scales) is tried on sparse sets: its data input at the code that stands for 0 but at
+    one element, so each sum holds at most one term. The tiny CNN's pools are judged so."""
+    from qconform.gating import model_cases
+
+    built = model_cases.build(models["QDQ"])
+    gap = next(g for g in built.groups if g.label == "gap")
+    sets = model_cases.sparse_sets(built.info, gap)
+    assert [name for name, _ in sets] == [f"sparse-{k}" for k in range(model_cases.SPARSE_SETS)]
+    data = next(s for s in gap.slots if s.value is None)
+    zp = int(next(s for s in gap.slots if s.local.endswith("zero_point") and s.value is not None).value)
+    for _, values in sets:
+        assert int((values[data.local] != zp).sum()) == 1
+    assert not gap.reason
+    assert any(c.id.endswith("/model/gap.sparse-0") for c in built.cases)

@@ -211,6 +211,79 @@ def input_sets(info: mg.Info, group: mg.Group) -> list[tuple[str, dict[str, np.n
     return out
 
 
+#: Sparse input sets tried where the oracle refuses a group's dense ones.
+SPARSE_SETS = 8
+
+
+def _zero_code(info: mg.Info, group: mg.Group, slot: mg.Slot):
+    """The value of ``slot`` that stands for 0 in the group's arithmetic (a data input's zero point,
+    read from the DequantizeLinear or the op's declared zero point that belongs to it; 0.0 for a float
+    input), or None where it is not one number."""
+    from qconform.declarations import operators
+    from qconform.declarations.operator import Role
+
+    if dtypes.get(slot.type).is_float:
+        return 0.0
+    by = {s.local: s for s in group.slots}
+    zp_local = None
+    for n in group.nodes:
+        if group.kind == "qdq" and n.op == operators.QDQ[1] and n.inputs and n.inputs[0] == slot.local:
+            zp_local = n.inputs[2] if len(n.inputs) > 2 and n.inputs[2] else ""
+        elif group.kind == "node" and slot.local in n.inputs:
+            decl = operators.find(n.domain, n.op)
+            if decl is None:
+                return None
+            mine = decl.inputs[n.inputs.index(slot.local)].name
+            k = next((j for j, i in enumerate(decl.inputs) if i.role is Role.ZERO_POINT and i.of == mine), None)
+            zp_local = n.inputs[k] if k is not None and k < len(n.inputs) and n.inputs[k] else ""
+    if zp_local is None:
+        return None
+    if zp_local == "":
+        return 0
+    zp = by.get(zp_local)
+    if zp is None or zp.value is None or np.size(zp.value) != 1:
+        return None
+    return int(np.asarray(zp.value).reshape(-1)[0])
+
+
+def sparse_sets(info: mg.Info, group: mg.Group) -> list[tuple[str, dict[str, np.ndarray]]]:
+    """``sparse-K``: the group's first data input holding the value that stands for 0 everywhere but at
+    one element (a code at either end of its range, then seeded codes), the others their seeded
+    random values. Every sum a reducing op (a convolution, a matrix product, a pool) then makes holds
+    at most one term besides its bias, exact in float32 whatever the order: the requantisation of the
+    model's own weights, bias and scales is judged where the dense sets' sums are refused."""
+    data = [s for s in group.slots if s.value is None]
+    dense = dict(input_sets(info, group)).get("random-0")
+    if not data or dense is None:
+        return []
+    first = data[0]
+    zero = _zero_code(info, group, first)
+    n = int(np.prod(first.shape, dtype=np.int64))
+    if zero is None or not n:
+        return []
+    et = dtypes.get(first.type)
+    q = _quantizer(info, group, first) if et.is_float else None
+    draw = rng(group.label, first.name, "sparse")
+    out = []
+    for k in range(SPARSE_SETS):
+        v = np.full(n, float(zero))
+        at = int(draw.integers(n))
+        if et.is_integer:
+            lo, hi = et.qrange if et.bits <= 16 else (-(1 << 20), 1 << 20)
+            v[at] = (lo, hi)[k] if k < 2 else float(draw.integers(lo, hi, endpoint=True))
+        elif q is not None:
+            scale, zp, qt = q
+            qlo, qhi = dtypes.get(qt).qrange if dtypes.get(qt).is_integer else (-448, 448)
+            code = (qlo, qhi)[k] if k < 2 else float(draw.integers(int(qlo), int(qhi), endpoint=True))
+            s_at = np.broadcast_to(scale, first.shape).reshape(-1)[at]
+            z_at = np.broadcast_to(zp, first.shape).reshape(-1)[at]
+            v[at] = (code - z_at) * s_at
+        else:
+            v[at] = draw.normal(0, 4)
+        out.append((f"sparse-{k}", {**dense, first.local: as_array(first.type, v, first.shape)}))
+    return out
+
+
 def calibration(info: mg.Info, path: str) -> dict[str, np.ndarray]:
     """Every tensor of the model on the graph inputs ``path`` holds (an .npz, read without pickles)."""
     try:
@@ -324,14 +397,20 @@ def _cases(info: mg.Info, group: mg.Group, calib: dict[str, np.ndarray] | None) 
                                          if dtypes.get(s.type).is_integer else np.asarray(calib[s.name]).astype(
                                              dtypes.get(s.type).dtype) for s in data}))
     out, why = [], ""
-    for name, values in sets:
-        try:
-            out.append(evaluate(draft(info, group, name, values)))
-        except (InvalidModel, LookupError, ValueError, TypeError, KeyError, IndexError) as exc:
-            why = why or f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    tried_sparse = False
+    while sets:
+        for name, values in sets:
+            try:
+                out.append(evaluate(draft(info, group, name, values)))
+            except (InvalidModel, LookupError, ValueError, TypeError, KeyError, IndexError) as exc:
+                why = why or f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        sets = []
+        if why and not tried_sparse:  # dense sums refused: the sparse sets' sums hold one term
+            tried_sparse, sets = True, sparse_sets(info, group)
     if not out:
         group.reason = f"the oracle refuses it: {why}"
     return out
 
 
-__all__ = ["Built", "CORPUS_DIR", "FAMILY", "GROUPS_FILE", "build", "calibration", "input_sets", "write_corpus"]
+__all__ = ["Built", "CORPUS_DIR", "FAMILY", "GROUPS_FILE", "as_array", "build", "calibration", "draft", "input_sets", "rng",
+           "sparse_sets", "write_corpus"]
