@@ -118,6 +118,10 @@ def test_pytest_model_refusals_are_one_line(tmp_path):
     assert f"{bad}: not an ONNX model" in r.stderr or f"{bad}: not a readable ONNX model" in r.stderr
     r = run_pytest(f"--model={bad}", "-q")
     assert r.returncode == 4 and "--model needs --runner" in r.stderr
+    r = run_pytest("--runner=onnxruntime", f"--model-inputs={bad}", "-q")
+    assert r.returncode == 4 and "--model-inputs FILE.npz needs --model FILE" in r.stderr
+    r = run_pytest("--runner=onnxruntime", f"--model={bad}", f"--golden={tmp_path}", "-q")
+    assert r.returncode == 4 and "--model makes its own corpus: it takes no --golden" in r.stderr
     assert not any(tmp_path.glob("qconform-model-*"))
 
 
