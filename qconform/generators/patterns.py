@@ -133,6 +133,36 @@ def fake_quant() -> Iterator[Draft]:
                              [Arg("x", F32, x), _f32("s", s), _zp("zp", t, v)], nodes, "qdq-graph")
 
 
+def fake_quant_attributes() -> Iterator[Draft]:
+    """x → Q → DQ with QuantizeLinear-21's attributes: per-axis and blocked scales (axis,
+    block_size), the output type named by output_dtype (no zero point), and float8 with saturate = 0."""
+    rng = _rng("fake-attrs")
+    x = np.float32(rng.uniform(-40, 40, size=(4, 16)))
+    s_axis = (2.0 ** rng.integers(-4, 0, size=4)).astype(np.float32)
+    for t in ("uint8", "int8", "int4"):
+        for gran, sshape, attrs in (("per-axis", (4,), {"axis": 0}), ("blocked", (4, 4), {"axis": 1, "block_size": 4}),
+                                    ("per-axis-last", (16,), {"axis": -1})):
+            s = np.float32(_scale(rng, 2.0**-4, 2.0**-1)) * np.ones(sshape, np.float32)
+            s = (s * (s_axis[:, None] if sshape == (4, 4) else 1)).astype(np.float32) if sshape != (4,) else \
+                (s * s_axis).astype(np.float32)
+            zp = np.full(sshape, _mid(t) + 1)
+            nodes = [_q("x", "s", "zp", "q", **attrs), _dq("q", "s", "zp", "y", **attrs)]
+            yield _draft("FakeQuant", f"float32-{t}", "attributes", gran,
+                         [Arg("x", F32, x), _f32("s", s, sshape), _zp("zp", t, zp, sshape)], nodes, "qdq-graph")
+    for t, code in (("int8", 3), ("uint16", 4), ("int4", 22)):  # output_dtype: y's type with no zero point
+        s = _scale(rng, 2.0**-4, 2.0**-1)
+        nodes = [Node("QuantizeLinear", ("x", "s"), ("q",), {"output_dtype": code}), Node("DequantizeLinear", ("q", "s"),
+                                                                                          ("y",))]
+        yield _draft("FakeQuant", f"float32-{t}", "attributes", "output-dtype", [Arg("x", F32, x), _f32("s", s)], nodes,
+                     "qdq-graph")
+    for t in ("float8e4m3fn", "float8e5m2"):  # saturate = 0: out of range goes to Inf or NaN, not the largest
+        s = 2.0**-6
+        big = np.float32(rng.uniform(-2.0e6, 2.0e6, size=(4, 16)) * s)
+        nodes = [_q("x", "s", "zp", "q", saturate=0), _dq("q", "s", "zp", "y")]
+        yield _draft("FakeQuant", f"float32-{t}", "attributes", "saturate-0",
+                     [Arg("x", F32, big), _f32("s", s), _zp("zp", t, 0)], nodes, "qdq-graph")
+
+
 def requant() -> Iterator[Draft]:
     """DQ (s1, z1) → Q (s2, z2): every code through a change of scale (a runtime fuses the pair into
     one requantisation)."""
@@ -236,6 +266,11 @@ def data_movement() -> Iterator[Draft]:
             x = _codes(rng, t, (16, 16))
             yield _unary("Reshape", fam, nm, t, x, sx, _mid(t), sy, zy,
                          [Arg("shape", "int64", np.array([4, 64], np.int64), initializer=True)], ("shape",))
+            for az in (0, 1):  # a 0 in shape copies the input's dimension unless allowzero = 1 (no 0 then)
+                shape = [0, 4, 4] if az == 0 else [16, 4, 4]
+                yield _unary("Reshape", fam, f"{nm}-allowzero-{az}", t, x, sx, _mid(t), sy, zy,
+                             [Arg("shape", "int64", np.array(shape, np.int64), initializer=True)], ("shape",),
+                             attrs={"allowzero": az})
             x4 = _codes(rng, t, (1, 4, 8, 8))
             yield _unary("Transpose", fam, nm, t, x4, sx, _mid(t), sy, zy, attrs={"perm": [0, 2, 3, 1]})
             yield _unary("Gather", fam, nm, t, x, sx, _mid(t), sy, zy,
@@ -462,6 +497,7 @@ def conv_family() -> Iterator[Draft]:
 
 FAMILIES: dict[str, Callable[[], Iterator[Draft]]] = {
     "fake-quant": fake_quant,
+    "fake-quant-attributes": fake_quant_attributes,
     "requant": requant,
     "unary": elementwise_unary,
     "data-movement": data_movement,
@@ -482,8 +518,8 @@ def depth_families() -> dict[str, Callable[[], Iterator[Draft]]]:
             "pool-depth": pool.pool_depth, "global-pool": pool.global_pool, "gemm-depth": gemm.gemm_depth,
             "matmul-depth": gemm.matmul_depth, "large-accumulators": gemm.large_accumulators,
             "blocked-weights": gemm.blocked_weights, "dq-gather": gemm.dq_gather,
-            "requant-chains": gemm.requant_chains, "leaky-relu": ops.leaky_relu, "hard-swish": ops.hard_swish,
-            "softmax": ops.softmax, "movements": ops.movements, "split": ops.split, "resize-depth": ops.resize_depth}
+            "requant-chains": gemm.requant_chains, "two-bit-weights": gemm.two_bit_weights, "leaky-relu": ops.leaky_relu, "hard-swish": ops.hard_swish,
+            "softmax": ops.softmax, "first-ops-depth": ops.first_ops_depth, "movements": ops.movements, "split": ops.split, "resize-depth": ops.resize_depth}
 
 
 def entries() -> dict[str, Callable[[], Iterator[Draft]]]:

@@ -199,4 +199,41 @@ def requant_chains() -> Iterator[Draft]:
                 yield _draft("Requant", f"{a}-{b}-{c}", "chain", f"{rel}-zero-points-{zn}", inputs, nodes, "qdq-graph")
 
 
-__all__ = ["blocked_weights", "dq_gather", "gemm_depth", "large_accumulators", "matmul_depth", "requant_chains"]
+#: The opset whose DequantizeLinear (25) first admits 2-bit weights.
+TWO_BIT_OPSET = 25
+
+
+def two_bit_weights() -> Iterator[Draft]:
+    """int2/uint2 weights (DequantizeLinear-25): MatMul per tensor, per output channel and blocked,
+    Conv per output channel, and the weight-only DQ(blocked) → MatMul with a float activation."""
+    from qconform.generators.patterns_conv import GEOMETRIES, conv_draft
+
+    for ta in ("uint8", "int8"):
+        for tw in ("int2", "uint2"):
+            for gran, axis, block in (("per-tensor", 1, 0), ("per-axis", 1, 0), ("blocked", 0, 16)):
+                rng = _rng("two-bit", ta, tw, gran)
+                x = _act_codes(rng, ta, (6, 32), 32)
+                d = _with_weights("MatMul", "two-bit-weights", gran, ta, tw, x, (32, 8), gran, axis, block, rng,
+                                  _sy_for(rng, ta, 32, 2.0**-9), _mid(ta), opset=TWO_BIT_OPSET)
+                yield d
+            for name, xs, ws, attrs in GEOMETRIES[4:8]:
+                rng = _rng("two-bit-conv", ta, tw, name)
+                x = _act_codes(rng, ta, xs, int(np.prod(ws[1:])))
+                d = conv_draft("two-bit-weights", name, ta, tw, x, ws, attrs, "per-axis", rng,
+                               _sy_for(rng, ta, int(np.prod(ws[1:])), 2.0**-9), _mid(ta))
+                yield Draft(**{**d.__dict__, "opset": TWO_BIT_OPSET})
+    for tw in ("int2", "uint2"):
+        for block in (16, 64, 256):
+            rng = _rng("nbits-2", tw, block)
+            k, n = block * 2 + 5, 4
+            a = (rng.integers(-15, 16, size=(2, k)) * 2.0**-4).astype(np.float32)
+            nb = -(-k // block)
+            sw = (2.0 ** rng.integers(-8, -6, size=(nb, n))).astype(np.float32)
+            inputs = [Arg("a", F32, a), Arg("w", tw, _codes(rng, tw, (k, n)), initializer=True), _f32("sw", sw, (nb, n))]
+            nodes = [Node("DequantizeLinear", ("w", "sw"), ("fw",), {"axis": 0, "block_size": block}),
+                     Node("MatMul", ("a", "fw"), ("y",))]
+            yield _draft("MatMul", f"float32-{tw}-float32", "blocked-weight", f"block-{block}-k-{k}", inputs, nodes,
+                         "qdq-sum-order", opset=TWO_BIT_OPSET)
+
+
+__all__ = ["TWO_BIT_OPSET", "blocked_weights", "two_bit_weights", "dq_gather", "gemm_depth", "large_accumulators", "matmul_depth", "requant_chains"]

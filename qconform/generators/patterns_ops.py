@@ -15,7 +15,8 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.case import Arg, Draft, Node
-from qconform.generators.patterns import ACTS, F32, _codes, _dq, _draft, _f32, _mid, _q, _rng, _scale, _unary, _zp
+from qconform.generators.patterns import (ACTS, F32, _binary, _codes, _dq, _draft, _f32, _mid, _q, _rng, _scale,
+                                          _unary, _zp)
 
 I64 = "int64"
 
@@ -158,10 +159,23 @@ def _resize_variants() -> list[tuple[str, tuple, dict, list[Arg], tuple]]:
         out.append((f"nearest-{nm}-asymmetric-up", (1, 2, 4, 4), attrs, [up], ("", "scales")))
         attrs = {"mode": "nearest", "nearest_mode": nm, "coordinate_transformation_mode": "half_pixel"}
         out.append((f"nearest-{nm}-half_pixel-up", (1, 2, 4, 4), attrs, [up], ("", "scales")))
-    for ex in (0,):  # exclude_outside=1 renormalises edge weights to no binary fraction (#qdq-resize)
-        for a in (-0.75, -0.5):
-            attrs = {"mode": "cubic", "cubic_coeff_a": a, "exclude_outside": ex}
-            out.append((f"cubic-a-{a}-exclude-outside-{ex}", (1, 2, 4, 4), attrs, [up], ("", "scales")))
+    for a in (-0.75, -0.5):
+        attrs = {"mode": "cubic", "cubic_coeff_a": a}
+        out.append((f"cubic-a-{a}", (1, 2, 4, 4), attrs, [up], ("", "scales")))
+    # exclude_outside=1 renormalises the edge weights: binary fractions only where what falls outside
+    # sums to one minus a power of two (asymmetric, scale 2: a/8 with a = -8 or 4) (#qdq-resize)
+    for a in (-8.0, 4.0):
+        for ex in (0, 1):
+            attrs = {"mode": "cubic", "cubic_coeff_a": a, "exclude_outside": ex,
+                     "coordinate_transformation_mode": "asymmetric"}
+            out.append((f"cubic-a-{a}-asymmetric-exclude-outside-{ex}", (1, 2, 4, 4), attrs, [up], ("", "scales")))
+    # antialias: the filter stretched by 1/scale when downscaling (kernel weights k(d/2)/2)
+    for mode in ("linear", "cubic"):
+        for ctm in ctms:
+            attrs = {"mode": mode, "antialias": 1, "coordinate_transformation_mode": ctm}
+            # cubic's stretched weights are sixteenths of sixteenths: one axis keeps its sums exact
+            sc = down if mode == "linear" else _f32("scales", [1, 1, 1, 0.5], (4,))
+            out.append((f"{mode}-antialias-{ctm}-down-2", (1, 2, 8, 8), attrs, [sc], ("", "scales")))
     attrs = {"mode": "linear", "axes": [2, 3]}
     out.append(("linear-axes-2-3", (1, 2, 4, 4), attrs, [_f32("scales", [2, 2], (2,))], ("", "scales")))
     for policy in ("not_larger", "not_smaller"):
@@ -183,4 +197,37 @@ def resize_depth() -> Iterator[Draft]:
                              attrs=dict(attrs), clause="qdq-resize")
 
 
-__all__ = ["hard_swish", "leaky_relu", "movements", "resize_depth", "softmax", "split"]
+def first_ops_depth() -> Iterator[Draft]:
+    """The first patterns' ops with what they lacked: ties after the op with an odd output zero point
+    beside the even one, and equal scales and zero points on every side (the relation that lets a
+    runtime drop or fold the pairs)."""
+    for t in ACTS:
+        mid = _mid(t)
+        for op in ("Add", "Sub", "Mul", "Concat"):
+            rng = _rng("first-ops", op, t)
+            a, b = _codes(rng, t, (8, 16)), _codes(rng, t, (8, 16))
+            sa = _scale(rng)
+            attrs = {"axis": 0} if op == "Concat" else None
+            for j in (0, 1):
+                sb = float(np.float32(sa * 2.0**j))
+                base = float(np.float32(sa * sb)) if op == "Mul" else sa
+                for parity, zy in (("even", mid), ("odd", mid + 1)):
+                    yield _binary(op, "ties", f"scale-b-2^{j}-y-2^1-zero-point-{parity}", t, t, t, a, b, sa, mid, sb,
+                                  mid, float(np.float32(base * 2)), zy, attrs=attrs)
+            sy = float(np.float32(sa * sa)) if op == "Mul" else sa
+            yield _binary(op, "fold", "equal-qparams", t, t, t, a, b, sa, mid + 1, sa, mid + 1, sy, mid + 1, attrs=attrs)
+        for op, extra, ins, attrs, shape in (
+                ("Identity", [], (), None, (8, 16)), ("Relu", [], (), None, (8, 16)),
+                ("Transpose", [], (), {"perm": [1, 0]}, (8, 16)),
+                ("Gather", [Arg("idx", I64, np.array([3, 0, 7, 7], np.int64), initializer=True)], ("idx",),
+                 {"axis": 1}, (8, 16))):
+            rng = _rng("first-unary", op, t)
+            x = _codes(rng, t, shape)
+            sx = _scale(rng)
+            for fam, nm, sy, zy in _relations(rng, t, sx):
+                if fam == "basic":
+                    continue
+                yield _unary(op, fam, f"{nm}-depth", t, x, sx, mid, sy, zy, list(extra), ins, attrs=attrs)
+
+
+__all__ = ["first_ops_depth", "hard_swish", "leaky_relu", "movements", "resize_depth", "softmax", "split"]

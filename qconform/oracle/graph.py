@@ -190,7 +190,12 @@ class FloatOps(SumOps, ShapeOps):
 
     # -- data movement -----------------------------------------------------------------------------
     def op_Reshape(self, node, ins, where):
-        return [ins[0].reshape([int(d) for d in ins[1]])]
+        """"A dimension could also be 0, in which case the actual dimension value is unchanged (i.e.
+        taken from the input tensor)", unless allowzero = 1 (Reshape-14)."""
+        shape = [int(d) for d in ins[1]]
+        if not node.attrs.get("allowzero", 0):
+            shape = [ins[0].shape[i] if d == 0 else d for i, d in enumerate(shape)]
+        return [ins[0].reshape(shape)]
 
     def op_Transpose(self, node, ins, where):
         perm = node.attrs.get("perm")

@@ -72,9 +72,22 @@ def _cubic(t: Fraction, a: Fraction) -> list[Fraction]:
     return [far(t + 1), near(t), near(1 - t), far(2 - t)]
 
 
-def taps(attrs, x_ori: Fraction, n_in: int) -> list[tuple[int, Fraction]] | None:
+def _kernel(mode: str, d: Fraction, a: Fraction) -> Fraction:
+    """The interpolation kernel at distance d: linear's triangle, cubic's Keys kernel."""
+    d = abs(d)
+    if mode == "linear":
+        return max(Fraction(0), 1 - d)
+    if d < 1:
+        return ((a + 2) * d - (a + 3)) * d * d + 1
+    if d < 2:
+        return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+    return Fraction(0)
+
+
+def taps(attrs, x_ori: Fraction, n_in: int, scale: Fraction = Fraction(1)) -> list[tuple[int, Fraction]] | None:
     """(input index, weight) pairs for one output coordinate; None where tf_crop_and_resize reads
-    outside the input (extrapolation_value)."""
+    outside the input (extrapolation_value). ``antialias`` when downscaling: the kernel stretched by
+    1/scale ("stretching the resampling filter by a factor max(1, 1 / scale)"), k(d·scale)·scale."""
     mode = _s(attrs.get("mode", "nearest"))
     if _s(attrs.get("coordinate_transformation_mode", "half_pixel")) == "tf_crop_and_resize" and \
             not 0 <= x_ori <= n_in - 1:
@@ -84,10 +97,13 @@ def taps(attrs, x_ori: Fraction, n_in: int) -> list[tuple[int, Fraction]] | None
         return [(min(max(j, 0), n_in - 1), Fraction(1))]
     fl = math.floor(x_ori)
     t = x_ori - fl
-    if mode == "linear":
+    a = Fraction(float(np.float32(attrs.get("cubic_coeff_a", -0.75))))
+    if attrs.get("antialias", 0) and mode in ("linear", "cubic") and scale < 1:
+        reach = (1 if mode == "linear" else 2) * math.ceil(1 / scale)
+        pairs = [(j, _kernel(mode, (j - x_ori) * scale, a) * scale) for j in range(fl - reach, fl + reach + 2)]
+    elif mode == "linear":
         pairs = [(fl, 1 - t), (fl + 1, t)]
     elif mode == "cubic":
-        a = Fraction(float(np.float32(attrs.get("cubic_coeff_a", -0.75))))
         pairs = list(zip(range(fl - 1, fl + 3), _cubic(t, a)))
     else:
         raise InvalidModel(f"Resize mode {mode!r}")
@@ -141,7 +157,7 @@ def op_resize(node, ins, where) -> list:
             xo = original(ctm, i, s, n_in, n_out, r)
             if not _dyadic(xo):
                 raise InvalidModel(f"{where}: x_original {xo} is not a binary fraction (#qdq-resize)")
-            rows.append(taps(attrs, xo, n_in))
+            rows.append(taps(attrs, xo, n_in, s))
         width = max((len(t) for t in rows if t is not None), default=1)
         idx = np.zeros((n_out, width), np.int64)
         wts = np.zeros((n_out, width), np.float64)
