@@ -1,0 +1,194 @@
+"""onnxruntime's QOperator-format com.microsoft ops (issue 65): the stored schemas are onnxruntime's,
+and each decision of qconform/docs/semantics.md#ms-qlinear holds in the oracle."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from qconform import dtypes, schemas
+from qconform.case import MS_DOMAIN
+from qconform.declarations import operators
+from qconform.generators.common import draft
+from qconform.oracle.base import evaluate
+from qconform.oracle.granularity import InvalidModel
+
+MS_DECLARATIONS = [o for o in operators.OPERATORS if o.domain == MS_DOMAIN]
+
+
+def _registered(op: str):
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime missing: pip install -e '.[onnxruntime]'")
+    from onnxruntime.capi.onnxruntime_pybind11_state import get_all_operator_schema
+
+    found = [s for s in get_all_operator_schema() if s.domain == MS_DOMAIN and s.name == op]
+    assert found, f"onnxruntime {ort.__version__} registers no com.microsoft {op}"
+    return max(found, key=lambda s: s.since_version)
+
+
+def _type_name(type_str: str) -> str:
+    return dtypes.get(type_str).name
+
+
+@pytest.mark.parametrize("op", MS_DECLARATIONS, ids=lambda o: o.label)
+def test_the_stored_schema_is_onnxruntimes(op):
+    """Version, inputs (name, type, optional, variadic), outputs, attributes and their defaults, and
+    type constraints: the declaration's table equals what the installed onnxruntime registers."""
+    import onnx
+    from onnx import helper
+
+    s = _registered(op.op)
+    table = op.schema
+    assert s.since_version == op.versions[-1]
+    option = {"Single": False, "Optional": True, "Variadic": False}
+    assert [(i.name, i.typeStr, option[i.option.name]) for i in s.inputs] == [tuple(i) for i in table["inputs"]]
+    variadic = tuple(i.name for i in s.inputs if i.option.name == "Variadic")
+    assert variadic == tuple(table.get("variadic", ()))
+    assert [(o.name, o.typeStr) for o in s.outputs] == [tuple(o) for o in table["outputs"]]
+    attrs = {}
+    for name, a in s.attributes.items():
+        proto = onnx.AttributeProto.FromString(a._default_value)
+        value = helper.get_attribute_value(proto) if proto.name else None
+        attrs[name] = value.decode() if isinstance(value, bytes) else value
+    assert attrs == dict(table["attrs"])
+    constraints = {t.type_param_str: set(map(_type_name, t.allowed_type_strs)) for t in s.type_constraints}
+    assert constraints == {k: set(v) for k, v in table["types"].items() if not k.startswith("tensor(")}
+    fixed = {i.typeStr for i in s.inputs if i.typeStr.startswith("tensor(")}
+    assert {k: (_type_name(k),) for k in fixed} == {k: tuple(v) for k, v in table["types"].items()
+                                                    if k.startswith("tensor(")}
+
+
+def _spec(op: str):
+    return schemas.get(op, 1, MS_DOMAIN)
+
+
+def _case(op: str, types: dict, values: dict, attrs: dict | None = None):
+    return evaluate(draft(_spec(op), types, "t", "t", values, attrs or {}))
+
+
+U8 = {"T": "uint8", "tensor(float)": "float32"}
+I8 = {"T": "int8", "tensor(float)": "float32"}
+
+
+# -- ms-qlinear: per-tensor parameters, absent zero points, QuantizeLinear's rounding ---------------------
+def test_parameters_are_per_tensor():
+    with pytest.raises(InvalidModel):
+        _case("QLinearAdd", U8, {"A": [1, 2], "A_scale": [0.5, 0.5], "B": [1, 2], "B_scale": 0.5, "C_scale": 1.0})
+
+
+def test_an_absent_zero_point_is_zero():
+    a = _case("QLinearAdd", I8, {"A": [3, -4], "A_scale": 1.0, "B": [5, 6], "B_scale": 1.0, "C_scale": 1.0})
+    b = _case("QLinearAdd", I8, {"A": [3, -4], "A_scale": 1.0, "A_zero_point": 0, "B": [5, 6], "B_scale": 1.0,
+                                 "B_zero_point": 0, "C_scale": 1.0, "C_zero_point": 0})
+    assert a.expected[0].tolist() == b.expected[0].tolist() == [8, 2]
+
+
+def test_the_quotient_is_rounded_before_the_zero_point_is_added():
+    """(1 + 2)/2 = 1.5 rounds to 2 (even), then + 1 = 3; rounding after the zero point gives 2.5 → 2."""
+    c = _case("QLinearAdd", U8, {"A": [1], "A_scale": 1.0, "B": [2], "B_scale": 1.0, "C_scale": 2.0,
+                                 "C_zero_point": 1})
+    assert [r.name for r in c.readings] == ["spec"] and c.expected[0].tolist() == [3]
+
+
+# -- ms-qlinear-add ------------------------------------------------------------------------------------------
+def test_add_broadcasts_as_numpy():
+    c = _case("QLinearAdd", U8, {"A": np.arange(3, dtype=np.uint8).reshape(3, 1), "A_scale": 1.0,
+                                 "B": np.arange(4, dtype=np.uint8), "B_scale": 1.0, "C_scale": 1.0})
+    assert c.expected[0].shape == (3, 4)
+    with pytest.raises(InvalidModel):
+        _case("QLinearAdd", U8, {"A": [1, 2, 3], "A_scale": 1.0, "B": [1, 2], "B_scale": 1.0, "C_scale": 1.0})
+
+
+def test_add_exact_and_float32_readings_part_where_float32_moves_a_tie():
+    """A_s = B_s = fl32(1/3), C_s = fl32(2/3) = 2·A_s: (−126 + 119)·A_s / C_s is exactly −3.5 (→ −4),
+    but fl32(−126·A_s) + fl32(119·A_s) is not exactly −7·A_s, and the float32 formula gives −3."""
+    third = float(np.float32(1 / 3))
+    c = _case("QLinearAdd", U8, {"A": [2], "A_scale": third, "A_zero_point": 128, "B": [247], "B_scale": third,
+                                 "B_zero_point": 128, "C_scale": 2 * third, "C_zero_point": 128})
+    assert [(r.name, r.outputs[0].tolist()) for r in c.readings] == [("exact-rational", [124]),
+                                                                      ("formula-float32", [125])]
+
+
+# -- ms-qlinear-mul ------------------------------------------------------------------------------------------
+def test_mul_is_the_matmul_requantisation_with_one_product():
+    c = _case("QLinearMul", I8, {"A": [-5], "A_scale": 1.0, "B": [-45], "B_scale": 1.0, "C_scale": 2.0,
+                                 "C_zero_point": 1})
+    assert c.expected[0].tolist() == [113]  # 225/2 = 112.5 → 112 (even), + 1
+
+
+# -- ms-qgemm ------------------------------------------------------------------------------------------------
+G = {"T": "float32", "TA": "uint8", "TB": "int8", "TC": "int32", "TYZ": "uint8", "TY": "uint8"}
+
+
+def _gemm(values, attrs=None, types=G):
+    base = {"A": np.asarray([[130, 140]], np.uint8), "a_scale": 0.5, "a_zero_point": 128,
+            "B": np.asarray([[1, 2], [3, 4]], np.int8), "b_scale": 1.0, "b_zero_point": 0, "y_scale": 1.0,
+            "y_zero_point": 100}
+    base.update(values)
+    return _case("QGemm", types, base, attrs)
+
+
+def test_qgemm_alpha_transposes_and_c():
+    # A' = [2, 12] (differences), B' = [[1, 2], [3, 4]]: acc = [38, 52]; a_s = 0.5
+    assert _gemm({}).expected[0].tolist() == [[119, 126]]
+    assert _gemm({}, {"alpha": 2.0}).expected[0].tolist() == [[138, 152]]
+    assert _gemm({"C": np.asarray([2, -4], np.int32)}).expected[0].tolist() == [[120, 124]]
+    bt = np.asarray([[1, 3], [2, 4]], np.int8)
+    assert _gemm({"B": bt}, {"transB": 1}).expected[0].tolist() == [[119, 126]]
+    assert _gemm({"A": np.asarray([[130], [140]], np.uint8)}, {"transA": 1}).expected[0].tolist() == [[119, 126]]
+
+
+def test_qgemm_per_column_b_and_float_output():
+    f = dict(G, TY="float32")
+    y = _gemm({"b_scale": np.asarray([0.5, 0.25], np.float32), "b_zero_point": np.asarray([0, 1], np.int8),
+               "y_scale": None, "y_zero_point": None}, types=f).expected[0]
+    # acc = [2·1 + 12·3, 2·1 + 12·3] = [38, 38] with b_zp [0, 1]: columns [1, 3] and [1, 3]
+    assert y.dtype == np.float32 and y.tolist() == [[38 * 0.5 * 0.5, 38 * 0.5 * 0.25]]
+
+
+def test_qgemm_one_of_y_scale_and_y_zero_point_is_invalid():
+    with pytest.raises(InvalidModel):
+        _gemm({"y_zero_point": None})
+
+
+# -- ms-qlinear-composed, -pool, -softmax, -concat -----------------------------------------------------------
+def test_leaky_relu_is_dequantize_alpha_quantize():
+    c = _case("QLinearLeakyRelu", I8, {"X": [-3, -1, 4], "X_scale": 1.0, "Y_scale": 1.0}, {"alpha": 0.5})
+    assert c.expected[0].tolist() == [-2, 0, 4]  # -1.5 → -2, -0.5 → -0 (ties to even)
+
+
+def test_average_pool_counts_pads_only_when_told():
+    x = np.asarray([[[[4, 8], [12, 16]]]], np.uint8)
+    v = {"X": x, "x_scale": 1.0, "y_scale": 1.0}
+    attrs = {"kernel_shape": [2, 2], "pads": [1, 1, 0, 0]}
+    assert _case("QLinearAveragePool", U8, v, attrs).expected[0].ravel().tolist() == [4, 6, 8, 10]
+    incl = _case("QLinearAveragePool", U8, v, {**attrs, "count_include_pad": 1}).expected[0].ravel().tolist()
+    assert incl == [1, 3, 4, 10]  # 4/4, 12/4, 16/4, 40/4
+
+
+def test_average_pool_leaves_ceil_mode_positions_with_count_include_pad_out():
+    x = np.zeros((1, 1, 5, 5), np.uint8)
+    with pytest.raises(InvalidModel, match="count is open"):
+        _case("QLinearAveragePool", U8, {"X": x, "x_scale": 1.0, "y_scale": 1.0},
+              {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1, "count_include_pad": 1})
+
+
+def test_global_average_pool_channels_last():
+    x = np.arange(12, dtype=np.uint8).reshape(1, 2, 2, 3)
+    c = _case("QLinearGlobalAveragePool", U8, {"X": x, "x_scale": 1.0, "x_zero_point": 0, "y_scale": 1.0,
+                                               "y_zero_point": 0}, {"channels_last": 1})
+    assert c.expected[0].shape == (1, 1, 1, 3) and c.expected[0].ravel().tolist() == [4, 6, 6]  # 4.5, 5.5, 6.5: even
+
+
+def test_softmax_opset_forms_of_axis():
+    x = np.asarray([[[0, 10], [20, 30]]], np.uint8)
+    v = {"X": x, "X_scale": 0.1, "x_zero_point": 0, "y_scale": 1 / 256, "y_zero_point": 0}
+    along = _case("QLinearSoftmax", U8, v, {"opset": 13, "axis": 1}).expected[0]
+    coerced = _case("QLinearSoftmax", U8, v, {"opset": 11, "axis": 1}).expected[0]
+    assert along.shape == coerced.shape == x.shape
+    assert not np.array_equal(along, coerced)  # over axis 1 alone, or over axes 1 and 2
+
+
+def test_concat_requantises_each_input_to_y():
+    c = evaluate(next(d for d in __import__("qconform.generators.contrib_qlinear", fromlist=["generate"])
+                      .generate("basic") if d.op == "QLinearConcat" and d.name == "same-parameters"))
+    xs = [a.value for a in c.inputs[2::3]]
+    assert np.array_equal(c.expected[0], np.concatenate(xs, axis=1))  # quantized as Y: a copy
