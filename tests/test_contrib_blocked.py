@@ -291,3 +291,14 @@ def test_the_families_reach_what_issue_65_asks():
     assert by_op[decl.MATMUL_INTEGER_TO_FLOAT.op] >= 100 and by_op[decl.DYNAMIC_QUANTIZE_MATMUL.op] >= 100
     assert nbits["bits"] == set(range(2, 9)) and max(nbits["block_size"]) == 2048
     assert nbits["tail"] == {True, False} and True in nbits["below"]
+
+
+def test_a_sum_of_negative_zeros_only_is_refused():
+    """Its sign depends on where the accumulator starts (−0 from the first term, +0 from +0)."""
+    codes = np.full((1, 16), 7)  # w = −1 everywhere: 0 · (−1) = −0
+    with pytest.raises(NotExact):
+        evaluate(_nbits(np.zeros((1, 16)), codes, [[1.0]]))
+    a = np.zeros((1, 16))
+    a[0, 0] = 1.0
+    a[0, 1] = -1.0
+    assert not np.signbit(_y(_nbits(a, codes, [[1.0]]))[1]).any()

@@ -67,6 +67,9 @@ def exact_sums(terms: np.ndarray, precision: int, where: str) -> np.ndarray:
     units = np.abs(terms) / np.exp2(u.astype(np.float64))
     if np.any(units.sum(axis=-1) >= 2.0 ** precision):
         raise NotExact(f"{where}: a sum the text leaves unordered is not exact in {precision}-bit floats for every order")
+    if np.any(np.all((terms == 0) & np.signbit(terms), axis=-1)):
+        # every term −0: a sum that starts from its first term is −0, an accumulator started at +0 gives +0
+        raise NotExact(f"{where}: a sum of −0 terms only, whose sign depends on the accumulator's start")
     return terms.sum(axis=-1)
 
 
