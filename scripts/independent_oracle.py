@@ -32,19 +32,20 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 from qconform import corpus  # noqa: E402  (only to read the cases)
 
-from independent import compute, qdq  # noqa: E402
+from independent import compute, contrib_qlinear, qdq  # noqa: E402
 from independent.check import check_case, empty_result  # noqa: E402
 from independent.report import report  # noqa: E402
 
-MODELS = {"QuantizeLinear": qdq.model, "DequantizeLinear": qdq.model, **compute.MODELS}
+MODELS = {"QuantizeLinear": qdq.model, "DequantizeLinear": qdq.model, **compute.MODELS, **contrib_qlinear.MODELS}
 
 _IDX = None
+_ROOT = corpus.DEFAULT_ROOT
 
 
 def _work(ids: list[str]) -> list[dict]:
     global _IDX
     if _IDX is None:
-        _IDX = corpus.index(corpus.DEFAULT_ROOT)
+        _IDX = corpus.index(_ROOT)
     out = []
     for cid in ids:
         case = _IDX.case(cid)
@@ -72,9 +73,12 @@ def main(argv=None) -> int:
     ap.add_argument("-j", type=int, default=1, help="worker processes (2 at most on a shared machine)")
     ap.add_argument("--md", help="also write the whole output to this markdown file")
     ap.add_argument("--examples", type=int, default=5, help="disagreements shown per (op version, reading)")
+    ap.add_argument("--golden", type=Path, default=corpus.DEFAULT_ROOT, help="the corpus (default: the bundled one)")
     args = ap.parse_args(argv)
 
-    idx = corpus.index(corpus.DEFAULT_ROOT)
+    global _ROOT
+    _ROOT = args.golden
+    idx = corpus.index(_ROOT)
     lines: list[str] = []
 
     def say(text=""):
