@@ -108,6 +108,18 @@ def test_planted_deviation_named_by_its_nodes(models, tmp_path, capsys):
     assert "x_QuantizeLinear" in failing  # the deviating group, named by its node
     rows = {r.split(" | ")[0].strip("| "): r for r in (report / "groups.md").read_text().splitlines()}
     assert FAIL in rows["x_QuantizeLinear"]
+    # its reproducer: its first failing case alone, with the spec's outputs, listed in SHA256SUMS
+    first = next(c["id"] for c in data["cases"] if c["verdict"] == FAIL and "/x_QuantizeLinear." in c["id"])
+    stem = f"model-check/{first.rsplit('/', 1)[-1]}"
+    assert f"reproducer: {stem}.onnx ({first})" in rows["x_QuantizeLinear"]
+    sums = (report / "SHA256SUMS").read_text()
+    assert all(f"  {stem}.{leaf}\n" in sums for leaf in ("onnx", "input_0.pb", "expected_0.pb"))
+    from onnx import numpy_helper as nh
+    from onnxruntime import InferenceSession
+
+    got = InferenceSession(str(report / f"{stem}.onnx"), providers=["CPUExecutionProvider"]).run(
+        None, {"x": nh.to_array(onnx.load_tensor(str(report / f"{stem}.input_0.pb")))})[0]
+    assert np.array_equal(got, nh.to_array(onnx.load_tensor(str(report / f"{stem}.expected_0.pb"))))
 
 
 # ----------------------------------------------------------------------------------------------

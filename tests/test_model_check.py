@@ -4,7 +4,7 @@ A runner that is onnxruntime with one node's output planted wrong (``model_runne
 code + 1 after that node, inserted into the model it runs; every output still comes from onnxruntime)
 must be named by the whole-model check at the group holding that node, first, by both front-ends;
 ``pytest --runner NAME --model FILE`` must judge the same cases with the same verdicts as ``qconform
-certify --model``; groups.md and the check's reproducer are listed in SHA256SUMS.
+certify --model``; groups.md and the reproducers are listed in SHA256SUMS.
 """
 from __future__ import annotations
 
@@ -61,7 +61,8 @@ def test_whole_model_names_the_planted_group_first(models, nodes):
     assert check.first.group.label == _group_of(model, first)
     assert not check.uncovered or all("Identity" in u for u in check.uncovered)
     files = model_check.reproducer(check.first)
-    assert f"{model_check.CHECK_DIR}/{check.first.group.label}.onnx" in files
+    stem = f"{model_check.CHECK_DIR}/{check.first.group.label}.{check.first.set_name}"
+    assert {f"{stem}.onnx", f"{stem}.input_0.pb", f"{stem}.expected_0.pb"} <= set(files)
     clean = model_check.check(built, resolve("onnxruntime"))  # the same model, nothing planted
     assert clean.first is None and clean.judged > 20 and not clean.why
 
@@ -74,16 +75,18 @@ def test_certify_model_whole_check_and_sums(models, tmp_path, capsys):
     data = json.loads((report / "report.json").read_text())
     assert all(c["verdict"] == "pass" for c in data["cases"])
     first = [line for line in out.splitlines() if "the first group whose output leaves" in line]
-    assert len(first) == 1 and ": add (" in first[0] and "model-check/add.onnx" in first[0]
+    assert len(first) == 1 and ": add (" in first[0] and "reproducer: model-check/add.whole-" in first[0]
+    stem = first[0].split("reproducer: model-check/", 1)[1].removesuffix(".onnx")
     text = (report / "groups.md").read_text()
     assert "## The whole model" in text and "first group whose output leaves the permitted readings: add (" in text
     sums = (report / "SHA256SUMS").read_text()
-    for name in ("report.json", "groups.md", "model-check/add.onnx", "model-check/add.input_0.pb"):
+    for name in ("report.json", "groups.md", f"model-check/{stem}.onnx", f"model-check/{stem}.input_0.pb",
+                 f"model-check/{stem}.expected_0.pb"):
         assert f"  {name}\n" in sums
     assert verify(report) == []
     (report / "groups.md").write_text(text.replace("add (", "other ("))
     assert any("groups.md: edited" in p for p in verify(report))
-    reproducer = onnx.load(str(report / "model-check" / "add.onnx"))  # the group alone, checkable
+    reproducer = onnx.load(str(report / "model-check" / f"{stem}.onnx"))  # the group alone, checkable
     onnx.checker.check_model(reproducer)
     assert [n.op_type for n in reproducer.graph.node][-2:] == ["Add", "QuantizeLinear"]
 

@@ -7,8 +7,9 @@ model is read and drafted into a corpus of its own groups by ``qconform.gating.m
 with the unchanged pipeline (``apps.certify``: the same engine, comparison, diagnosis and report);
 then the whole model runs on the runner and the first group whose output leaves the permitted
 readings is named (``qconform.gating.model_check``). ``DIR/groups.md`` lists every group with its
-nodes and verdicts, or why it could not be judged, and the whole-model check; it and the check's
-reproducer are listed in SHA256SUMS with the report's files.
+nodes and verdicts, or why it could not be judged, and the whole-model check; it and the reproducers
+(each deviating group's first deviating case alone, and the check's, in ``DIR/model-check/``) are
+listed in SHA256SUMS with the report's files.
 """
 from __future__ import annotations
 
@@ -65,10 +66,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     records = json.loads((report / "report.json").read_text()).get("cases", [])
     from qconform.report import writer
 
-    files: dict[str, str | bytes] = {mc.GROUPS_FILE: model_check.groups_md(built, records, whole)}
-    if whole is not None and whole.first is not None:
-        files.update(model_check.reproducer(whole.first))
-    for p in writer.add(report, files):
+    for p in writer.add(report, model_check.documents(built, records, whole)):
         print(f"wrote {p}")
     if whole is not None:
         for line in whole.lines(built.info):

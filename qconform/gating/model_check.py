@@ -83,7 +83,7 @@ class Check:
                 if f.diagnosis is not None else "not diagnosed"
             out.append(f"whole-model check: the first group whose output leaves the permitted readings: "
                        f"{f.group.label} ({f.group.describe(info)}), input set {f.set_name}: {f.verdict}; "
-                       f"diagnosis: {named}; reproducer: {CHECK_DIR}/{f.group.label}.onnx")
+                       f"diagnosis: {named}; reproducer: {CHECK_DIR}/{f.case.id.rsplit('/', 1)[-1]}.onnx")
             out += ["    " + line for line in f.message.splitlines()[:6]]
         out += [f"whole-model check: {line}" for line in self.refused]
         return out
@@ -227,26 +227,62 @@ def _case_on(info: mg.Info, g: mg.Group, set_name: str, values: dict[str, np.nda
                      f"{(str(exc).splitlines() or [''])[0]}"
 
 
-def reproducer(found: Found) -> dict[str, bytes]:
-    """The first deviating group alone, on the inputs the runner fed it: its model and inputs in
-    ONNX's backend-test layout, flattened under ``CHECK_DIR`` (``model.runnable_files``)."""
-    from qconform.model import runnable_files
+def case_files(case: Case) -> dict[str, bytes]:
+    """One case alone: its model and inputs in ONNX's backend-test layout (``model.runnable_files``)
+    and the outputs of its first reading (the latest text's), flattened under ``CHECK_DIR`` as
+    ``NAME.onnx``, ``NAME.input_N.pb`` and ``NAME.expected_N.pb`` (NAME: the case's, LABEL.SET)."""
+    from qconform.model import runnable_files, tensor_bytes
 
+    stem = case.id.rsplit("/", 1)[-1]
     out = {}
-    for name, data in runnable_files(found.case).items():
-        leaf = "onnx" if name == "model.onnx" else name.rsplit("/", 1)[-1]
-        out[f"{CHECK_DIR}/{found.group.label}.{leaf}"] = data
+    for name, data in runnable_files(case).items():
+        out[f"{CHECK_DIR}/{stem}.{'onnx' if name == 'model.onnx' else name.rsplit('/', 1)[-1]}"] = data
+    for k, (name, arr) in enumerate(zip(case.output_names, case.expected)):
+        out[f"{CHECK_DIR}/{stem}.expected_{k}.pb"] = tensor_bytes(arr, name)
     return out
 
 
-def groups_md(built: mc.Built, records: list[dict], whole: Check | None) -> str:
-    """groups.md: every group once, with its nodes and its verdicts (or why it was not judged), the
-    notes on the model, and the whole-model check."""
+def reproducer(found: Found) -> dict[str, bytes]:
+    """The first deviating group of the model run whole, alone, on the inputs the runner fed it there."""
+    return case_files(found.case)
+
+
+def _label(case_id: str) -> str:
+    return case_id.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+
+
+def first_deviations(built: mc.Built, records: list[dict]) -> dict[str, Case]:
+    """Each deviating group's first deviating case (by the records' verdicts), by group label."""
+    cases = {c.id: c for c in built.cases}
+    out: dict[str, Case] = {}
+    for rec in records:
+        cid = str(rec.get("id", ""))
+        if rec.get("verdict") in DEVIATING and cid in cases and _label(cid) not in out:
+            out[_label(cid)] = cases[cid]
+    return out
+
+
+def documents(built: mc.Built, records: list[dict], whole: Check | None) -> dict[str, str | bytes]:
+    """What a front-end writes beside a model's report (``report.writer.add``: listed in SHA256SUMS):
+    groups.md, each deviating group's reproducer (its first deviating case alone) and the whole-model
+    check's."""
+    failing = first_deviations(built, records)
+    files: dict[str, str | bytes] = {mc.GROUPS_FILE: groups_md(built, records, whole, failing)}
+    for case in failing.values():
+        files.update(case_files(case))
+    if whole is not None and whole.first is not None:
+        files.update(reproducer(whole.first))
+    return files
+
+
+def groups_md(built: mc.Built, records: list[dict], whole: Check | None,
+              failing: dict[str, Case] | None = None) -> str:
+    """groups.md: every group once, with its nodes and its verdicts (or why it was not judged; a
+    deviating one with its reproducer), the notes on the model, and the whole-model check."""
     info, groups = built.info, built.groups
     verdicts: dict[str, dict[str, int]] = {}
     for rec in records:
-        label = str(rec.get("id", "")).rsplit("/", 1)[-1].rsplit(".", 1)[0]
-        v = verdicts.setdefault(label, {})
+        v = verdicts.setdefault(_label(str(rec.get("id", ""))), {})
         v[rec.get("verdict", "?")] = v.get(rec.get("verdict", "?"), 0) + 1
     lines = [f"# Groups of {info.path.name}", "",
              f"{len(groups)} groups: {sum(1 for g in groups if not g.reason)} judged, "
@@ -259,6 +295,9 @@ def groups_md(built: mc.Built, records: list[dict], whole: Check | None) -> str:
         else:
             got = verdicts.get(g.label)
             status = ", ".join(f"{k} {v}" for k, v in sorted(got.items())) if got else "judged (no report)"
+            if failing and g.label in failing:
+                stem = failing[g.label].id.rsplit("/", 1)[-1]
+                status += f"; reproducer: {CHECK_DIR}/{stem}.onnx ({failing[g.label].id})"
         lines.append(f"| {g.label or '-'} | {g.kind} | {g.describe(info)} | {status.replace('|', '/')} |")
     if whole is not None:
         lines += ["", "## The whole model", ""] + [f"- {line.strip()}" if not line.startswith("    ") else line
@@ -266,4 +305,5 @@ def groups_md(built: mc.Built, records: list[dict], whole: Check | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["CHECK_DIR", "Check", "Found", "check", "exposed", "groups_md", "input_feeds", "quiet", "reproducer"]
+__all__ = ["CHECK_DIR", "Check", "Found", "case_files", "check", "documents", "exposed", "first_deviations", "groups_md",
+           "input_feeds", "quiet", "reproducer"]

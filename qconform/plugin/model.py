@@ -7,8 +7,8 @@ this module only places them in pytest's session. ``model_corpus`` (called by th
 ``pytest_configure`` before the corpus is indexed) writes the model's cases into ``DIR/model-corpus``
 with ``--report DIR``, else into a temporary directory removed at the end, and that corpus is
 collected as the bundled one would be. After the session the model runs whole on the runner
-(controller only), and with ``--report`` groups.md and the check's reproducer are written beside the
-report and listed in its SHA256SUMS.
+(controller only), and with ``--report`` groups.md and the reproducers (``model_check.documents``) are
+written beside the report and listed in its SHA256SUMS.
 """
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ class _Session:
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int):
         """After the report is written (every other implementation has run): the whole-model check,
-        groups.md and the reproducer beside the report, listed in its SHA256SUMS."""
+        groups.md and the reproducers beside the report, listed in its SHA256SUMS."""
         result = yield
         config = self.config
         if is_xdist_worker(config) or config.option.collectonly:
@@ -115,10 +115,7 @@ class _Session:
             from qconform.report import writer
 
             records = [r.to_dict() for r in plugin.records.by_id.values()]
-            files: dict[str, str | bytes] = {mc.GROUPS_FILE: model_check.groups_md(built, records, whole)}
-            if whole.first is not None:
-                files.update(model_check.reproducer(whole.first))
-            writer.add(Path(report), files)
+            writer.add(Path(report), model_check.documents(built, records, whole))
         return result
 
     def pytest_qconform_summary(self, terminalreporter, config: pytest.Config) -> None:
