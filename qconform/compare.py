@@ -49,6 +49,9 @@ class Outcome:
     mismatch_count: int = 0
     masked: int = 0
     problem: str = ""  # structural problem: output count, dtype, shape, not an array
+    #: A failure's difference masks against ``reading``, one per output (``ElemType.differs``): the
+    #: one comparison, which evidence, localisation and the diagnosis read instead of diffing again.
+    differences: tuple[np.ndarray, ...] = field(default=(), repr=False, compare=False)
 
     def message(self, case: Case) -> str:
         head = f"{case.id} [{case.op}-{case.opset} {_attrs(case)}] clause: qconform/docs/semantics.md#{case.clause}"
@@ -228,27 +231,22 @@ def passes(case: Case, actual: Sequence[object], *, strict_nan: bool = False, pr
     return closest(candidates(case, profile), actual, strict_nan)[0] == 0
 
 
-def _diff(case: Case, reading: Reading, actual, strict_nan: bool, shown: int = MAX_SHOWN):
-    """(mismatches, count, masked), problem, masked: the first ``shown`` mismatching elements with
-    their values and inputs as text (0: only the counts, for a reading another may still pass)."""
-    mism, count, masked = [], 0, 0
-    reading_masks = masks(case, reading)
-    for name, e, a, mask, differ in zip(case.output_names, reading.outputs, actual, reading_masks,
-                                        differences(reading.outputs, actual, reading_masks, strict_nan)):
-        if isinstance(differ, str):
-            return None, f"output {name}: {differ}", 0
-        if mask is not None:
-            masked += int(mask.sum())
-        where = np.argwhere(differ)
-        count += len(where)
-        if len(mism) < shown and len(where):
-            t = dtypes.get(e.dtype)
-            eb, ab = t.to_bits(e), t.to_bits(a)
-            for idx in where[: shown - len(mism)]:
-                idx = tuple(int(i) for i in idx)
-                mism.append(Mismatch(name, idx, int(eb[idx]), int(ab[idx]), format_value(t, int(eb[idx])),
-                                     format_value(t, int(ab[idx])), _input_context(case, e.shape, idx)))
-    return (mism, count, masked), "", masked
+def _mismatches(case: Case, reading: Reading, actual, diffs: Sequence[np.ndarray]) -> list[Mismatch]:
+    """The first ``MAX_SHOWN`` mismatching elements, with their values and inputs as text."""
+    mism: list[Mismatch] = []
+    for name, e, a, differ in zip(case.output_names, reading.outputs, actual, diffs):
+        if len(mism) >= MAX_SHOWN:
+            break
+        where = np.argwhere(differ)[: MAX_SHOWN - len(mism)]
+        if not len(where):
+            continue
+        t = dtypes.get(e.dtype)
+        eb, ab = t.to_bits(e), t.to_bits(a)
+        for idx in where:
+            idx = tuple(int(i) for i in idx)
+            mism.append(Mismatch(name, idx, int(eb[idx]), int(ab[idx]), format_value(t, int(eb[idx])),
+                                 format_value(t, int(ab[idx])), _input_context(case, e.shape, idx)))
+    return mism
 
 
 #: At most this many mismatching elements per case are kept as evidence (the count is always exact).
@@ -256,16 +254,13 @@ EVIDENCE_MAX = 100_000
 EVIDENCE_HEADER = ("output", "index", "inputs", "expected", "expected_bits", "actual", "actual_bits")
 
 
-def evidence(case: Case, actual, reading: str | None, strict_nan: bool = False) -> list[list[str]]:
-    """Every mismatching element of a failing case against the reading it was compared with: one
-    row per element (EVIDENCE_HEADER), values as numbers and bits as hex -- the rows a customer
-    asking "which inputs exactly?" gets (``report/evidence/*.csv``)."""
-    chosen = next((r for r in case.readings if r.name == reading), case.readings[0])
+def evidence(case: Case, actual, outcome: Outcome) -> list[list[str]]:
+    """Every mismatching element of a failing case against the reading it was compared with (the
+    outcome's own difference masks): one row per element (EVIDENCE_HEADER), values as numbers and
+    bits as hex -- the rows a customer asking "which inputs exactly?" gets (``report/evidence/*.csv``)."""
+    chosen = reading_of(case, outcome)
     rows: list[list[str]] = []
-    for name, e, a, differ in zip(case.output_names, chosen.outputs, actual,
-                                  differences(chosen.outputs, actual, masks(case, chosen), strict_nan)):
-        if isinstance(differ, str):
-            return rows
+    for name, e, a, differ in zip(case.output_names, chosen.outputs, actual, outcome.differences):
         t = dtypes.get(e.dtype)
         where = np.argwhere(differ)[: max(0, EVIDENCE_MAX - len(rows))]
         if not len(where):
@@ -282,21 +277,34 @@ def evidence(case: Case, actual, reading: str | None, strict_nan: bool = False) 
     return rows
 
 
-def compare(case: Case, actual: object, *, strict_nan: bool = False, profile: str = "default") -> Outcome:
+def reading_of(case: Case, outcome: Outcome) -> Reading:
+    """The reading an outcome names (the case's first where it names none)."""
+    return next((r for r in case.readings if r.name == outcome.reading), case.readings[0])
+
+
+def compare(case: Case, actual: object, *, strict_nan: bool = False, profile: str = "default",
+            against: str | None = None) -> Outcome:
     """The verdict of a runner's outputs: a pass names the reading matched; a failure is shown
-    against the first usable reading (the latest text's), with its first mismatches."""
+    against the first usable reading (the latest text's), with its first mismatches and its
+    difference masks. ``against``: judge against that one reading of the case only (a finding's
+    nearest reading). Each reading is compared once."""
     problem = check_structure(case, actual)
     if problem:
         return Outcome(ERROR, problem=problem)
-    first: Reading | None = None
-    for reading in usable(case.readings, profile):
-        result, problem, masked = _diff(case, reading, actual, strict_nan, shown=0)
-        if problem:
-            return Outcome(FAIL, reading=reading.name, problem=problem)
-        if result[1] == 0:
+    readings = [r for r in case.readings if r.name == against] if against else usable(case.readings, profile)
+    first: tuple[Reading, list, int] | None = None
+    for reading in readings:
+        reading_masks = masks(case, reading)
+        diffs = differences(reading.outputs, actual, reading_masks, strict_nan)
+        structural = next((f"output {n}: {d}" for n, d in zip(case.output_names, diffs) if isinstance(d, str)), "")
+        if structural:
+            return Outcome(FAIL, reading=reading.name, problem=structural)
+        masked = sum(int(m.sum()) for m in reading_masks if m is not None)
+        if not any(d.any() for d in diffs):
             return Outcome(PASS, reading=reading.name, masked=masked)
-        first = first or reading
-    assert first is not None
-    # no reading matched: the failure is shown against the first, its mismatches spelled out once
-    (mism, count, masked), _, _ = _diff(case, first, actual, strict_nan)
-    return Outcome(FAIL, first.name, mism, count, masked)
+        first = first or (reading, diffs, masked)
+    if first is None:
+        raise KeyError(f"{case.id} has no reading {against!r}")
+    reading, diffs, masked = first
+    return Outcome(FAIL, reading.name, _mismatches(case, reading, actual, diffs),
+                   sum(int(np.count_nonzero(d)) for d in diffs), masked, differences=tuple(diffs))

@@ -380,7 +380,7 @@ class Pipeline:
             from qconform.compare import evidence
 
             try:
-                rec.evidence = evidence(case, outputs, outcome.reading, self.options.strict_nan)
+                rec.evidence = evidence(case, outputs, outcome)
             except Exception:  # noqa: BLE001 - evidence is for the report; it never changes a verdict
                 pass
 
@@ -428,7 +428,7 @@ class Pipeline:
             from qconform.diagnosis.diagnose import localise
 
             try:
-                step = localise(case, outputs, outcome.reading)
+                step = localise(case, outputs, outcome)
             except Exception as exc:  # noqa: BLE001
                 errors.append(f"localise: {type(exc).__name__}: {exc}")
         return found, errors, step

@@ -224,7 +224,7 @@ def test_every_caller_of_the_rule_gives_one_answer():
             closest = closest_reading(case, actual)
             assert (differing(closest.outputs, actual, masks(case, closest)) == 0) == ok, case.id
             if not ok:
-                rows = evidence(case, actual, verdict.reading)
+                rows = evidence(case, actual, verdict)
                 assert len(rows) == verdict.mismatch_count > 0, case.id
                 chosen = next(r for r in case.readings if r.name == verdict.reading)
                 skip = skip_mask(case, actual, chosen)
@@ -242,3 +242,27 @@ def test_every_caller_of_the_rule_gives_one_answer():
             checked += 1
             passed += ok
     assert checked > 60 and 0 < passed < checked
+
+
+def test_a_failing_case_is_compared_once_and_its_masks_travel_with_the_outcome(corpus, monkeypatch):
+    """One comparison per reading: the outcome carries the failure's difference masks, and the
+    evidence and the localisation read them instead of diffing again (issue 62, "compare once")."""
+    import qconform.compare as cmp
+    from qconform import dtypes
+    from qconform.diagnosis.diagnose import localise
+
+    case = next(c for c in corpus.cases if len(c.readings) == 1 and c.expected[0].size > 1
+                and dtypes.get(c.expected[0].dtype).is_integer and c.readings[0].dont_care == (None,) * len(c.expected))
+    actual = [np.array(e, copy=True) for e in case.expected]
+    flat = actual[0].reshape(-1)
+    t = dtypes.get(flat.dtype)
+    flat[0] = flat[0] + 1 if flat[0] < t.qrange[1] else flat[0] - 1
+    calls = []
+    real = cmp.differences
+    monkeypatch.setattr(cmp, "differences", lambda *a, **k: calls.append(1) or real(*a, **k))
+    outcome = cmp.compare(case, actual)
+    assert outcome.verdict == "fail" and len(calls) == 1
+    assert [d.sum() for d in outcome.differences] == [1] + [0] * (len(actual) - 1)
+    assert len(cmp.evidence(case, actual, outcome)) == outcome.mismatch_count == 1
+    localise(case, actual, outcome)
+    assert len(calls) == 1  # neither evidence nor localisation compared again

@@ -29,7 +29,7 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.case import Case
-from qconform.compare import check_structure, closest, differences, differing, masks, passes, usable
+from qconform.compare import Outcome, check_structure, closest, differing, passes, reading_of, usable
 from qconform.diagnosis.models import MODELS, Deviation, combine, get
 from qconform.oracle.base import union
 from qconform.oracle.granularity import InvalidModel
@@ -204,14 +204,14 @@ def message_lines(diagnoses: Sequence[Diagnosis], step: str = "") -> list[str]:
     return [f"  diagnosis: {d.line()}" for d in diagnoses]
 
 
-def localise(case: Case, actual: Sequence[np.ndarray], reading: str | None = None) -> str:
-    """Which step a failure no model explains sits in, read off its differing elements (the first
-    output that differs, against ``reading`` or the first): packing, saturation, zero point,
-    rounding, special values, float precision or encoding. '' when no rule fits."""
-    chosen = next((r for r in case.readings if r.name == reading), case.readings[0])
-    for e, a, differ in zip(chosen.outputs, actual, differences(chosen.outputs, actual, masks(case, chosen))):
-        if isinstance(differ, str):
-            return "the difference is structural (element type or shape): the reading of the model's outputs"
+def localise(case: Case, actual: Sequence[np.ndarray], outcome: Outcome) -> str:
+    """Which step a failure no model explains sits in, read off the outcome's differing elements
+    (the first output that differs, against the reading it was compared with): packing, saturation,
+    zero point, rounding, special values, float precision or encoding. '' when no rule fits."""
+    if outcome.problem:
+        return "the difference is structural (element type or shape): the reading of the model's outputs"
+    chosen = reading_of(case, outcome)
+    for e, a, differ in zip(chosen.outputs, actual, outcome.differences):
         if not differ.any():
             continue
         t = dtypes.BY_DTYPE[e.dtype]

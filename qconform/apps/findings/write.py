@@ -41,12 +41,12 @@ def _md(text: str, link: str) -> str:
 
 
 def _evidence_table(case, outputs, reading: str, limit: int = 8) -> list[str]:
-    from qconform.compare import evidence
+    from qconform.compare import compare, evidence
 
     if outputs is None:
         return []
     try:
-        rows = evidence(case, outputs, reading)
+        rows = evidence(case, outputs, compare(case, outputs, against=reading))
     except Exception:  # noqa: BLE001 - a structural mismatch has no element rows
         return []
     if not rows:
@@ -82,9 +82,10 @@ def render_readme(g: Group, tpl: Template, case, version: str, platform_label: s
         out += ["**What the failing cases have in common** (qconform's characterisation of what no deviation model "
                 "explains):", ""] + [f"- {line}" for line in g.characterised] + [""]
     if g.mechanism == "unexplained" and obs.outputs is not None:
+        from qconform.compare import compare
         from qconform.diagnosis.diagnose import localise
 
-        step = localise(case, obs.outputs, reading.name)
+        step = localise(case, obs.outputs, compare(case, obs.outputs, against=reading.name))
         if step:
             out += [f"**Where it differs.** {step[:1].upper() + step[1:]}.", ""]
     if len(case.readings) > 1 and g.kind != "must-reject":
