@@ -14,7 +14,8 @@ helper, no ml_dtypes cast (arrays are read through numpy views of their raw byte
 A reading is computed from its NAME, as qconform/docs/semantics.md defines it. Comparison rule
 for NaN (semantics.md, "principles"): any NaN matches any NaN (any sign, any payload); every
 other element must be equal in its raw bits, masked to the type's width. The modules are in
-scripts/independent/ (values, check, qdq, linalg, compute, report).
+scripts/independent/ (values, check, qdq, linalg, compute, report; contrib_blocked: MatMulNBits,
+GatherBlockQuantized, MatMulIntegerToFloat, DynamicQuantizeMatMul).
 
 Usage: python scripts/independent_oracle.py [--case GLOB] [-j 2] [--md research/independent-oracle.md]
 """
@@ -32,11 +33,12 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 from qconform import corpus  # noqa: E402  (only to read the cases)
 
-from independent import compute, contrib_qlinear, qdq  # noqa: E402
+from independent import compute, contrib_blocked, contrib_qlinear, qdq  # noqa: E402
 from independent.check import check_case, empty_result  # noqa: E402
 from independent.report import report  # noqa: E402
 
-MODELS = {"QuantizeLinear": qdq.model, "DequantizeLinear": qdq.model, **compute.MODELS, **contrib_qlinear.MODELS}
+MODELS = {"QuantizeLinear": qdq.model, "DequantizeLinear": qdq.model, **compute.MODELS, **contrib_qlinear.MODELS,
+          **contrib_blocked.MODELS}
 
 _IDX = None
 _ROOT = corpus.DEFAULT_ROOT
