@@ -96,6 +96,19 @@ def _elt_exhaustive(c: Combo) -> Iterator[Draft]:
         yz = mid(t) if _is_leaky(c) else _y_zp(t)
         yield c.draft("exhaustive", f"scales-{i}", _unary(c, every_code(t), xs, mid(t) + i - 6, ys, yz),
                       note=f"every code, x_scale {xs:g}, y_scale {ys:g}")
+    if not _is_leaky(c):
+        yield from _sigmoid_fine_grid(c)
+
+
+def _sigmoid_fine_grid(c: Combo) -> Iterator[Draft]:
+    """Y scales of 2^-24 and 2^-20 over X far below zero: sigmoid's small values on a grid fine enough
+    that any approximation of the function shows (#qdq-sigmoid: its value is the exact sigmoid
+    rounded once; a rational approximation that cancels p/q against 1/2 loses them)."""
+    t = c.t("T")
+    lo, hi = lo_hi(t)
+    for name, xs, ys in (("fine-output-grid-2^-24", 1 / 8, 2.0**-24), ("fine-output-grid-2^-20", 1 / 16, 2.0**-20)):
+        yield c.draft("exhaustive", name, _unary(c, every_code(t), xs, hi, ys, lo),
+                      note=f"every code below zero, x_scale {xs:g}, y_scale {ys:g}: sigmoid's tail, code by code")
 
 
 _ALPHAS = [None, 0.1, 0.2, 0.5, 1.0, 0.0, 2.0, 0.3333]
