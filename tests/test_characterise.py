@@ -38,6 +38,9 @@ TRIGGERS = {
     "output_type": ("dq-output-dtype-ignored", "element type"),
     # a fused kernel's one float32 multiplier differs from the graph's steps next to a tie only
     "fused": ("fused-qlinear-mul-float-multiplier", "within two float32 ulps of a tie"),
+    # an exact requantisation differs from the graph where its exact value is a tie, which the graph's
+    # float32 steps hide: said through the pattern's exact value
+    "fixed_point": ("pattern-exact-half-up", "the pattern's exact value"),
 }
 
 

@@ -186,7 +186,13 @@ def test_models_override_steps_of_the_oracle_not_its_bodies():
 #: Models the corpus of this round cannot tell apart from another on every case that exposes them:
 #: a known gap (a case that separates them is still to be written), not a pass.
 UNSEPARATED = {"constant-subnormals-flushed": "ties with flush-denormals on the DequantizeLinear half-output "
-                                              "groups since the corpus was regenerated with per-reading masks"}
+                                              "groups since the corpus was regenerated with per-reading masks",
+               "fused-add-operands-rescaled-first": "gives pattern-exact-half-away's codes on every Add/Sub case: no "
+                                                    "case holds a sum within ~2^-20 code of a tie that the operands' "
+                                                    "own Q31 roundings move (qconform/docs/diagnosis.md)",
+               "average-float-reciprocal": "passes every case: no AveragePool case holds a window sum whose "
+                                           "product with fl32(fl32(s_x/N)/s_y) rounds across a tie the graph's mean "
+                                           "does not (a searched s_y, as for Gemm's near-tie case)"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=UNSEPARATED[n], strict=True))

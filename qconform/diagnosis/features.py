@@ -27,6 +27,7 @@ from qconform.case import Case, Draft
 from qconform.declarations import operators
 from qconform.declarations.operator import Input, Kind, Operator, Role
 from qconform.diagnosis import codes
+from qconform.diagnosis.features_pattern import columns as pattern_columns
 from qconform.diagnosis.probe import Seen, final_node, look, param_bits
 
 #: Vector and tile widths an element's position is read against.
@@ -176,6 +177,8 @@ class Features:
             if i == 0 and node is not None:
                 self.operands(out, node, expected.shape, keep, seen)
                 self.value(out, node, expected, keep, seen)
+            for key, kind, name, labels, values in (pattern_columns(case.draft, expected.size, keep) if i == 0 else ()):
+                self._put(out, Column(key, kind, name, labels), values, n)
             self.position(out, case, expected.shape, keep, seen if i == 0 else None)
             self.case_facts(out, case, n)
             self.group_facts(out, case, n)

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import functools
 
-from qconform.diagnosis.models import rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul, fused
+from qconform.diagnosis.models import rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul, fused, fixed_point
 from qconform.diagnosis.models.base import Deviation, Spec, compose, deviating_oracle
 from qconform.diagnosis.models.common import swap_slots
 from qconform.diagnosis.models.dequantize import bfloat16_half_up_if_odd
@@ -162,9 +162,18 @@ ORDER = (
     "qdq-pair-removed",
     "qdq-pair-as-clamp",
     "input-quantise-float16-half-up",
+    "fused-requantise-q31-double-rounding",
+    "fused-requantise-q31-single-rounding",
+    "fused-add-operands-rescaled-first",
+    "average-float-reciprocal",
+    "average-fixed-point-reciprocal",
+    "pattern-exact-half-up",
+    "pattern-exact-half-up-biased",
+    "pattern-exact-half-away",
+    "pattern-exact-half-even",
 )
 STEPS = (rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul,
-         fused)
+         fused, fixed_point)
 
 
 def _registry() -> dict[str, Deviation]:

@@ -24,7 +24,8 @@ from qconform.diagnosis.models.base import Deviation
 from qconform.diagnosis.models.fused_kernels import (
     ClipFakeQuantizeBounds, FusedAccumulator, FusedBiasCodes, FusedU8S8PairSaturation, InputQuantiseHalfUpFloat16,
     QdqPairAsClamp, QdqPairRemoved, QLinearAddFma, QLinearMulFloatMultiplier, QuantizeNodesReciprocal,
-    ReluFakeQuantizeBounds, RequantiseFakeQuantizeBounds, RequantiseFixedPoint, RequantiseHalfUp, RequantiseHalfUpBiased)
+    ReluFakeQuantizeBounds, RequantiseFakeQuantizeBounds, RequantiseFixedPoint, RequantiseHalfUp, RequantiseHalfUpBiased,
+    only_where)
 from qconform.diagnosis.models.fused_pattern import Pattern, chain, fake_source, pattern, requant_source
 
 
@@ -55,6 +56,8 @@ def _weights_kernel(u8s8: bool = False, bias_mismatch: bool = False) -> Callable
             return False
         x, w = p.operands[0], p.operands[1]
         if x is None or w is None or "block_size" in w.attrs or dtypes.get(w.type).bits != 8 or np.size(x.scale) != 1:
+            return False
+        if not FusedAccumulator._handles(p):
             return False
         if u8s8 and not (x.type == "uint8" and w.type == "int8"):
             return False
@@ -144,7 +147,7 @@ DEVIATIONS = [
               f"onnxruntime's QDQ fusion into QLinearMatMul/QGemm/QLinearConv; {ORT_MLAS}/quantize.cpp "
               "MlasRequantizeOutput; OpenVINO's low-precision transformations run the same integer form",
               "x uint8, w uint8 (no pair saturation), sy chosen so that acc·sx·sw/sy lands near k + 1/2",
-              FusedAccumulator, _weights_kernel(), ("basic", "ties")),
+              only_where(FusedAccumulator, _weights_kernel()), _weights_kernel(), ("basic", "ties")),
     Deviation("fused-u8s8-pair-saturation", frozenset({"MatMul", "Gemm", "Conv"}),
               "Your runtime computes the DequantizeLinear → MatMul/Gemm/Conv → QuantizeLinear pattern with uint8 "
               "activations and int8 weights in an x86 integer kernel that adds adjacent products in pairs with "
@@ -154,7 +157,7 @@ DEVIATIONS = [
               "FullyConnected on the same CPU (research/qdq-graphs.md §4 M3); qconform's "
               "qlinearmatmul-u8s8-pair-saturation is the same mechanism in the single node",
               "x uint8 near 255, w int8 near ±127, K even: 255·127·2 = 64,770 > 32,767",
-              FusedU8S8PairSaturation, _weights_kernel(u8s8=True), ("basic", "granularity")),
+              only_where(FusedU8S8PairSaturation, _weights_kernel(u8s8=True)), _weights_kernel(u8s8=True), ("basic", "granularity")),
     Deviation("fused-bias-codes-without-scale", frozenset({"Gemm", "Conv"}),
               "Your runtime fuses DequantizeLinear(bias) into the integer kernel by adding the int32 bias codes to "
               "the accumulator as if the bias scale were sx·sw: a graph whose bias has another scale gets another "
@@ -163,7 +166,7 @@ DEVIATIONS = [
               "selectors_actions/qdq_actions.cc) moves the bias initializer in without checking its scale "
               "(research/qdq-graphs.md §3.1: 62 of 64 elements wrong)",
               "Gemm with a bias DequantizeLinear whose scale is 0.75·sx·sw",
-              FusedBiasCodes, _weights_kernel(bias_mismatch=True), ("basic",)),
+              only_where(FusedBiasCodes, _weights_kernel(bias_mismatch=True)), _weights_kernel(bias_mismatch=True), ("basic",)),
     Deviation("quantize-nodes-reciprocal-multiply", NOT_INTEGER_KERNEL_PATTERNS,
               "Your runtime computes the pattern node by node, as the graph says, but each QuantizeLinear node "
               "multiplies by a precomputed 1/scale instead of dividing (its single-node reciprocal-multiply): "

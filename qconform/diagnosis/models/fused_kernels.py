@@ -50,6 +50,14 @@ def _half_up(codes: np.ndarray, ratio: Fraction, bias: Fraction) -> np.ndarray:
                       np.int64).reshape(codes.shape)
 
 
+def only_where(mixin: type, applies) -> type:
+    """``mixin`` computing the pattern only where ``applies(draft)`` holds (where its model applies);
+    elsewhere the graph, node by node: a runtime with that kernel runs other graphs as the text says."""
+    def fused(self, draft, inputs):
+        return mixin.fused(self, draft, inputs) if applies(draft) else None
+    return type(mixin.__name__, (mixin,), {"fused": fused, "__doc__": mixin.__doc__})
+
+
 # ----------------------------------------------------------------------------------------------
 # Elementwise: onnxruntime's QLinearMul and QLinearAdd (MLAS)
 # ----------------------------------------------------------------------------------------------
@@ -101,6 +109,20 @@ class FusedAccumulator:
 
     _pair_saturation: bool = False
 
+    @staticmethod
+    def _handles(p: Pattern) -> bool:
+        """Whether this kernel computes the pattern's geometry: a 2-D MatMul, a Gemm with alpha = beta
+        = 1, A not transposed and a 1-D dequantized bias (or none), a convolution of one group."""
+        x, w = p.operands[0], p.operands[1]
+        if p.op == "MatMul":
+            return np.ndim(x.codes) == 2 and np.ndim(w.codes) == 2
+        if p.op == "Gemm":
+            bias = p.operands[2] if len(p.operands) > 2 else None
+            other_c = len(p.others) > 2 and p.others[2] is not None
+            return float(p.attrs.get("alpha", 1.0)) == 1.0 and float(p.attrs.get("beta", 1.0)) == 1.0 \
+                and not p.attrs.get("transA", 0) and not other_c and (bias is None or np.ndim(bias.codes) == 1)
+        return int(p.attrs.get("group", 1)) == 1
+
     def _pairs(self, p: Pattern) -> bool:
         """Whether the kernel adds its products in int16-saturated pairs."""
         return self._pair_saturation
@@ -131,12 +153,19 @@ class FusedAccumulator:
         sx = float(np.asarray(x.scale).reshape(-1)[0])
         per_out = np.broadcast_to(sw.reshape(-1) if sw.size > 1 else sw.reshape(()), (acc.shape[1],))
         zy = float(as_float64(p.y_zero, p.y_type))
-        v = integer.requantise(_SPEC_STEPS, "multiplier-float32", acc, 0, (sx, per_out[None, :], float(p.y_scale)), zy,
-                               dtypes.get(p.y_type), "float32")[True]
-        y = _saturate(v.astype(np.int64), p.y_type)
+        y = _saturate(self._requantise_accumulator(acc, sx, per_out[None, :], float(p.y_scale), zy, p.y_type), p.y_type)
         if p.op == "Conv":
             y = np.moveaxis(y.reshape((x.codes.shape[0], *spatial, -1)), -1, 1)
         return [("spec", [_pack(y, p.y_type)])]
+
+    def _requantise_accumulator(self, acc: np.ndarray, sx: float, sw: np.ndarray, sy: float, zy: float,
+                               y_type: str) -> np.ndarray:
+        """The exact integer accumulator to output codes before saturation: MLAS's float32 multiplier
+        fl32(fl32(sx·sw)/sy), rounded half to even, the zero point added (the step the fixed-point
+        models replace)."""
+        v = integer.requantise(_SPEC_STEPS, "multiplier-float32", acc, 0, (sx, sw, sy), zy, dtypes.get(y_type),
+                               "float32")[True]
+        return v.astype(np.int64)
 
     def _accumulate(self, a_raw, b_raw, b_d, zx, pairs: bool):
         """(x − zx)·(w − zw) exactly, or (``pairs``) the raw products summed in int16-saturated pairs

@@ -1,0 +1,436 @@
+"""The integer-kernel vocabulary (issue 64): how kernels requantise with fixed-point multipliers and
+shifts instead of the graph's float division, each on the oracle's shared integer body.
+
+- Q31 multipliers (TFLite ``QuantizeMultiplier``: the real multiplier as q·2^(shift−31), q rounded
+  half away) applied with two roundings (gemmlowp ``SaturatingRoundingDoublingHighMul`` then
+  ``RoundingDivideByPOT``, both half away from zero) or one (``TFLITE_SINGLE_ROUNDING``, TOSA
+  RESCALE ``double_round = false``, XNNPACK ``rndnu``: (acc·q + 2^(n−1)) >> n, half up);
+- an Add whose operands are each rescaled to a common scale first, in fixed point, then summed and
+  rescaled again (TFLite's quantized ``Add``), against the graph's one rounding of the sum;
+- averages as a multiply by a precomputed reciprocal: a float32 fl32(fl32(s_x/N)/s_y) (MLAS x86) or
+  a 24-bit fixed-point one rounded half up (MLAS NEON ``MlasCalculateParametersForGloabalAveragePool``);
+- the whole pattern as one exact requantisation rounded half up (Qualcomm QNN HTP, measured here).
+
+The accumulating patterns (MatMul, Gemm, Conv) reuse ``FusedAccumulator``'s integer accumulator
+(``fused_kernels``, on ``qconform.oracle.integer``) and replace only its requantisation step.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Callable
+
+import numpy as np
+
+from qconform import dtypes
+from qconform.case import Draft
+from qconform.declarations import operators
+from qconform.diagnosis.models.base import Deviation
+from qconform.diagnosis.models.fused_kernels import FusedAccumulator, _pack, _saturate
+from qconform.diagnosis.models.fused_pattern import pattern
+from qconform.diagnosis.models.matmul import _fixed_point_multiply, _quantize_multiplier
+from qconform.oracle import integer
+from qconform.oracle.arith import as_float64, round_fraction
+
+Q = operators.QDQ[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# The fixed-point primitives (gemmlowp fixedpoint.h, TFLite common.h, XNNPACK requantization)
+# ----------------------------------------------------------------------------------------------
+def single_rounding(x: int, q: int, shift: int) -> int:
+    """TFLite MultiplyByQuantizedMultiplier with TFLITE_SINGLE_ROUNDING (TOSA apply_scale_32 with
+    double_round false, XNNPACK rndnu): (x·q + 2^(n−1)) >> n, n = 31 − shift: one rounding, half up."""
+    n = 31 - shift
+    return (x * q + (1 << (n - 1))) >> n if n > 0 else x * q << -n
+
+
+def _apply(acc: np.ndarray, m: np.ndarray, how: Callable[[int, float], int]) -> np.ndarray:
+    ms = np.broadcast_to(m, acc.shape)
+    return np.asarray([how(int(a), float(mm)) for a, mm in zip(acc.ravel(), ms.ravel())], np.int64).reshape(acc.shape)
+
+
+# ----------------------------------------------------------------------------------------------
+# MatMul, Gemm, Conv: the accumulator requantised in fixed point
+# ----------------------------------------------------------------------------------------------
+class _FixedPointAccumulator(FusedAccumulator):
+    """The integer kernel's accumulator, requantised by ``_rescale(acc, m)`` with the real multiplier
+    m = s_x·s_w/s_y (per output channel), the zero point added after."""
+
+    def _rescale(self, acc: int, m: float) -> int:
+        raise NotImplementedError
+
+    def fused(self, draft, inputs):
+        return super().fused(draft, inputs) if _accumulating(draft) else None  # elsewhere: the graph
+
+    def _requantise_accumulator(self, acc, sx, sw, sy, zy, y_type):
+        m = np.asarray(sx, np.float64) * np.asarray(sw, np.float64) / np.float64(sy)
+        return _apply(np.asarray(acc, np.int64), m, self._rescale) + int(zy)
+
+
+class RequantiseQ31DoubleRounding(_FixedPointAccumulator):
+    """TFLite: QuantizeMultiplier(m) then SaturatingRoundingDoublingHighMul and RoundingDivideByPOT."""
+
+    def _rescale(self, acc, m):
+        return _fixed_point_multiply(acc, *_quantize_multiplier(m))
+
+
+class RequantiseQ31SingleRounding(_FixedPointAccumulator):
+    """TFLITE_SINGLE_ROUNDING / TOSA RESCALE single round: one rounding, half up."""
+
+    def _rescale(self, acc, m):
+        return single_rounding(acc, *_quantize_multiplier(m))
+
+
+# ----------------------------------------------------------------------------------------------
+# Add and Sub: each operand rescaled first (TFLite's quantized Add)
+# ----------------------------------------------------------------------------------------------
+def _shifted_codes(o) -> np.ndarray:
+    return as_float64(o.codes, o.type).astype(np.int64) - int(np.asarray(as_float64(o.zero, o.type)).reshape(-1)[0])
+
+
+class AddOperandsRescaledFirst:
+    """TFLite reference_ops Add (8-bit: left_shift 20; 16-bit: 15): twice_max = 2·max(s_a, s_b); each
+    operand (q − z)·2^left rescaled by s/twice_max (Q31, double rounding), the two summed (or
+    subtracted), the sum rescaled by twice_max/(2^left·s_y), the zero point added, saturated."""
+
+    def fused(self, draft, inputs):
+        if not _binary(draft):
+            return None  # the graph, node by node
+        p = pattern(draft)
+        a, b = p.operands
+        sa, sb, sy = (float(np.asarray(v).reshape(-1)[0]) for v in (a.scale, b.scale, p.y_scale))
+        left = 20 if dtypes.get(a.type).bits <= 8 else 15
+        twice = 2 * max(sa, sb)
+        qa, qb, qo = (_quantize_multiplier(r) for r in (sa / twice, sb / twice, twice / ((1 << left) * sy)))
+        xa = [_fixed_point_multiply(int(v) << left, *qa) for v in _shifted_codes(a).ravel()]
+        xb = [_fixed_point_multiply(int(v) << left, *qb) for v in _shifted_codes(b).ravel()]
+        sign = -1 if p.op == "Sub" else 1
+        raw = [_fixed_point_multiply(x + sign * y, *qo) for x, y in zip(xa, xb)]
+        zy = int(as_float64(p.y_zero, p.y_type))
+        y = _saturate(np.asarray(raw, np.int64).reshape(a.codes.shape) + zy, p.y_type)
+        return [("spec", [_pack(y, p.y_type)])]
+
+
+# ----------------------------------------------------------------------------------------------
+# Averages: a multiply by the reciprocal of the count
+# ----------------------------------------------------------------------------------------------
+def _window_sums(p) -> tuple[np.ndarray, int]:
+    """Σ (x − z_x) over each pooling window (int64, shape N, C, O..), and the count N per window."""
+    x = p.operands[0]
+    xd = _shifted_codes(x)
+    if p.op == "GlobalAveragePool":
+        axes = tuple(range(2, xd.ndim))
+        return xd.sum(axis=axes, keepdims=True), int(np.prod(xd.shape[2:]))
+    kernel = list(p.attrs["kernel_shape"])
+    attrs = {k: v for k, v in p.attrs.items() if k in ("kernel_shape", "strides", "pads", "auto_pad", "dilations")}
+    cols, _ = integer.conv_windows(xd, (xd.shape[1], xd.shape[1], *kernel), attrs)  # (N, O.., K.., C)
+    n = xd.ndim - 2
+    sums = cols.sum(axis=tuple(range(1 + n, 1 + 2 * n)))  # (N, O.., C)
+    return np.moveaxis(sums, -1, 1), int(np.prod(kernel))
+
+
+class AverageFloatReciprocal:
+    """MLAS x86 QLinearGlobalAveragePool: the sum of (x − z_x) times fl32(fl32(s_x/N)/s_y), rounded
+    half to even, the zero point added, saturated."""
+
+    def fused(self, draft, inputs):
+        if not _average(draft):
+            return None
+        p = pattern(draft)
+        sums, count = _window_sums(p)
+        f = np.float32
+        scale = f(f(f(np.asarray(p.operands[0].scale).reshape(-1)[0]) / f(count)) / f(np.asarray(p.y_scale).reshape(-1)[0]))
+        v = np.rint((sums.astype(np.float32) * scale).astype(np.float64)).astype(np.int64)
+        y = _saturate(v + int(as_float64(p.y_zero, p.y_type)), p.y_type)
+        return [("spec", [_pack(y, p.y_type)])]
+
+
+class AverageFixedPointReciprocal:
+    """MLAS NEON QLinearGlobalAveragePool: scale = fl32(s_x/(s_y·fl32(N))) as its 24-bit mantissa M
+    and a shift; (Σ(x − z_x)·M + 2^(shift−1)) >> shift (one rounding, half up), the zero point added."""
+
+    def fused(self, draft, inputs):
+        if not _average(draft):
+            return None
+        p = pattern(draft)
+        sums, count = _window_sums(p)
+        f = np.float32
+        scale = f(f(np.asarray(p.operands[0].scale).reshape(-1)[0]) / f(f(np.asarray(p.y_scale).reshape(-1)[0]) * f(count)))
+        bits = int(scale.view(np.uint32))
+        mult, shift = (bits & 0x7FFFFF) | 0x800000, 127 + 23 - (bits >> 23)
+        v = np.asarray([(int(s) * mult + (1 << (shift - 1))) >> shift for s in sums.ravel()], np.int64).reshape(sums.shape)
+        y = _saturate(v + int(as_float64(p.y_zero, p.y_type)), p.y_type)
+        return [("spec", [_pack(y, p.y_type)])]
+
+
+# ----------------------------------------------------------------------------------------------
+# The whole pattern as one exact requantisation, rounded half up (QNN HTP)
+# ----------------------------------------------------------------------------------------------
+def _exact(o) -> np.ndarray:
+    """A dequantized operand as exact rationals: (q − z)·s, per tensor or per axis."""
+    d = o.exact()
+    s = np.vectorize(Fraction, otypes=[object])(np.asarray(o.scale, np.float64))
+    if s.size > 1:
+        shape = [1] * d.ndim
+        shape[o.attrs.get("axis", 1)] = -1
+        s = s.reshape(shape)
+    else:
+        s = s.reshape(())
+    return np.vectorize(lambda c: Fraction(int(c)), otypes=[object])(d) * s
+
+
+def _conv_exact(v, others, attrs) -> np.ndarray:
+    x, w = v[0], v[1]
+    cols, group = integer.conv_windows(x, w.shape, attrs, pad_value=Fraction(0))  # (N, O.., K.., C)
+    n = x.ndim - 2
+    cg, mg = x.shape[1] // group, w.shape[0] // group
+    parts = []
+    for g in range(group):
+        c = cols[..., g * cg:(g + 1) * cg].reshape(cols.shape[:1 + n] + (-1,))
+        wg = np.moveaxis(w[g * mg:(g + 1) * mg], 1, -1).reshape(mg, -1)
+        parts.append(np.dot(c, wg.T))
+    out = np.moveaxis(np.concatenate(parts, axis=-1), -1, 1)
+    if len(v) > 2:
+        out = out + v[2].reshape((1, -1) + (1,) * n)
+    return out
+
+
+def _gemm_exact(v, others, attrs) -> np.ndarray:
+    a = v[0].T if attrs.get("transA", 0) else v[0]
+    b = v[1].T if attrs.get("transB", 0) else v[1]
+    out = np.dot(a, b) * Fraction(float(attrs.get("alpha", 1.0)))
+    return out + v[2] * Fraction(float(attrs.get("beta", 1.0))) if len(v) > 2 else out
+
+
+def _windows_exact(v: np.ndarray, attrs) -> np.ndarray:
+    kernel = list(attrs["kernel_shape"])
+    n = v.ndim - 2
+    cols, _ = integer.conv_windows(v, (v.shape[1], v.shape[1], *kernel),
+                                   {k: attrs[k] for k in ("kernel_shape", "strides") if k in attrs})
+    return cols.reshape(cols.shape[:1 + n] + (-1, v.shape[1]))  # (N, O.., K, C)
+
+
+#: The float op on exact rationals, for the ops whose value is exact in rationals (the text's real
+#: arithmetic): (operands as Fraction arrays, other inputs, attributes) -> the op's exact value.
+EXACT_OPS: dict[str, Callable] = {
+    "Identity": lambda v, o, a: v[0],
+    "Relu": lambda v, o, a: np.where(v[0] > 0, v[0], Fraction(0)),
+    "Add": lambda v, o, a: v[0] + v[1],
+    "Sub": lambda v, o, a: v[0] - v[1],
+    "Mul": lambda v, o, a: v[0] * v[1],
+    "Concat": lambda v, o, a: np.concatenate(v, axis=a["axis"]),
+    "Reshape": lambda v, o, a: v[0].reshape([int(d) for d in o[1]]),
+    "Transpose": lambda v, o, a: np.transpose(v[0], a.get("perm")),
+    "Gather": lambda v, o, a: np.take(v[0], np.asarray(o[1], np.int64), axis=a.get("axis", 0)),
+    "Clip": lambda v, o, a: _clip_exact(v[0], o),
+    "MaxPool": lambda v, o, a: np.moveaxis(_windows_exact(v[0], a).max(axis=-2), -1, 1),
+    "AveragePool": lambda v, o, a: np.moveaxis(_windows_exact(v[0], a).sum(axis=-2), -1, 1)
+    / int(np.prod(a["kernel_shape"])),
+    "MatMul": lambda v, o, a: np.dot(v[0], v[1]),
+    "Gemm": _gemm_exact,
+    "Conv": _conv_exact,
+    "GlobalAveragePool": lambda v, o, a: v[0].sum(axis=tuple(range(2, v[0].ndim)), keepdims=True)
+    / int(np.prod(v[0].shape[2:])),
+}
+
+
+def _clip_exact(v: np.ndarray, others) -> np.ndarray:
+    lo = Fraction(float(np.asarray(others[1]).reshape(-1)[0])) if len(others) > 1 and others[1] is not None else None
+    hi = Fraction(float(np.asarray(others[2]).reshape(-1)[0])) if len(others) > 2 and others[2] is not None else None
+    if lo is not None:
+        v = np.where(v < lo, lo, v)
+    if hi is not None:
+        v = np.where(v > hi, hi, v)
+    return v
+
+
+class PatternExact:
+    """The pattern as one requantisation in exact arithmetic: each operand (q − z)·s exactly, the float
+    op on the exact values, divided by s_y exactly, rounded by ``round``, the zero point added."""
+
+    def round(self, v: Fraction) -> int:
+        raise NotImplementedError
+
+    def fused(self, draft, inputs):
+        if not _exact_pattern(draft):
+            return None
+        p = pattern(draft)
+        vals = [None if o is None else _exact(o) for o in p.operands]
+        v = EXACT_OPS[p.op]([x for x in vals if x is not None], p.others, p.attrs)
+        sy = Fraction(float(np.asarray(p.y_scale, np.float64).reshape(-1)[0]))
+        q = np.vectorize(lambda x: self.round(x / sy), otypes=[object])(np.asarray(v, object))
+        y = _saturate(np.asarray(q, np.int64) + int(as_float64(p.y_zero, p.y_type)), p.y_type)
+        return [("spec", [_pack(y, p.y_type)])]
+
+
+class PatternExactHalfUp(PatternExact):
+    """Rounded half up (toward +∞): floor(v + 1/2 + bias)."""
+
+    _bias = Fraction(0)
+
+    def round(self, v: Fraction) -> int:
+        return (v + Fraction(1, 2) + self._bias).__floor__()
+
+
+class PatternExactHalfUpBiased(PatternExactHalfUp):
+    """The same, with QNN HTP's measured upward bias of 2^-7 code before the rounding."""
+
+    _bias = Fraction(1, 128)
+
+
+class PatternExactHalfAway(PatternExact):
+    """Rounded half away from zero."""
+
+    def round(self, v: Fraction) -> int:
+        return int(round_fraction(v, "half-away"))
+
+
+class PatternExactHalfEven(PatternExact):
+    """Rounded half to even, as the text rounds, but from the exact value, not the graph's float32 one."""
+
+    def round(self, v: Fraction) -> int:
+        return int(round_fraction(v, "half-even"))
+
+
+# ----------------------------------------------------------------------------------------------
+# Where each applies
+# ----------------------------------------------------------------------------------------------
+def _integer_pattern(d: Draft, ops: frozenset[str], per_tensor: bool = True) -> bool:
+    p = pattern(d) if d.graph else None
+    if p is None or p.op not in ops or not dtypes.get(p.y_type).is_integer:
+        return False
+    operands = [o for o in p.operands if o is not None]
+    return bool(operands) and all(dtypes.get(o.type).is_integer for o in operands) and \
+        (not per_tensor or all(np.size(o.scale) == 1 for o in operands) and np.size(p.y_scale) == 1)
+
+
+def _accumulating(d: Draft) -> bool:
+    """DQ(x), DQ(w) [, DQ(bias)] → MatMul/Gemm/Conv → Q with 8-bit weights, per tensor or per channel."""
+    p = pattern(d) if d.graph else None
+    if p is None or p.op not in ACCUMULATING or not dtypes.get(p.y_type).is_integer or len(p.operands) < 2:
+        return False
+    x, w = p.operands[0], p.operands[1]
+    return x is not None and w is not None and "block_size" not in w.attrs and dtypes.get(w.type).bits == 8 \
+        and dtypes.get(x.type).is_integer and np.size(x.scale) == 1 and FusedAccumulator._handles(p)
+
+
+def _binary(d: Draft) -> bool:
+    return _integer_pattern(d, ADD_SUB) and all(o is not None for o in pattern(d).operands)
+
+
+def _average(d: Draft) -> bool:
+    if not _integer_pattern(d, AVERAGES):
+        return False
+    a = pattern(d).attrs
+    return not a.get("ceil_mode", 0) and not a.get("count_include_pad", 0) and not any(a.get("pads", ())) \
+        and a.get("auto_pad", "NOTSET") in ("NOTSET", b"NOTSET") and all(x == 1 for x in a.get("dilations", [1]))
+
+
+def _exact_pattern(d: Draft) -> bool:
+    """An integer pattern of an op whose exact value ``EXACT_OPS`` computes (pools without padding;
+    weights per tensor or per axis, not blocked)."""
+    if not _integer_pattern(d, frozenset(EXACT_OPS), per_tensor=False):
+        return False
+    p = pattern(d)
+    if any(o is not None and "block_size" in o.attrs for o in p.operands):
+        return False
+    data = p.operands[:1] if p.op in ONE_DATA_INPUT else p.operands
+    if any(o is None for o in data) or (p.op in ONE_DATA_INPUT and any(o is not None for o in p.operands[1:])):
+        return False
+    a = pattern(d).attrs
+    return not a.get("ceil_mode", 0) and not any(a.get("pads", ())) and a.get("auto_pad", "NOTSET") in ("NOTSET", b"NOTSET") \
+        and all(x == 1 for x in a.get("dilations", [1]))
+
+
+ACCUMULATING = frozenset({"MatMul", "Gemm", "Conv"})
+#: The exact ops with one dequantized input, the others given as they are (a shape, indices, bounds).
+ONE_DATA_INPUT = frozenset({"Reshape", "Gather", "Clip"})
+ADD_SUB = frozenset({"Add", "Sub"})
+AVERAGES = frozenset({"AveragePool", "GlobalAveragePool"})
+TFLITE = ("TFLite tensorflow/lite/kernels/internal/quantization_util.cc QuantizeMultiplier and common.h "
+          "MultiplyByQuantizedMultiplier; gemmlowp fixedpoint/fixedpoint.h")
+
+DEVIATIONS = [
+    Deviation("fused-requantise-q31-double-rounding", ACCUMULATING,
+              "Your runtime computes DequantizeLinear(x), DequantizeLinear(w) → MatMul/Gemm/Conv → QuantizeLinear as "
+              "one integer kernel requantising with a Q31 multiplier and a shift: SaturatingRoundingDoublingHighMul, "
+              "then RoundingDivideByPOT — two roundings, each half away from zero — where the graph divides once "
+              "and rounds half to even.",
+              f"{TFLITE} (the reference kernels' requantisation, and gemmlowp's output stage)",
+              "acc·m within 2^-31 of a tie after the high multiply, or an exact tie of a negative value",
+              RequantiseQ31DoubleRounding, _accumulating, ("ties", "basic")),
+    Deviation("fused-requantise-q31-single-rounding", ACCUMULATING,
+              "Your runtime requantises the integer accumulator of MatMul/Gemm/Conv with a Q31 multiplier q and one "
+              "rounding shift, (acc·q + 2^(n−1)) >> n: exact ties round up (toward +∞), where the graph rounds half "
+              "to even.",
+              "TFLite common.h MultiplyByQuantizedMultiplier under TFLITE_SINGLE_ROUNDING; TOSA RESCALE with "
+              "double_round = false (apply_scale_32); XNNPACK src/qs8-requantization rndnu",
+              "s_y = s_x·s_w·2^k: accumulators whose quotient is an exact tie with an odd floor",
+              RequantiseQ31SingleRounding, _accumulating, ("ties",)),
+    Deviation("fused-add-operands-rescaled-first", ADD_SUB,
+              "Your runtime computes DequantizeLinear, DequantizeLinear → Add/Sub → QuantizeLinear in fixed point, "
+              "rescaling each operand to a common scale 2·max(s_a, s_b) first (Q31 multipliers, 20 bits of headroom "
+              "for 8-bit codes, two roundings each), then the sum to s_y: three roundings where the graph has one.",
+              "TFLite tensorflow/lite/kernels/internal/reference/add.h (AddElementwise: left_shift, "
+              "input1_multiplier, MultiplyByQuantizedMultiplierSmallerThanOneExp) and add.cc's parameter setup",
+              "s_b = 2·s_a, s_y = s_a: operands rounded once each before their sum",
+              AddOperandsRescaledFirst, _binary, ("ties", "basic")),
+    Deviation("average-float-reciprocal", AVERAGES,
+              "Your runtime averages the quantized window as Σ(x − z_x) times a float32 multiplier "
+              "fl32(fl32(s_x/N)/s_y), rounded half to even: a reciprocal of the count and of s_y precomputed, "
+              "where the graph divides the float mean by s_y once.",
+              "onnxruntime onnxruntime/core/mlas/lib/qlgavgpool.cpp MlasQLinearGlobalAveragePool (x86: "
+              "ScaleInput / ImageSize / ScaleOutput broadcast and multiplied)",
+              "a 3×3 window (N = 9): fl32(s_x/9) inexact, quotients near a tie",
+              AverageFloatReciprocal, _average, ("basic", "ties")),
+    Deviation("average-fixed-point-reciprocal", AVERAGES,
+              "Your runtime averages the quantized window in integers: Σ(x − z_x) times the 24-bit mantissa of "
+              "fl32(s_x/(s_y·N)), shifted right with one rounding half up, where the graph rounds the mean's "
+              "quotient half to even.",
+              "onnxruntime onnxruntime/core/mlas/lib/qlgavgpool.cpp (NEON) "
+              "MlasCalculateParametersForGloabalAveragePool: Multiplier = mantissa | 0x00800000, "
+              "Shift = 127 + 23 − exponent, Rounding = 1 << (Shift − 1)",
+              "s_y = 2·s_x, a 2×2 window: sums ≡ 4 (mod 8) are exact ties, rounded up",
+              AverageFixedPointReciprocal, _average, ("ties", "basic")),
+    Deviation("pattern-exact-half-up", frozenset(EXACT_OPS),
+              "Your runtime computes DequantizeLinear … → op → QuantizeLinear as one requantisation in exact "
+              "(integer) arithmetic — the codes times the exact ratios s/s_y, no float32 rounding of the "
+              "dequantized values or of the op's result — and rounds half up (floor(v + 1/2)) where the graph "
+              "rounds its float32 value half to even: exact ties go up, and values the graph's float32 steps "
+              "move across a tie round the other way.",
+              "Qualcomm QNN HTP (onnxruntime-qnn 2.7.0, QNN SDK 2.51.0) measured here: every tie-rich and "
+              "zero-point case of Add and Sub it fails is this model bit for bit (0 of 256 elements differ), "
+              "as its DequantizeLinear → QuantizeLinear Convert is (requantise-half-up, research/qdq-graphs.md §4 "
+              "M10); Hexagon NN's roundf_u32 adds 0.5 and truncates (XiaoMi/nnlib hexagon/include/quantize.h)",
+              "Add, s_b = s_a·2^j, s_y = s_a·2^k: sums of odd parity are exact ties in exact arithmetic",
+              PatternExactHalfUp, _exact_pattern, ("ties", "zero-points")),
+    Deviation("pattern-exact-half-up-biased", frozenset(EXACT_OPS),
+              "Your runtime computes the pattern as one exact requantisation (pattern-exact-half-up) and adds a small "
+              "upward bias (about 2^-7 of a code) before rounding half up: values just below a tie go up too.",
+              "Qualcomm QNN HTP (onnxruntime-qnn 2.7.0, QNN SDK 2.51.0) measured here on the random draws of its "
+              "data-movement, Add, Sub and accumulating patterns; the same bias as its Convert "
+              "(requantise-half-up-biased, research/qdq-graphs.md §4 M10: the reported 0.0372/121 → 0.0291/3 "
+              "requantisation gives 116 for 115.4948…)",
+              "Identity uint8 0.0372/121 → 0.0291/3, x = 209: exactly 115.4948…, the bias makes it 116",
+              PatternExactHalfUpBiased, _exact_pattern, ("basic",)),
+    Deviation("pattern-exact-half-away", frozenset(EXACT_OPS),
+              "Your runtime computes the pattern as one requantisation in exact (integer) arithmetic and rounds "
+              "half away from zero, where the graph rounds its float32 value half to even: exact ties of negative "
+              "values go down, of positive ones up.",
+              "Qualcomm QNN HTP (onnxruntime-qnn 2.7.0, QNN SDK 2.51.0) measured here: its 8-bit DequantizeLinear → "
+              "Identity → QuantizeLinear cases with s_y = 2^k·s_x are this model bit for bit (x = 5, z = 128, "
+              "s_y = 2·s_x: −61.5 gives code 66, not 67); TFLite's and gemmlowp's rounding (RoundingDivideByPOT)",
+              "uint8, z_x = z_y = 128, s_y = 2·s_x: codes below the zero point of odd distance are negative ties",
+              PatternExactHalfAway, _exact_pattern, ("ties",)),
+    Deviation("pattern-exact-half-even", frozenset(EXACT_OPS),
+              "Your runtime computes the pattern as one requantisation in exact (integer) arithmetic, rounded half "
+              "to even as the text rounds, but from the exact value: where the graph's float32 dequantized values "
+              "or float op result move a value onto or off a tie, the code differs by one.",
+              "Qualcomm QNN HTP (onnxruntime-qnn 2.7.0, QNN SDK 2.51.0) measured here: its uint8 DequantizeLinear → "
+              "Relu → QuantizeLinear cases with s_y = 2^k·s_x are this model bit for bit; any integer-only kernel "
+              "with an exact multiplier (an integer shift for power-of-two ratios) computes this",
+              "s_y = 2·s_x with s_x not a power of two: fl32((x − z)·s_x)/s_y is not the exact tie (x − z)/2",
+              PatternExactHalfEven, _exact_pattern, ("ties",)),
+]
+
+__all__ = ["DEVIATIONS", "EXACT_OPS", "single_rounding"]
