@@ -21,11 +21,11 @@ import numpy as np
 from qconform import dtypes
 from qconform.case import MS_DOMAIN, Arg, Draft
 from qconform.oracle.arith import pack_output
-from qconform.oracle.base import Evaluation, OpOracle, register
+from qconform.oracle.base import Evaluation, register
 from qconform.oracle.granularity import InvalidModel
 from qconform.oracle.graph import _round_fraction_f32
 from qconform.oracle.integer import Requantising, requantise
-from qconform.oracle.qlinear_composed import Composed, SoftmaxComposed, concat_graph
+from qconform.oracle.qlinear_composed import Composed, ConcatComposed, SoftmaxComposed
 
 F32 = dtypes.get("float32")
 
@@ -212,15 +212,8 @@ class QLinearGlobalAveragePool_1(Composed):
     clause = "ms-qlinear-pool"
 
 
-class QLinearConcat_1(OpOracle):
-    domain = MS_DOMAIN
+class QLinearConcat_1(ConcatComposed):
     op = "QLinearConcat"
-    since = 1
-    output_names = ("Y",)
-    has_axis = False
-
-    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
-        return concat_graph(draft, primary_only)
 
 
 register(QLinearAdd_1(), QLinearMul_1(), QGemm_1(), QLinearSigmoid_1(), QLinearLeakyRelu_1(), QLinearSoftmax_1(),

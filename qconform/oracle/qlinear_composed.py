@@ -3,7 +3,7 @@ QLinearLeakyRelu, QLinearAveragePool, QLinearGlobalAveragePool, QLinearSoftmax, 
 computed as that graph by the QDQ pattern oracle (``oracle/graph.py``), nothing of their arithmetic
 written here (qconform/docs/semantics.md#ms-qlinear-composed):
 
-- DequantizeLinear and QuantizeLinear by their own version classes at the ai.onnx opset the model
+- the op's oracle is itself a ``GraphOracle``: DequantizeLinear and QuantizeLinear by their own version classes at the ai.onnx opset the model
   imports beside com.microsoft (21), with their readings;
 - the float function by the patterns' own float op (Sigmoid, LeakyRelu, Softmax, AveragePool,
   GlobalAveragePool, Concat): its value, its accuracy (#qdq-sigmoid, #qdq-softmax) and its sums
@@ -20,7 +20,7 @@ from qconform import dtypes
 from qconform.case import MS_DOMAIN, PATTERN_DOMAIN, Arg, Draft, Node
 from qconform.declarations import operators
 from qconform.oracle.base import Evaluation, OpOracle
-from qconform.oracle.graph import ORACLE, GraphOracle
+from qconform.oracle.graph import GraphOracle
 from qconform.oracle.granularity import InvalidModel
 
 #: The ai.onnx opset a com.microsoft model imports beside its contrib ops (qconform/model.py's
@@ -72,8 +72,10 @@ def coerced_softmax(attrs, shape: tuple[int, ...]) -> tuple[list[Node], list[Arg
             Node("Reshape", ("y2", back.name), ("yf",))], [flat, back]
 
 
-class Composed(OpOracle):
-    """quantize(f(dequantize(x))) as a graph: the op's float function is the node ``float_op``."""
+class Composed(GraphOracle, OpOracle):
+    """quantize(f(dequantize(x))) as a graph: the op's float function is the node ``float_op``. The op
+    is its own graph oracle, so a deviation model replaces one of the graph's steps (a float op, the
+    oracle of its QuantizeLinear node, ``fused``) and the graph runs it."""
 
     domain = MS_DOMAIN
     since = 1
@@ -84,7 +86,6 @@ class Composed(OpOracle):
     float_attrs: tuple[str, ...] = ()
     #: The semantics.md anchor of the op's decisions.
     clause: str = "ms-qlinear-composed"
-    graph: GraphOracle = ORACLE
 
     def float_nodes(self, draft: Draft, x: Arg) -> tuple[list[Node], list[Arg]]:
         """The nodes from the dequantized ``xf`` to the float result ``yf``, and their initializers."""
@@ -102,7 +103,7 @@ class Composed(OpOracle):
         middle, extra = self.float_nodes(draft, x)
         nodes = (Node(DQ, (args[0].name, args[1].name, args[2].name), ("xf",)), *middle,
                  Node(Q, ("yf", args[3].name, args[4].name), ("Y",)))
-        return run_graph(self.graph, draft, tuple(args + extra), nodes, primary_only, self.clause)
+        return run_graph(self, draft, tuple(args + extra), nodes, primary_only, self.clause)
 
 
 class SoftmaxComposed(Composed):
@@ -114,20 +115,25 @@ class SoftmaxComposed(Composed):
         return coerced_softmax(draft.attrs, x.value.shape)
 
 
-def concat_graph(draft: Draft, primary_only: bool) -> Evaluation:
+class ConcatComposed(Composed):
     """QLinearConcat: each input's triple (tensor, scale, zero point) dequantized, the float tensors
     concatenated along ``axis``, the result quantized with Y's (#ms-qlinear-concat)."""
-    ys, yz, *rest = draft.inputs
-    if ys is None or yz is None or not rest or len(rest) % 3 or any(a is None for a in rest):
-        raise InvalidModel("QLinearConcat takes Y_scale, Y_zero_point, then (tensor, scale, zero point) triples")
-    if "axis" not in draft.attrs:
-        raise InvalidModel("QLinearConcat's axis attribute is required")
-    triples = [rest[i:i + 3] for i in range(0, len(rest), 3)]
-    nodes = [Node(DQ, tuple(a.name for a in t), (f"f{i}",)) for i, t in enumerate(triples)]
-    nodes.append(Node("Concat", tuple(f"f{i}" for i in range(len(triples))), ("yf",), {"axis": draft.attrs["axis"]}))
-    nodes.append(Node(Q, ("yf", ys.name, yz.name), ("Y",)))
-    return run_graph(ORACLE, draft, tuple(draft.inputs), tuple(nodes), primary_only, "ms-qlinear-concat")
+
+    clause = "ms-qlinear-concat"
+
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
+        ys, yz, *rest = draft.inputs
+        if ys is None or yz is None or not rest or len(rest) % 3 or any(a is None for a in rest):
+            raise InvalidModel("QLinearConcat takes Y_scale, Y_zero_point, then (tensor, scale, zero point) triples")
+        if "axis" not in draft.attrs:
+            raise InvalidModel("QLinearConcat's axis attribute is required")
+        triples = [rest[i:i + 3] for i in range(0, len(rest), 3)]
+        nodes = [Node(DQ, tuple(a.name for a in t), (f"f{i}",)) for i, t in enumerate(triples)]
+        nodes.append(Node("Concat", tuple(f"f{i}" for i in range(len(triples))), ("yf",),
+                          {"axis": draft.attrs["axis"]}))
+        nodes.append(Node(Q, ("yf", ys.name, yz.name), ("Y",)))
+        return run_graph(self, draft, tuple(draft.inputs), tuple(nodes), primary_only, self.clause)
 
 
-__all__ = ["COMPANION_OPSET", "Composed", "SoftmaxComposed", "channels_last", "coerced_softmax", "concat_graph",
+__all__ = ["COMPANION_OPSET", "Composed", "ConcatComposed", "SoftmaxComposed", "channels_last", "coerced_softmax",
            "run_graph"]
