@@ -112,6 +112,7 @@ def test_planted_deviation_named_by_its_nodes(models, tmp_path, capsys):
     first = next(c["id"] for c in data["cases"] if c["verdict"] == FAIL and "/x_QuantizeLinear." in c["id"])
     stem = f"model-check/{first.rsplit('/', 1)[-1]}"
     assert f"reproducer: {stem}.onnx ({first})" in rows["x_QuantizeLinear"]
+    assert "diagnosis: round-half-away" in rows["x_QuantizeLinear"]  # the deviation model that reproduces it
     sums = (report / "SHA256SUMS").read_text()
     assert all(f"  {stem}.{leaf}\n" in sums for leaf in ("onnx", "input_0.pb", "expected_0.pb"))
     from onnx import numpy_helper as nh

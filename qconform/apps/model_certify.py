@@ -63,7 +63,10 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     if not (report / "report.json").is_file():  # refused before any case ran: nothing more to say
         return status
     whole = _whole(args, built)
-    records = json.loads((report / "report.json").read_text()).get("cases", [])
+    data = json.loads((report / "report.json").read_text())
+    diagnosed = {f["id"]: f for f in data.get("failures") or ()}  # a failure's diagnosis is in its entry
+    records = [{**rec, **{k: diagnosed[rec["id"]].get(k) for k in ("diagnosis", "diagnosis_step")}}
+               if rec.get("id") in diagnosed else rec for rec in data.get("cases", [])]
     from qconform.report import writer
 
     for p in writer.add(report, model_check.documents(built, records, whole)):

@@ -275,11 +275,25 @@ def documents(built: mc.Built, records: list[dict], whole: Check | None) -> dict
     return files
 
 
+def _diagnosis(rec: dict) -> str:
+    """A deviating case's diagnosis as groups.md says it: the models that reproduce it, or where the
+    difference sits, or that it was not diagnosed."""
+    models = rec.get("diagnosis")
+    if models:
+        return f"diagnosis: {', '.join(models)}"
+    if models is None:
+        return "not diagnosed"
+    step = rec.get("diagnosis_step")
+    return "diagnosis: no deviation model reproduces it" + (f" ({step})" if step else "")
+
+
 def groups_md(built: mc.Built, records: list[dict], whole: Check | None,
               failing: dict[str, Case] | None = None) -> str:
     """groups.md: every group once, with its nodes and its verdicts (or why it was not judged; a
-    deviating one with its reproducer), the notes on the model, and the whole-model check."""
+    deviating one with its first deviating case's diagnosis and reproducer), the notes on the model,
+    and the whole-model check. ``records``: the report's, each with its diagnosis where it has one."""
     info, groups = built.info, built.groups
+    by_id = {str(rec.get("id", "")): rec for rec in records}
     verdicts: dict[str, dict[str, int]] = {}
     for rec in records:
         v = verdicts.setdefault(_label(str(rec.get("id", ""))), {})
@@ -296,8 +310,9 @@ def groups_md(built: mc.Built, records: list[dict], whole: Check | None,
             got = verdicts.get(g.label)
             status = ", ".join(f"{k} {v}" for k, v in sorted(got.items())) if got else "judged (no report)"
             if failing and g.label in failing:
-                stem = failing[g.label].id.rsplit("/", 1)[-1]
-                status += f"; reproducer: {CHECK_DIR}/{stem}.onnx ({failing[g.label].id})"
+                case_id = failing[g.label].id
+                stem = case_id.rsplit("/", 1)[-1]
+                status += f"; {_diagnosis(by_id.get(case_id, {}))}; reproducer: {CHECK_DIR}/{stem}.onnx ({case_id})"
         lines.append(f"| {g.label or '-'} | {g.kind} | {g.describe(info)} | {status.replace('|', '/')} |")
     if whole is not None:
         lines += ["", "## The whole model", ""] + [f"- {line.strip()}" if not line.startswith("    ") else line
