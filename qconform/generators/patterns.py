@@ -515,6 +515,7 @@ def depth_families() -> dict[str, Callable[[], Iterator[Draft]]]:
         patterns_pool as pool
 
     return {"conv-depth": conv.conv_depth, "conv-ties": conv.conv_ties, "conv-activations": conv.conv_activations,
+            "conv-large-accumulators": conv.conv_large_accumulators,
             "pool-depth": pool.pool_depth, "global-pool": pool.global_pool, "gemm-depth": gemm.gemm_depth,
             "matmul-depth": gemm.matmul_depth, "large-accumulators": gemm.large_accumulators,
             "blocked-weights": gemm.blocked_weights, "dq-gather": gemm.dq_gather,

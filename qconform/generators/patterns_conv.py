@@ -166,4 +166,26 @@ def conv_activations() -> Iterator[Draft]:
                                      _rng("conv-res", ta, tw, name, rel), sy, _mid(ta), residual=True)
 
 
-__all__ = ["GEOMETRIES", "conv_activations", "conv_depth", "conv_draft", "conv_ties"]
+def conv_large_accumulators() -> Iterator[Draft]:
+    """128 input channels × 3×3 (K = 1,152) with activation and weight codes 16 apart around their zero
+    points: the raw sums Σx·w an integer kernel forms pass 2^24 while every order of the float sum
+    stays exact (#qdq-sum-order, accumulators past 2^24)."""
+    from qconform.generators.common import array
+
+    for ta, tw in (("uint8", "int8"), ("int8", "int8"), ("uint8", "uint8")):
+        for gran in ("per-tensor", "per-axis"):
+            rng = _rng("conv-big-acc", ta, tw, gran)
+            ea, ew = dtypes.get(ta), dtypes.get(tw)
+            za, zw = _mid(ta), _mid(tw)
+            x = np.clip(za + 16 * rng.integers(-8, 8, size=(1, 128, 4, 4)), *ea.qrange)
+            ws = (4, 128, 3, 3)
+            d = conv_draft("large-accumulator", gran, ta, tw, array(ta, x), ws, {"pads": [1, 1, 1, 1]}, gran, rng,
+                           2.0**-4 * 2.0**-7 * 2.0**10 * float(rng.uniform(1, 2)), za, bias=False)
+            args = {a.name: a for a in d.inputs}
+            w = np.clip(zw + 16 * rng.integers(-8, 8, size=ws), *ew.qrange)
+            args["w"] = Arg("w", tw, array(tw, w), initializer=True)
+            args["zw"] = _zp("zw", tw, np.full(args["zw"].value.shape, zw), args["zw"].value.shape)
+            yield Draft(**{**d.__dict__, "inputs": tuple(args[a.name] for a in d.inputs)})
+
+
+__all__ = ["GEOMETRIES", "conv_activations", "conv_large_accumulators", "conv_depth", "conv_draft", "conv_ties"]
