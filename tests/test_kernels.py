@@ -493,6 +493,33 @@ def test_qlinear_matmul_accumulates_beyond_64_bits_exactly(cpu_kernel, t, out):
 
 
 # --------------------------------------------------------------------------------------------
+# QuantizeLinear-23+ with an int32 scale: the division in int32 precision
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("x_type", ["float32", "float16", "bfloat16", "int32"])
+@pytest.mark.parametrize("out", ["uint8", "int4", "float8e4m3fn", "float8e5m2fnuz", "float4e2m1"])
+def test_int32_scale_divides_in_int32_precision(cpu_kernel, x_type, out):
+    """x rounded to an integer (ties to even), then x / s rounded to an integer (ties to even), a zero
+    quotient +0, non-finite x kept (qconform/docs/semantics.md#q-division, operands-rounded-to-int32):
+    ties of x and of the quotient, large and non-finite x, negative and large scales, per axis."""
+    from qconform.declarations.operators import QUANTIZE_LINEAR
+
+    xt, ot = dtypes.get(x_type), dtypes.get(out)
+    vals = [-256.5, -1.0, 2.5, 3.5, 4.5, -4.5, 7.5, 0.5, -0.5, 1.5, 13.0, -13.0, 100.0, -300.0, 65504.0, 0.0]
+    if xt.is_float:
+        vals += [-0.0, 2.0**20 + 0.5 if x_type == "float32" else 1000.0, float("inf"), float("-inf"), float("nan")]
+    else:
+        vals += [2**31 - 1, -(2**31), 123_456_789, -7]
+    x = np.array([v for v in vals if xt.is_float or float(v).is_integer()], np.float64)
+    x = np.stack([x, x[::-1]]).astype(xt.dtype)
+    s = np.array([3, -2], np.int32)  # per axis 0: a positive and a negative scale
+    zp_codes = {"uint8": [5, 250], "int4": [0xD, 0x2], "float4e2m1": [0x0, 0x1]}.get(out, [0x00, 0x38])  # -3, 2
+    zp = ot.from_bits(np.array(zp_codes, np.uint8))
+    _judged(cpu_kernel, QUANTIZE_LINEAR, dict(x=x, y_scale=s, y_zero_point=np.asarray(zp, ot.dtype)), dict(axis=0))
+    big = np.array([1_000_003, -65_537], np.int32)
+    _judged(cpu_kernel, QUANTIZE_LINEAR, dict(x=x, y_scale=big, y_zero_point=np.asarray(zp, ot.dtype)), dict(axis=0))
+
+
+# --------------------------------------------------------------------------------------------
 # The integer compute ops beyond the corpus: geometries and operand forms it does not combine
 # --------------------------------------------------------------------------------------------
 def _decl(contraction: str, requant: bool):

@@ -41,8 +41,9 @@ KIND: dict[str, int] = {name: i for i, name in enumerate(KINDS)}
 #: Kernel style numbers (the header's QK_STYLE_*), by the registry's FloatFormat.nan_style.
 STYLE: dict[str, int] = {"int": 0, "ieee": 1, "fn": 2, "fnuz": 3, "none": 4, "e8m0": 5}
 
-#: Precisions the kernel computes a quotient in (a kernel fact: the oracle says which one a node asks for).
-PRECISIONS = ("float32", "float16", "bfloat16")
+#: Precisions the kernel computes a quotient in (a kernel fact: the oracle says which one a node asks for);
+#: int32 is the integer division of an int32 scale at QuantizeLinear-23+ (qkernels.h: qk_int_quotient).
+PRECISIONS = ("float32", "float16", "bfloat16", "int32")
 
 
 def kind(name: str) -> int:

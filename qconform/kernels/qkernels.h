@@ -352,9 +352,11 @@ QK_FN double qk_value_f64(qk_u32 code, int kind) {
 /* y = saturate(round(x / y_scale) + y_zero_point), in two steps: qk_q_params reads the scale and
  * zero point (once per tensor, or per element when they vary), qk_q_apply maps one x code.
  * prec: QK_F32, QK_F16 or QK_BF16, the precision of the division (and of the zero-point sum for
- * float outputs). fnuz_inf_saturates: 1 from opset 24 on (the fnuz +-Inf row). */
+ * float outputs), or QK_INT32, the integer division (qk_int_quotient). fnuz_inf_saturates: 1 from
+ * opset 24 on (the fnuz +-Inf row). */
 typedef struct {
-  float s;          /* fl(prec, scale) */
+  float s;          /* fl(prec, scale) (a float prec) */
+  double sd;        /* the scale's exact value (prec QK_INT32) */
   float zf;         /* float outputs: the zero point's value */
   qk_i64 zp;        /* integer outputs: the zero point */
   float rlo, rhi;   /* integer outputs: clamp bounds of round(q), qmin - zp and qmax - zp */
@@ -363,7 +365,8 @@ typedef struct {
 QK_FN qk_q_ctx qk_q_params(qk_u32 sb, int sk, qk_u32 zb, int ok, int prec) {
   qk_kind_info o = qk_info(ok);
   qk_q_ctx c;
-  c.s = qk_value_in(sb, sk, prec);
+  c.s = prec == QK_INT32 ? 0.0f : qk_value_in(sb, sk, prec);
+  c.sd = prec == QK_INT32 ? qk_value_f64(sb, sk) : 0.0;
   c.zf = 0.0f; c.zp = 0; c.rlo = c.rhi = 0.0f;
   if (o.style == QK_STYLE_INT) {
     qk_i64 lo = o.is_signed ? -((qk_i64)1 << (o.width - 1)) : 0;
@@ -399,8 +402,48 @@ QK_FN qk_u32 qk_q_finish(float q, qk_q_ctx c, int ok, int prec, int saturate, in
   }
 }
 
+/* Round a double to an integer, ties to even (NaN, +-Inf and |v| >= 2^52 pass through; the sign of
+ * a zero is kept). The device has the instruction (rint: cvt.rni.f64); the host adds and subtracts
+ * 2^52, where the double step is 1, as qk_rint_small does in float. */
+QK_FN double qk_rint_f64(double v) {
+#if defined(__CUDA_ARCH__)
+  return rint(v);
+#else
+  double a = v < 0.0 ? -v : v, r;
+  if (!(a < 4503599627370496.0)) return v;
+  r = (a + 4503599627370496.0) - 4503599627370496.0;
+  return v < 0.0 ? -r : r;
+#endif
+}
+
+/* x / scale in int32 precision (QuantizeLinear-23+ with an int32 y_scale: "the type of y_scale
+ * determines the precision of the division", "it rounds to the nearest even";
+ * qconform/docs/semantics.md#q-division, reading operands-rounded-to-int32): x rounded to an
+ * integer, ties to even (a non-finite x or one outside int32 kept as it is), then the quotient
+ * rounded to an integer, ties to even. double decides every tie, as in the oracle (a non-tie
+ * quotient of such operands lies further from k + 1/2 than double's error); a zero quotient is +0
+ * (an int32 has no -0). */
+QK_FN double qk_int_quotient(double x, double s) {
+  return qk_rint_f64(qk_rint_f64(x) / s) + 0.0;
+}
+
+/* The integer quotient q (a double) to an output code: integer outputs through qk_q_finish (q
+ * clamped first to a float-exact range: beyond it every value saturates alike), float outputs
+ * take q + zero point in double and the Cast table (the oracle's float64 sum and one encoding). */
+QK_FN qk_u32 qk_q_finish_f64(double q, qk_q_ctx c, int ok, int saturate, int fnuz_inf_saturates) {
+  if (qk_info(ok).style == QK_STYLE_INT) {
+    double r = q < (double)c.rlo - 2.0 ? (double)c.rlo - 2.0 : q;
+    r = r > (double)c.rhi + 2.0 ? (double)c.rhi + 2.0 : r;
+    return qk_q_finish((float)r, c, ok, QK_F32, saturate, fnuz_inf_saturates);
+  }
+  return qk_encode_f64(q + (double)c.zf, qk_info(ok), saturate, fnuz_inf_saturates);
+}
+
 QK_FN qk_u32 qk_q_apply(qk_u32 xb, int xk, qk_q_ctx c, int ok, int prec, int saturate, int fnuz_inf_saturates) {
-  float q = qk_round_to(qk_value_in(xb, xk, prec) / c.s, prec); /* IEEE division, RNE */
+  float q;
+  if (prec == QK_INT32)
+    return qk_q_finish_f64(qk_int_quotient(qk_value_f64(xb, xk), c.sd), c, ok, saturate, fnuz_inf_saturates);
+  q = qk_round_to(qk_value_in(xb, xk, prec) / c.s, prec); /* IEEE division, RNE */
   return qk_q_finish(q, c, ok, prec, saturate, fnuz_inf_saturates);
 }
 
