@@ -2,8 +2,8 @@
 
 Float models are built in code (seeded weights): a tiny CNN (Conv, Relu, Conv, Add, AveragePool,
 GlobalAveragePool, Reshape, MatMul), a transformer block (attention: MatMul, Transpose, Mul, Softmax,
-MatMul; a residual Add; a feed-forward MatMul, Relu, MatMul, Add) and a stack of N quantized groups
-(the benchmark's). onnxruntime's own ``quantize_static`` quantizes them in the QDQ and the QOperator
+MatMul; a residual Add; a feed-forward MatMul, Relu, MatMul, Add) and stacks of N quantized groups,
+elementwise or convolutions (the benchmark's). onnxruntime's own ``quantize_static`` quantizes them in the QDQ and the QOperator
 format (uint8 activations, per-channel int8 weights, seeded calibration inputs), and its
 ``MatMulNBitsQuantizer`` makes an int4 weight-only model. Nothing is fetched.
 """
@@ -91,6 +91,22 @@ def group_stack(path: Path, groups: int = 20) -> dict[str, tuple[int, ...]]:
     _save(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])], arrays, path)
     return {"x": (1, 16)}
+
+
+def conv_stack(path: Path, groups: int = 20) -> dict[str, tuple[int, ...]]:
+    """``groups`` padded 3x3 convolutions (4 channels, 8x8, bias, Relu after each): quantized,
+    ``groups`` Conv QDQ groups, whose sums at calibrated scales the oracle mostly refuses dense."""
+    rng = np.random.default_rng(19)
+    nodes, arrays, prev = [], {}, "x"
+    for i in range(groups):
+        arrays[f"w{i}"] = rng.normal(0, 0.25, (4, 4, 3, 3)).astype(np.float32)
+        arrays[f"b{i}"] = rng.normal(0, 0.1, (4,)).astype(np.float32)
+        nodes += [helper.make_node("Conv", [prev, f"w{i}", f"b{i}"], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}")]
+        prev = f"r{i}"
+    _save(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+          [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [1, 4, 8, 8])], arrays, path)
+    return {"x": (1, 4, 8, 8)}
 
 
 def quantized(folder: Path, builder: Callable[[Path], dict[str, tuple[int, ...]]], fmt: str) -> Path:
