@@ -148,3 +148,20 @@ def test_only_quantized_tensors_are_exposed(models):
     check = model_check.check(built, resolve("onnxruntime"))
     assert "add" not in check.unexposed and "x_DequantizeLinear" in check.unexposed
     assert any("not checked whole: " in line for line in check.lines(info))
+
+
+def test_every_node_covered_checks_the_model_end_to_end(tmp_path):
+    """A QOperator-format model of convolutions has every node in a judged group: the whole-model check
+    says so, and its last group's output is the model's own output, judged."""
+    from functools import partial
+
+    from model_builders import conv_stack
+
+    builder = partial(conv_stack, groups=3)
+    builder.__name__ = "conv3"  # type: ignore[attr-defined]
+    built = model_cases.build(quantized(tmp_path, builder, "QOperator"))
+    check = model_check.check(built, resolve("onnxruntime-optimized"))
+    assert check.uncovered == [] and not check.unexposed and not check.why
+    assert "every node is in a judged group" in check.lines(built.info)[0]
+    assert check.first is None and check.judged == len(check.sets) * len(built.judged)
+    assert built.info.model.graph.output[0].name in built.judged[-1].outputs
