@@ -119,7 +119,7 @@ def _quantizer(info: mg.Info, group: mg.Group, slot: mg.Slot):
     """(scale broadcast to the slot's shape, zero point, quantized type) of the QuantizeLinear that
     reads a float data input, or None."""
     for n in group.nodes:
-        if n.op == "QuantizeLinear" and n.inputs[0] == slot.local:
+        if n.op == mg.QUANTIZE and n.inputs[0] == slot.local:
             by = {s.local: s for s in group.slots}
             s = by.get(n.inputs[1])
             z = by.get(n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else None
@@ -227,7 +227,7 @@ def _zero_code(info: mg.Info, group: mg.Group, slot: mg.Slot):
     by = {s.local: s for s in group.slots}
     zp_local = None
     for n in group.nodes:
-        if group.kind == "qdq" and n.op == operators.QDQ[1] and n.inputs and n.inputs[0] == slot.local:
+        if group.kind == "qdq" and n.op == mg.DEQUANTIZE and n.inputs and n.inputs[0] == slot.local:
             zp_local = n.inputs[2] if len(n.inputs) > 2 and n.inputs[2] else ""
         elif group.kind == "node" and slot.local in n.inputs:
             decl = operators.find(n.domain, n.op)

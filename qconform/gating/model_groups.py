@@ -33,6 +33,8 @@ MAX_ELEMENTS = 10**7
 #: Protobuf's own limit on one message; a bigger model file is not an ONNX model this reads.
 MAX_FILE_BYTES = 2**31 - 1
 _Q, _DQ = operators.QDQ
+#: The two QDQ operators' names, from their declarations (drafting reads which group input each holds).
+QUANTIZE, DEQUANTIZE = _Q, _DQ
 
 
 class ModelError(Exception):
@@ -405,4 +407,5 @@ def prepare(info: Info, group: Group, used_labels: set[str]) -> None:
                                 tuple(name_of(o) for o in outs), attrs, _domain(n.domain)))
 
 
-__all__ = ["Group", "Info", "MAX_ELEMENTS", "ModelError", "Slot", "prepare", "qdq_groups", "read", "single_groups"]
+__all__ = ["DEQUANTIZE", "Group", "Info", "MAX_ELEMENTS", "ModelError", "QUANTIZE", "Slot", "prepare", "qdq_groups", "read",
+           "single_groups"]
