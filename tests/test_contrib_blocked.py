@@ -302,3 +302,33 @@ def test_a_sum_of_negative_zeros_only_is_refused():
     a[0, 0] = 1.0
     a[0, 1] = -1.0
     assert not np.signbit(_y(_nbits(a, codes, [[1.0]]))[1]).any()
+
+
+# -- diagnosis models ---------------------------------------------------------------------------
+_MODELS = ("nbits-row-stride-from-k", "nbits-zero-points-packed-across-rows", "nbits-large-block-zeros",
+           "gbq-unsigned-default-zero-point-midpoint", "gbq-uint8-default-zero-point-zero")
+
+
+@pytest.fixture(scope="module")
+def blocked_groups():
+    """These ops' cases drafted and evaluated here, so that the models are judged before the bundled
+    corpus holds them (tests/test_diagnosis.py judges them on the corpus once it does)."""
+    from test_diagnosis import group_cases
+
+    cases = [evaluate(d) for mod in (matmul_nbits, gather_block_quantized) for d in mod.generate()]
+    return group_cases([c for c in cases if not c.information])
+
+
+@pytest.mark.parametrize("name", _MODELS)
+def test_a_runner_with_the_deviation_fails_and_is_named_first(name, blocked_groups):
+    from test_diagnosis import scan
+
+    from qconform.diagnosis import diagnose as dg
+    from qconform.diagnosis.models import MODELS
+
+    found, _ = scan(MODELS[name], blocked_groups)
+    assert found, f"{name} passes every case: {MODELS[name].witness}"
+    for g in found:
+        assert any(c.model == name and c.rank == 1 and c.explains_all for c in g.candidates), g.label
+    top = dg.overall(found)
+    assert top[0].model == name and not [o for o in top[1:] if o.key() == top[0].key()]

@@ -90,6 +90,23 @@ class MatMulNBits(OpOracle):
     output_names = ("Y",)
     has_axis = False
 
+    def weight_codes(self, b: np.ndarray, k: int, bits: int, bs: int) -> np.ndarray:
+        """B's codes [N, K]: each row's blobs one bit stream, the last blob's padding dropped."""
+        n, kb, blob = b.shape
+        return unpack_stream(b.reshape(n, kb * blob), bits, kb * bs)[:, :k]
+
+    def packed_zero_points(self, zp: np.ndarray, kb: int, bits: int) -> np.ndarray:
+        """uint8 zero points [N, ceil(k_blocks·bits/8)] -> [N, k_blocks]: one stream per row."""
+        return unpack_stream(zp, bits, kb).astype(np.float64)
+
+    def default_zero_point(self, bits: int) -> float:
+        """"If not provided, a default zero point is used: 2^(bits - 1)"."""
+        return float(1 << (bits - 1))
+
+    def block_sums(self, terms: np.ndarray, precision: int, where: str, block_size: int) -> np.ndarray:
+        """Y's sums over K (and the bias), checked exact in every order."""
+        return exact_sums(terms, precision, where)
+
     def weights(self, draft: Draft) -> tuple[np.ndarray, str]:
         """The dequantized weights [N, K] (exact float64) and, where the model is valid but outside
         the current text, why (an information case)."""
@@ -106,7 +123,7 @@ class MatMulNBits(OpOracle):
         kb, blob = -(-k // bs), bs * bits // 8
         if b.value.shape != (n, kb, blob):
             raise InvalidModel(f"B of shape {b.value.shape}: (N, k_blocks, blob_size) = {(n, kb, blob)}")
-        q = unpack_stream(b.value.reshape(n, kb * blob), bits, kb * bs)[:, :k]
+        q = self.weight_codes(b.value, k, bits, bs)
         info = ""
         s = _values(scales)
         if s.shape != (n, kb):
@@ -116,7 +133,7 @@ class MatMulNBits(OpOracle):
                 raise InvalidModel(f"scales of shape {s.shape}: (N, k_blocks) = {(n, kb)}")
             s = s.reshape(n, kb)
         if zp is None:
-            z = np.full((n, kb), float(1 << (bits - 1)))
+            z = np.full((n, kb), self.default_zero_point(bits))
         elif zp.type == "uint8":
             want = (n, -(-kb * bits // 8))
             if zp.value.shape != want:
@@ -124,7 +141,7 @@ class MatMulNBits(OpOracle):
                     info = info or f"packed zero points of shape {zp.value.shape}: the text's shape is {want}"
                 else:
                     raise InvalidModel(f"packed zero_points of shape {zp.value.shape}: (N, ceil(k_blocks·bits/8)) = {want}")
-            z = unpack_stream(zp.value.reshape(want), bits, kb).astype(np.float64)
+            z = self.packed_zero_points(zp.value.reshape(want), kb, bits)
         else:
             if zp.type != t1:
                 raise InvalidModel(f"unpacked zero_points of type {zp.type}: the same type as A ({t1})")
@@ -176,7 +193,7 @@ class MatMulNBits(OpOracle):
             if bv.shape != (n,):
                 raise InvalidModel(f"bias of shape {bv.shape}: [N] = [{n}]")
             terms = np.concatenate([terms, np.broadcast_to(bv[:, None], terms.shape[:-1] + (1,))], axis=-1)
-        y = exact_sums(terms, _PRECISION[t1], draft.id)
+        y = self.block_sums(terms, _PRECISION[t1], draft.id, int(draft.attrs["block_size"]))
         if np.any(fl(t1, y) != y):
             raise NotExact(f"{draft.id}: the sum is not representable in {t1}")
         ev = Evaluation(clause="ms-matmulnbits", primary_only=primary_only, information=info)
@@ -190,6 +207,10 @@ class GatherBlockQuantized(OpOracle):
     since = 1
     output_names = ("output",)
     has_axis = False
+
+    def default_zero_point(self, data_type: str, bits: int) -> float:
+        """"If `zero_points` is not provided, the default value is 0 for int4/uint4, or 2^(bits-1) for uint8"."""
+        return float(1 << (bits - 1)) if data_type == "uint8" else 0.0
 
     def codes(self, draft: Draft) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, str]:
         """(codes or float values of data, zero points, scales) expanded to data's logical shape,
@@ -243,7 +264,7 @@ class GatherBlockQuantized(OpOracle):
         idx = np.arange(d) // (d if bs == 0 else bs)
         s_full = np.broadcast_to(np.take(s, idx, axis=qa), shape)
         if zp is None:
-            z_full = np.full(shape, float(1 << (bits - 1)) if data.type == "uint8" else 0.0)
+            z_full = np.full(shape, self.default_zero_point(data.type, bits))
         elif data.type == "uint8" and bits < 8:
             z_full = np.full(shape, float(1 << (bits - 1)))  # information case: never judged
         else:

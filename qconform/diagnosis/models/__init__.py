@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 
 from qconform.diagnosis.models import rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul, fused, fixed_point
+from qconform.diagnosis.models import blocked
 from qconform.diagnosis.models.base import Deviation, Spec, compose, deviating_oracle
 from qconform.diagnosis.models.common import swap_slots
 from qconform.diagnosis.models.dequantize import bfloat16_half_up_if_odd
@@ -171,9 +172,14 @@ ORDER = (
     "pattern-exact-half-up-biased",
     "pattern-exact-half-away",
     "pattern-exact-half-even",
+    "nbits-row-stride-from-k",
+    "nbits-zero-points-packed-across-rows",
+    "nbits-large-block-zeros",
+    "gbq-unsigned-default-zero-point-midpoint",
+    "gbq-uint8-default-zero-point-zero",
 )
 STEPS = (rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul,
-         fused, fixed_point)
+         fused, fixed_point, blocked)
 
 
 def _registry() -> dict[str, Deviation]:
