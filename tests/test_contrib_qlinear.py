@@ -192,3 +192,36 @@ def test_concat_requantises_each_input_to_y():
                       .generate("basic") if d.op == "QLinearConcat" and d.name == "same-parameters"))
     xs = [a.value for a in c.inputs[2::3]]
     assert np.array_equal(c.expected[0], np.concatenate(xs, axis=1))  # quantized as Y: a copy
+
+
+# -- diagnosis models: each, run as a runtime, fails these cases and is named first ---------------------------
+@pytest.fixture(scope="module")
+def contrib_groups():
+    from qconform.generators import contrib_qlinear as gen
+    from test_diagnosis import group_cases
+
+    return group_cases([evaluate(d) for d in gen.generate()])
+
+
+def _model_names():
+    from qconform.diagnosis.models import contrib_qlinear as models
+
+    return [m.name for m in models.DEVIATIONS]
+
+
+@pytest.mark.parametrize("name", _model_names())
+def test_each_onnxruntime_mechanism_fails_and_is_named_first(name, contrib_groups):
+    """guide-diagnosis-model.md's acceptance on the cases of these ops (the bundled corpus holds them
+    once the lead regenerates it; tests/test_diagnosis.py then runs the same check there)."""
+    from qconform.diagnosis import diagnose as dg
+    from qconform.diagnosis.models import MODELS
+    from test_diagnosis import scan
+
+    found, _ = scan(MODELS[name], contrib_groups)
+    assert found, f"{name} passes every case: {MODELS[name].witness}"
+    for g in found:
+        me = next((c for c in g.candidates if c.model == name), None)
+        assert me is not None and me.rank == 1 and me.explains_all, (
+            f"{g.label}: {name} is not ranked first:\n" + "\n".join(c.summary() for c in g.candidates))
+    top = dg.overall(found)
+    assert top[0].model == name and not [o for o in top[1:] if o.key() == top[0].key()], [o.model for o in top[:3]]

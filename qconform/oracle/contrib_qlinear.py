@@ -45,6 +45,8 @@ class _Binary(Requantising):
     has_axis = False
 
     def operands(self, draft: Draft):
+        """(A, B) as int64 codes broadcast together, their zero points, the three scales, C's zero
+        point, C's type and shape."""
         a, a_s, a_zp, b, b_s, b_zp, c_s, c_zp = (list(draft.inputs) + [None] * 8)[:8]
         if any(v is None for v in (a, a_s, b, b_s, c_s)):
             raise InvalidModel(f"{self.op} needs A, B and the scales of A, B and C")
@@ -56,11 +58,11 @@ class _Binary(Requantising):
         except ValueError:
             raise InvalidModel(f"A {a.value.shape} and B {b.value.shape} do not broadcast") from None
         zp = lambda arg: 0 if arg is None else int(self.param(arg).reshape(()))  # noqa: E731
-        da = np.broadcast_to(self.data(a).astype(np.int64) - zp(a_zp), shape)
-        db = np.broadcast_to(self.data(b).astype(np.int64) - zp(b_zp), shape)
+        av = np.broadcast_to(self.data(a).astype(np.int64), shape)
+        bv = np.broadcast_to(self.data(b).astype(np.int64), shape)
         scales = tuple(float(self.param(s).reshape(())) for s in (a_s, b_s, c_s))
         out_t = dtypes.get(c_zp.type if c_zp is not None else a.type)
-        return da, db, scales, zp(c_zp), out_t, shape
+        return av, bv, (zp(a_zp), zp(b_zp)), scales, zp(c_zp), out_t, shape
 
 
 class QLinearAdd(_Binary):
@@ -79,13 +81,21 @@ class QLinearAdd(_Binary):
             f32.append(Fraction(_round_fraction_f32(Fraction(s) / c_s)) if np.isfinite(s) else s)
         return [("exact-rational", exact), ("formula-float32", f32)]
 
+    def add_results(self, a: np.ndarray, b: np.ndarray, zps: tuple[int, int], scales, czp: int
+                    ) -> list[tuple[str, np.ndarray]]:
+        """(reading, RNE(v) + C_zp as exact integers) from the raw codes: the step a kernel that folds
+        the zero points into its arithmetic replaces."""
+        out = []
+        for name, values in self.add_values(a - zps[0], b - zps[1], scales):
+            q = np.array([float(self.round_exact(v)) if isinstance(v, Fraction) else v for v in values], np.float64)
+            out.append((name, q.reshape(a.shape) + czp))
+        return out
+
     def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
-        da, db, scales, czp, out_t, shape = self.operands(draft)
+        a, b, zps, scales, czp, out_t, shape = self.operands(draft)
         ev = Evaluation(clause="ms-qlinear-add", primary_only=primary_only)
-        for name, values in self.add_values(da, db, scales):
-            q = np.array([float(self.round_exact(v)) if isinstance(v, Fraction) else v for v in values],
-                         np.float64).reshape(shape)
-            y, undefined = self.saturate(q + czp, out_t)
+        for name, q in self.add_results(a, b, zps, scales, czp):
+            y, undefined = self.saturate(q, out_t)
             ev.add(name, (pack_output(y, out_t),), (undefined,))
         return ev
 
@@ -94,9 +104,10 @@ class QLinearMul(_Binary):
     op = "QLinearMul"
 
     def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
-        da, db, scales, czp, out_t, shape = self.operands(draft)
+        a, b, zps, scales, czp, out_t, shape = self.operands(draft)
         ev = Evaluation(clause="ms-qlinear-mul", primary_only=primary_only)
-        self.add_readings(ev, [("", da * db)], 0, scales, float(czp), out_t, "float32", np.zeros(shape, bool), shape)
+        product = (a - zps[0]) * (b - zps[1])
+        self.add_readings(ev, [("", product)], 0, scales, float(czp), out_t, "float32", np.zeros(shape, bool), shape)
         return ev
 
 

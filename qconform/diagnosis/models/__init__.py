@@ -40,6 +40,7 @@ import functools
 
 from qconform.diagnosis.models import rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul, fused, fixed_point
 from qconform.diagnosis.models import blocked
+from qconform.diagnosis.models import contrib_qlinear
 from qconform.diagnosis.models.base import Deviation, Spec, compose, deviating_oracle
 from qconform.diagnosis.models.common import swap_slots
 from qconform.diagnosis.models.dequantize import bfloat16_half_up_if_odd
@@ -177,9 +178,17 @@ ORDER = (
     "nbits-large-block-zeros",
     "gbq-unsigned-default-zero-point-midpoint",
     "gbq-uint8-default-zero-point-zero",
+    "qlinear-add-float-ratios",
+    "qlinear-add-fixed-point",
+    "qlinear-mul-zero-point-before-rounding",
+    "sigmoid-table-mlas-logistic",
+    "average-pool-zero-point-before-rounding",
+    "global-average-pool-float-reciprocal",
+    "global-average-pool-fixed-point-reciprocal",
+    "softmax-floor-reciprocal-scale",
 )
 STEPS = (rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul,
-         fused, fixed_point, blocked)
+         fused, fixed_point, blocked, contrib_qlinear)
 
 
 def _registry() -> dict[str, Deviation]:
