@@ -15,6 +15,7 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.case import Arg, Draft, Node
+from qconform.generators.common import array
 from qconform.generators.patterns import (FOUR_BIT, WEIGHTS, _act_codes, _dq, _draft, _f32, _mid, _q, _rng,
                                           _weight_args, _zp)
 
@@ -58,10 +59,15 @@ def _attrs(attrs: dict, w_shape: tuple) -> dict:
 
 def conv_draft(family: str, name: str, ta: str, tw: str, x: np.ndarray, w_shape: tuple, attrs: dict,
                gran: str, rng, sy: float, zy: int, bias: bool = True, act: str = "", residual: bool = False,
-               sw_fixed: float | None = None) -> Draft:
-    """DQ(x), DQ(w)[, DQ(bias)] → Conv [→ Relu | Clip] → Q; ``residual``: → Q → DQ → Add(DQ(x')) → Q."""
+               sw_fixed: float | None = None, within: int = 0) -> Draft:
+    """DQ(x), DQ(w)[, DQ(bias)] → Conv [→ Relu | Clip] → Q; ``residual``: → Q → DQ → Add(DQ(x')) → Q.
+    ``within``: weight codes at most this far from their zero point (sums small enough to hold many
+    ties without saturating)."""
     sx = 2.0**-4
     wargs, wattrs = _weight_args(rng, tw, w_shape, gran, 0)
+    if within:
+        zw = int(np.asarray(wargs[2].value).reshape(-1)[0])
+        wargs[0] = Arg("w", tw, array(tw, zw + rng.integers(-within, within + 1, size=w_shape)), initializer=True)
     if sw_fixed is not None:
         wargs[1] = _f32("sw", np.full(wargs[1].value.shape, sw_fixed, np.float32), wargs[1].value.shape)
     nodes = [_dq("x", "sx", "zx", "fx"), _dq("w", "sw", "zw", "fw", **wattrs)]
@@ -129,11 +135,12 @@ def conv_ties() -> Iterator[Draft]:
         tw = WEIGHTS[ta][-1]
         for name, xs, ws, attrs in GEOMETRIES[::3]:
             rng = _rng("conv-ties", ta, name)
-            x = _act_codes(rng, ta, xs, _k(ws))
+            x = array(ta, _mid(ta) + rng.integers(-4, 5, size=xs))  # small sums: ties without saturation
             for rel, sy in (("half", 2.0**-10), ("quarter", 2.0**-9), ("unit", 2.0**-11)):
                 for parity, zy in (("even", _mid(ta)), ("odd", _mid(ta) + 1)):
                     yield conv_draft("ties", f"{name}-{rel}-zero-point-{parity}", ta, tw, x, ws, attrs, "per-tensor",
-                                     _rng("conv-ties", ta, name, rel), sy, zy, sw_fixed=2.0**-7)
+                                     _rng("conv-ties", ta, name, rel), sy, zy, sw_fixed=2.0**-7, within=3,
+                                     bias=False)
 
 
 def conv_activations() -> Iterator[Draft]:
@@ -170,8 +177,6 @@ def conv_large_accumulators() -> Iterator[Draft]:
     """128 input channels × 3×3 (K = 1,152) with activation and weight codes 16 apart around their zero
     points: the raw sums Σx·w an integer kernel forms pass 2^24 while every order of the float sum
     stays exact (#qdq-sum-order, accumulators past 2^24)."""
-    from qconform.generators.common import array
-
     for ta, tw in (("uint8", "int8"), ("int8", "int8"), ("uint8", "uint8")):
         for gran in ("per-tensor", "per-axis"):
             rng = _rng("conv-big-acc", ta, tw, gran)

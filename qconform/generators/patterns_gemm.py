@@ -21,13 +21,22 @@ C_SHAPES = {"none": None, "scalar": (), "row": ("n",), "row-2d": (1, "n"), "colu
 
 
 def _gemm(family: str, name: str, ta: str, tw: str, rng, trans_a: int, trans_b: int, alpha: float, beta: float,
-          c_shape, sy: float, zy: int, act: str = "") -> Draft:
+          c_shape, sy: float, zy: int, act: str = "", within: int = 0) -> Draft:
+    """DQ(x), DQ(w)[, DQ(C)] → Gemm [→ Relu | Clip] → Q; ``within``: codes of x and w at most this
+    far from their zero points and C's small (ties without saturation)."""
     m, k, n = 6, 16, 8
     sx = 2.0**-4
-    x = _act_codes(rng, ta, (k, m) if trans_a else (m, k), k)
+    xshape = (k, m) if trans_a else (m, k)
+    x = _act_codes(rng, ta, xshape, k) if not within else array(ta, _mid(ta) + rng.integers(-within, within + 1,
+                                                                                              size=xshape))
     wshape = (n, k) if trans_b else (k, n)
     gran = "per-axis" if c_shape == ("n",) else "per-tensor"
     wargs, wattrs = _weight_args(rng, tw, wshape, gran, 0 if trans_b else 1)
+    if within:
+        zw = int(np.asarray(wargs[2].value).reshape(-1)[0])
+        wargs[0] = Arg("w", tw, array(tw, zw + rng.integers(-within, within + 1, size=wshape)), initializer=True)
+        if gran == "per-tensor":
+            wargs[1] = _f32("sw", 2.0**-7)
     nodes = [_dq("x", "sx", "zx", "fx"), _dq("w", "sw", "zw", "fw", **wattrs)]
     inputs: list[Arg] = [Arg("x", ta, x), _f32("sx", sx), _zp("zx", ta, _mid(ta)), *wargs]
     ins = ["fx", "fw"]
@@ -35,7 +44,8 @@ def _gemm(family: str, name: str, ta: str, tw: str, rng, trans_a: int, trans_b: 
         shape = tuple({"m": m, "n": n}.get(d, d) for d in c_shape)
         sw = wargs[1].value.astype(np.float64)
         sb = (sx * sw).astype(np.float32) if sw.ndim == 1 else np.float32(sx * float(sw))
-        codes = rng.integers(-2**10, 2**10, size=shape).astype(np.int32)
+        codes = rng.integers(-2**10, 2**10, size=shape).astype(np.int32) if not within else \
+            rng.integers(-4 * within, 4 * within + 1, size=shape).astype(np.int32)
         inputs += [Arg("bias", "int32", codes, initializer=True), _f32("sb", sb, np.shape(sb)),
                    Arg("zb", "int32", np.zeros(np.shape(sb), np.int32), initializer=True)]
         nodes.append(_dq("bias", "sb", "zb", "fb", **({"axis": 0} if np.ndim(sb) else {})))
@@ -72,11 +82,12 @@ def gemm_depth() -> Iterator[Draft]:
         for tw in WEIGHTS[ta] + (FOUR_BIT if ta != "int16" else ()):
             for cname in ("none", "row"):
                 rng = _rng("gemm-ties", ta, tw, cname)
+                w = 2 if dtypes.get(tw).bits <= 4 else 3
                 for parity, zy in (("even", _mid(ta)), ("odd", _mid(ta) + 1)):
                     yield _gemm("ties", f"C-{cname}-half-zero-point-{parity}", ta, tw, rng, 0, 1, 1.0, 1.0,
-                                C_SHAPES[cname], 2.0**-10, zy)
+                                C_SHAPES[cname], 2.0**-10, zy, within=w)
                     yield _gemm("fold", f"C-{cname}-unit-zero-point-{parity}", ta, tw, rng, 0, 1, 1.0, 1.0,
-                                C_SHAPES[cname], 2.0**-11, zy)
+                                C_SHAPES[cname], 2.0**-11, zy, within=w)
                 for act in ("relu", "clip"):
                     lo = dtypes.get(ta).qrange[0]
                     for zn, zy in (("qmin", lo), ("mid-odd", _mid(ta) + 1)):
@@ -99,12 +110,21 @@ def matmul_depth() -> Iterator[Draft]:
                     yield _with_weights("MatMul", "shapes", f"{sname}-{gran}", ta, tw, x, ws, gran, axis, block, rng,
                                         _sy_for(rng, ta, k), _mid(ta))
             rng = _rng("matmul-ties-depth", ta, tw)
-            x = _act_codes(rng, ta, (6, 16), 16)
+            x = array(ta, _mid(ta) + rng.integers(-3, 4, size=(6, 16)))  # small sums: ties, no saturation
             for parity, zy in (("even", _mid(ta)), ("odd", _mid(ta) + 1)):
                 for rel, sy in (("half", 2.0**-4 * 2.0**-7 * 2), ("quarter", 2.0**-4 * 2.0**-7 * 4)):
                     d = _with_weights("MatMul", "ties", f"{rel}-zero-point-{parity}", ta, tw, x, (16, 8), "per-tensor",
                                       1, 0, _rng("mm-ties", ta, tw), sy, zy)
-                    yield _fix_sw(d, 2.0**-7)
+                    yield _small_weights(_fix_sw(d, 2.0**-7), _rng("mm-ties-w", ta, tw), 2)
+
+
+def _small_weights(d: Draft, rng, within: int) -> Draft:
+    """The draft's weights redrawn within ``within`` codes of their zero point."""
+    args = {a.name: a for a in d.inputs}
+    w, zw = args["w"], int(np.asarray(args["zw"].value).reshape(-1)[0])
+    args["w"] = Arg("w", w.type, array(w.type, zw + rng.integers(-within, within + 1, size=w.value.shape)),
+                    initializer=True)
+    return Draft(**{**d.__dict__, "inputs": tuple(args[a.name] for a in d.inputs)})
 
 
 def _fix_sw(d: Draft, sw: float) -> Draft:

@@ -15,6 +15,7 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.case import Arg, Draft, Node
+from qconform.generators.common import array
 from qconform.generators.patterns import (ACTS, F32, _binary, _codes, _dq, _draft, _f32, _mid, _q, _rng, _scale,
                                           _unary, _zp)
 
@@ -62,7 +63,7 @@ def softmax() -> Iterator[Draft]:
         for axis in (-1, 0, 1, 2):
             rng = _rng("softmax", t, axis)
             x = _codes(rng, t, (3, 4, 6))
-            sx = _scale(rng, 2.0**-6, 2.0**-3)
+            sx = _scale(rng, 2.0**-7, 2.0**-5)
             for nm, sy, zy in (("grid-1-over-span", float(np.float32(1.0 / span)), et.qrange[0]),
                                ("grid-2^-8", 2.0**-8, et.qrange[0]), ("grid-2^-8-odd-zero-point", 2.0**-8,
                                                                        et.qrange[0] + 1)):
@@ -207,7 +208,10 @@ def first_ops_depth() -> Iterator[Draft]:
         mid = _mid(t)
         for op in ("Add", "Sub", "Mul", "Concat"):
             rng = _rng("first-ops", op, t)
-            a, b = _codes(rng, t, (8, 16)), _codes(rng, t, (8, 16))
+            if op == "Mul":  # codes near the zero points: products that neither saturate nor vanish
+                a, b = (array(t, _mid(t) + rng.integers(-11, 12, size=(8, 16))) for _ in range(2))
+            else:
+                a, b = _codes(rng, t, (8, 16)), _codes(rng, t, (8, 16))
             sa = _scale(rng)
             attrs = {"axis": 0} if op == "Concat" else None
             for j in (0, 1):
