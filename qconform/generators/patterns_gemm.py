@@ -256,4 +256,35 @@ def two_bit_weights() -> Iterator[Draft]:
                          "qdq-sum-order", opset=TWO_BIT_OPSET)
 
 
-__all__ = ["TWO_BIT_OPSET", "blocked_weights", "two_bit_weights", "dq_gather", "gemm_depth", "large_accumulators", "matmul_depth", "requant_chains"]
+def float8_weights() -> Iterator[Draft]:
+    """float8 weights (DequantizeLinear-21 admits them): MatMul per tensor and per output channel, and a
+    Conv, with weight values between 1/8 and 8 in magnitude (a few binades, so every sum stays exact)."""
+    from qconform.generators.patterns_conv import conv_draft
+
+    for tw in ("float8e4m3fn", "float8e5m2"):
+        for ta in ("uint8", "int8"):
+            for gran in ("per-tensor", "per-axis"):
+                rng = _rng("fp8-weights", tw, ta, gran)
+                x = _act_codes(rng, ta, (6, 16), 16)
+                d = _with_weights("MatMul", "float8-weights", gran, ta, tw, x, (16, 8), gran, 1, 0, rng,
+                                  _sy_for(rng, ta, 16, 2.0**-3), _mid(ta))
+                yield _fp8(d, tw, rng)
+                xc = _act_codes(rng, ta, (1, 4, 6, 6), 36)
+                d = conv_draft("float8-weights", f"2d-k3x3-pads-1-{gran}", ta, tw, xc, (4, 4, 3, 3),
+                               {"pads": [1, 1, 1, 1]}, gran, rng, _sy_for(rng, ta, 36, 2.0**-3), _mid(ta), bias=False)
+                yield _fp8(d, tw, rng)
+
+
+def _fp8(d: Draft, tw: str, rng) -> Draft:
+    """The draft's float8 weights redrawn as ±2^e·(1 + m/8), e in −3 … 2, and zero point 0."""
+    args = {a.name: a for a in d.inputs}
+    shape = args["w"].value.shape
+    v = np.sign(rng.uniform(-1, 1, size=shape)) * 2.0 ** rng.integers(-3, 3, size=shape) * \
+        (1 + rng.integers(0, 4, size=shape) / 8)
+    args["w"] = Arg("w", tw, array(tw, v), initializer=True)
+    zshape = args["zw"].value.shape
+    args["zw"] = Arg("zw", tw, array(tw, np.zeros(zshape)), initializer=True)
+    return Draft(**{**d.__dict__, "inputs": tuple(args[a.name] for a in d.inputs)})
+
+
+__all__ = ["TWO_BIT_OPSET", "float8_weights", "blocked_weights", "two_bit_weights", "dq_gather", "gemm_depth", "large_accumulators", "matmul_depth", "requant_chains"]
