@@ -5,8 +5,8 @@ A fused integer kernel computes DequantizeLinear … → op → QuantizeLinear a
 codes: the value it rounds is the exact one, op((q − z)·s)/s_y, which the graph's float32 steps move
 by an ulp or two. So an element is described by
 
-- the exact value's place against a tie: an exact tie (and its sign: half up and half away from zero
-  differ there), within 2^-8 of a code of one, or neither;
+- whether the exact value is a tie, and its distance to one: within 2^-12, 2^-8 or 2^-4 of a code
+  (how large a kernel's error near a tie is), or farther;
 - each requantisation multiplier s/s_y: whether every one is a power of two (an integer shift, where
   the exact value's ties are exact ties) and the largest multiplier's binary exponent (the shift);
 - the operands' code width and whether a code's distance from its zero point is past float16's
@@ -25,9 +25,11 @@ from qconform.case import Draft
 from qconform.diagnosis.models.fixed_point import EXACT_OPS, _exact, _exact_pattern
 from qconform.diagnosis.models.fused_pattern import pattern
 
-TIE_PLACES = ("not within 2^-8 of a code of a tie", "an exact tie of a positive value", "an exact tie of a negative value",
-              "within 2^-8 of a code of a tie (and not one)")
-NEAR = Fraction(1, 256)
+#: The exact value's distance to a tie, in classes (``exact_places``): farther than 2^-4 of a code,
+#: within 2^-4, 2^-8, 2^-12 of one (and not closer), an exact tie.
+TIE_PLACES = ("farther than 2^-4 of a code", "within 2^-4 of a code (and not 2^-8)", "within 2^-8 of a code (and not "
+              "2^-12)", "within 2^-12 of a code (and not a tie)", "zero (an exact tie)")
+NEAR = (Fraction(1, 16), Fraction(1, 256), Fraction(1, 4096))
 
 
 def exact_places(draft: Draft) -> np.ndarray | None:
@@ -44,8 +46,8 @@ def exact_places(draft: Draft) -> np.ndarray | None:
         q = x / sy
         d = abs(q - q.__floor__() - Fraction(1, 2))
         if d == 0:
-            return 1 if q > 0 else 2
-        return 3 if d <= NEAR else 0
+            return 4
+        return sum(d <= near for near in NEAR)
     return np.asarray([place(x) for x in v], np.int64)
 
 
@@ -63,8 +65,12 @@ def columns(draft: Draft, size: int, keep: np.ndarray) -> list[tuple[str, str, s
     cols = []
     places = exact_places(draft)
     if places is not None and places.size == size:
-        cols.append(("pattern:exact", "value", "the pattern's exact value (the codes through the exact ratios of the "
-                     "scales)", TIE_PLACES, places[keep]))
+        cols.append(("pattern:tie", "value", "", _flag(
+            "the pattern's exact value (the codes through the exact ratios of the scales) is a tie",
+            "the pattern's exact value (the codes through the exact ratios of the scales) is not a tie"),
+            (places[keep] == 4).astype(np.int64)))
+        cols.append(("pattern:near", "value", "the distance of the pattern's exact value to a tie", TIE_PLACES,
+                     places[keep]))
     operands = [o for o in p.operands if o is not None and dtypes.get(o.type).is_integer]
     if not operands:
         return cols

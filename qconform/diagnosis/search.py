@@ -145,7 +145,7 @@ def describe(rows: Rows, columns: Mapping[str, Column], top: int = 3) -> list[De
             if mine == sigs[j]:
                 duplicate = True
                 break
-        if duplicate:
+        if duplicate or _only_where(hit, columns, d):
             continue
         text = " and ".join(columns[t.key].says(t.value, t.negated) for t in hit.terms)
         out.append(Description(hit.terms, text, hit.tp, hit.fp, d, rows.n - d, round(hit.score, 6)))
@@ -153,6 +153,20 @@ def describe(rows: Rows, columns: Mapping[str, Column], top: int = 3) -> list[De
         if len(out) >= top:
             break
     return out
+
+
+#: A description made of positions alone (an index, a lane, a loop's tail, a block) says where, not
+#: why: it is said only when it separates the deviating elements exactly and there are at least this
+#: many of them (a loop's tail, a vector lane); otherwise one with a term on the values, the codes or
+#: the parameters is said, or none (a vendor cannot act on "the flat index mod 16 is 11").
+POSITION_ONLY_SUPPORT = 16
+
+
+def _only_where(hit: "_Found", columns: Mapping[str, Column], d: int) -> bool:
+    """A description of positions alone that is not an exact, well supported one."""
+    if not all(columns[t.key].kind == "position" for t in hit.terms):
+        return False
+    return not (hit.tp == d and hit.fp == 0 and hit.tp >= POSITION_ONLY_SUPPORT)
 
 
 #: How many single predicates (the best by score, and the most precise of those every deviating row
