@@ -187,11 +187,50 @@ def test_softmax_opset_forms_of_axis():
     assert not np.array_equal(along, coerced)  # over axis 1 alone, or over axes 1 and 2
 
 
-def test_concat_requantises_each_input_to_y():
-    c = evaluate(next(d for d in __import__("qconform.generators.contrib_qlinear", fromlist=["generate"])
-                      .generate("basic") if d.op == "QLinearConcat" and d.name == "same-parameters"))
+def test_concat_copies_an_input_quantized_as_y():
+    from qconform.generators import contrib_qlinear as gen
+
+    c = evaluate(next(d for d in gen.generate("basic") if d.op == "QLinearConcat" and d.name == "same-parameters"))
     xs = [a.value for a in c.inputs[2::3]]
-    assert np.array_equal(c.expected[0], np.concatenate(xs, axis=1))  # quantized as Y: a copy
+    assert np.array_equal(c.expected[0], np.concatenate(xs, axis=1))
+
+
+def test_concat_requantises_each_input_with_its_own_parameters():
+    """dequantize(x_i) with x_i's scale and zero point, then quantize with Y's: 0.5·[1, 2, 3] is
+    [0.5, 1, 1.5], rounded half to even [0, 1, 2]; the second input, quantized as Y, is copied."""
+    from qconform.case import Arg, Draft
+
+    f, u = np.float32, np.uint8
+    args = (Arg("Y_scale", "float32", np.asarray(f(1.0)), True), Arg("Y_zero_point", "uint8", np.asarray(u(0)), True),
+            Arg("X0", "uint8", np.asarray([1, 2, 3], u)), Arg("X0_scale", "float32", np.asarray(f(0.5)), True),
+            Arg("X0_zero_point", "uint8", np.asarray(u(0)), True), Arg("X1", "uint8", np.asarray([7], u)),
+            Arg("X1_scale", "float32", np.asarray(f(1.0)), True), Arg("X1_zero_point", "uint8", np.asarray(u(0)), True))
+    d = Draft(op="QLinearConcat", opset=1, types="uint8-float32-uint8", family="t", name="t", inputs=args,
+              attrs={"axis": 0}, domain=MS_DOMAIN)
+    assert evaluate(d).expected[0].tolist() == [0, 1, 2, 7]
+
+
+def test_sigmoid_is_the_patterns_sigmoid_quantized():
+    """sigmoid(0) = 1/2 exactly: 128 codes of 1/256; sigmoid(−1.25) rounded once to float32, then
+    divided by 1/256 and rounded half to even."""
+    import math
+
+    c = _case("QLinearSigmoid", U8, {"X": [128, 103], "X_scale": 0.05, "X_zero_point": 128, "Y_scale": 1 / 256})
+    assert c.expected[0].tolist() == [128, round(float(np.float32(1 / (1 + math.exp(1.25)))) * 256)]
+
+
+def test_leaky_relu_default_alpha_is_float32s_one_hundredth():
+    c = _case("QLinearLeakyRelu", I8, {"X": [-100], "X_scale": 1.0, "Y_scale": 0.01})
+    assert c.expected[0].tolist() == [-100]  # fl32(0.01·−100) / 0.01 = −100 (fl32(0.01) > 0.01 does not move it)
+
+
+def test_qgemm_float_output_carries_the_matmul_readings():
+    f = dict(G, TY="float32")
+    c = _gemm({"a_scale": 0.1, "b_scale": np.asarray([0.3, 0.7], np.float32), "b_zero_point": np.asarray([0, 0], np.int8),
+               "y_scale": None, "y_zero_point": None}, types=f)
+    assert {r.name for r in c.readings} <= {"spec", "multiplier-float32", "multiplier-float64", "exact-rational",
+                                            "multiplier-float32-product-float64"}
+    assert c.expected[0].dtype == np.float32
 
 
 # -- diagnosis models: each, run as a runtime, fails these cases and is named first ---------------------------
