@@ -182,8 +182,9 @@ DEVIATIONS = [
          "Your QLinearSigmoid's table holds MLAS's rational approximation of the logistic function "
          "(x clamped to ±18, p/q + 1/2), whose cancellation against 1/2 loses sigmoid's small values.",
          "onnxruntime onnxruntime/contrib_ops/cpu/quantization/qlinear_lookup_table.cc QlinearBuildLookupTable "
-         "and onnxruntime/core/mlas/lib/logistic.cpp (Eigen's coefficients, FMA3 kernel on x86); onnxruntime "
-         "1.32.0 in this suite: the fine-output-grid cases",
+         "and onnxruntime/core/mlas/lib/logistic.cpp (Eigen's coefficients, FMA3 kernel on x86); "
+         "microsoft/onnxruntime#22557 (the same kernel's Sigmoid(-18) = -5.96e-8: the cancellation against 1/2); "
+         "onnxruntime 1.32.0 in this suite: the fine-output-grid cases",
          "QLinearSigmoid uint8, x_scale 1/8, x_zero_point 255, y_scale 2^-24: sigmoid(−17.75) = 1.96e-8 is code 0 "
          "(0.33 of 2^-24), the approximation gives code 1",
          SigmoidTableMlasLogistic, families=("exhaustive",)),
