@@ -521,7 +521,8 @@ def depth_families() -> dict[str, Callable[[], Iterator[Draft]]]:
             "blocked-weights": gemm.blocked_weights, "dq-gather": gemm.dq_gather,
             "requant-chains": gemm.requant_chains, "two-bit-weights": gemm.two_bit_weights,
             "float8-weights": gemm.float8_weights, "leaky-relu": ops.leaky_relu, "hard-swish": ops.hard_swish,
-            "softmax": ops.softmax, "first-ops-depth": ops.first_ops_depth, "movements": ops.movements, "split": ops.split, "resize-depth": ops.resize_depth}
+            "softmax": ops.softmax, "first-ops-depth": ops.first_ops_depth,
+            "where": ops.where, "movements": ops.movements, "split": ops.split, "resize-depth": ops.resize_depth}
 
 
 def entries() -> dict[str, Callable[[], Iterator[Draft]]]:

@@ -238,4 +238,22 @@ def first_ops_depth() -> Iterator[Draft]:
                 yield _unary(op, fam, f"{nm}-depth", t, x, sx, mid, sy, zy, list(extra), ins, attrs=attrs)
 
 
-__all__ = ["first_ops_depth", "hard_swish", "leaky_relu", "movements", "resize_depth", "softmax", "split"]
+def where() -> Iterator[Draft]:
+    """Where(a > t, DQ(a), DQ(b)) → Q: a selection between two dequantized inputs (the condition from a
+    comparison inside the graph, as a converted model computes it; onnxruntime's shared QDQ
+    selectors group DQ → Where → Q, selectors_actions/shared/utils.cc)."""
+    for t in ACTS:
+        mid = _mid(t)
+        rng = _rng("where", t)
+        a, b = _codes(rng, t, (8, 16)), _codes(rng, t, (8, 16))
+        sa = _scale(rng)
+        for qp, (sb, zb) in (("same-input-qparams", (sa, mid)), ("other-input-qparams", (_scale(rng), mid + 2))):
+            for fam, nm, sy, zy in _relations(rng, t, sa):
+                nodes = [_dq("a", "sa", "za", "fa"), _dq("b", "sb", "zb", "fb"), Node("Greater", ("fa", "th"), ("c",)),
+                         Node("Where", ("c", "fa", "fb"), ("g",)), _q("g", "sy", "zy", "y")]
+                inputs = [Arg("a", t, a), Arg("b", t, b), _f32("sa", sa), _zp("za", t, mid), _f32("sb", sb),
+                          _zp("zb", t, zb), _f32("th", float(np.float32(sa * 3))), _f32("sy", sy), _zp("zy", t, zy)]
+                yield _draft("Where", f"{t}-{t}-{t}", fam, f"{qp}-{nm}", inputs, nodes, "qdq-graph")
+
+
+__all__ = ["first_ops_depth", "where", "hard_swish", "leaky_relu", "movements", "resize_depth", "softmax", "split"]

@@ -301,7 +301,7 @@ class GraphOracle(FloatOps):
                     nv, nm = dict(values), dict(masks)
                     for out_name, arr, mask in zip(node.outputs, o, m):
                         nv[out_name] = arr
-                        types[out_name] = dtypes.get(arr.dtype).name
+                        types[out_name] = "bool" if arr.dtype == np.bool_ else dtypes.get(arr.dtype).name
                         if mask is not None and np.any(mask):
                             nm[out_name] = mask
                     nxt.append((parts + label, nv, nm))

@@ -75,6 +75,15 @@ class ShapeOps:
             val[r] = [_round_f32(e / total) for e in es]
         return [np.moveaxis(val.reshape(moved.shape), -1, axis).copy()]
 
+    def op_Greater(self, node, ins, where):
+        """"Returns the tensor resulted from performing the greater logical operation elementwise":
+        exact (a condition for Where inside a pattern)."""
+        return [np.greater(ins[0], ins[1])]
+
+    def op_Where(self, node, ins, where):
+        """"Return elements, either from X or Y, depending on condition": a selection, exact."""
+        return [np.where(ins[0], ins[1], ins[2]).astype(np.float32)]
+
     # -- data movement ------------------------------------------------------------------------------
     def op_Pad(self, node, ins, where):
         x = ins[0]
