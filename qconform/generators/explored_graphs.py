@@ -202,9 +202,12 @@ def _gemm(node: Node, values: dict[str, Arg], rng) -> tuple[dict, dict]:
 
 
 def _axis(node: Node, values: dict[str, Arg], rng) -> tuple[dict, dict]:
+    """An ``axis`` drawn again where only dequantized tensors reach the op (a Split's sizes, a
+    Gather's indices, a Slice's starts hold for the template's axis alone)."""
     x = values.get(node.inputs[0])
     attrs = dict(node.attrs)
-    if x is not None and "axis" in attrs:
+    only_data = all(i in values and values[i].type != "int64" for i in node.inputs if i)
+    if x is not None and "axis" in attrs and only_data and not node.outputs[1:]:
         r = x.value.ndim
         attrs["axis"] = int(rng.integers(-r, r))
     return attrs, {}
@@ -216,8 +219,14 @@ def _perm(node: Node, values: dict[str, Arg], rng) -> tuple[dict, dict]:
 
 
 def _resize(node: Node, values: dict[str, Arg], rng) -> tuple[dict, dict]:
+    """Resize's mode and coordinate transformation drawn again (the template's cubic and antialias
+    settings go with a mode they do not belong to: onnxruntime refuses exclude_outside elsewhere)."""
     attrs = dict(node.attrs)
-    attrs["mode"] = str(rng.choice(["nearest", "linear"]))
+    if rng.random() < 0.3:
+        return attrs, {}
+    for k in ("exclude_outside", "cubic_coeff_a", "antialias"):
+        attrs.pop(k, None)
+    attrs["mode"] = str(rng.choice(["nearest", "linear", "cubic"]))
     attrs["coordinate_transformation_mode"] = str(rng.choice(["half_pixel", "asymmetric", "align_corners",
                                                               "pytorch_half_pixel"]))
     if attrs["mode"] == "nearest":
