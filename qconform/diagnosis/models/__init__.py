@@ -186,6 +186,7 @@ ORDER = (
     "global-average-pool-float-reciprocal",
     "global-average-pool-fixed-point-reciprocal",
     "softmax-floor-reciprocal-scale",
+    "softmax-int8-saturation-wraps",
 )
 STEPS = (rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul,
          fused, fixed_point, blocked, contrib_qlinear)

@@ -16,7 +16,7 @@ them, one mechanism per model, each over the oracle's own steps (qconform/docs/s
 - QLinearGlobalAveragePool (``qlgavgpool.cpp``): Σ(x − z_x) times a float32 reciprocal — the patterns'
   average models, on the op's own graph;
 - QLinearSoftmax (``qlinear_softmax.cc``): quantized with ``floor(1 / y_scale)`` in place of
-  ``1 / y_scale``.
+  ``1 / y_scale``; its int8 kernel clamped at 255 as the uint8 one (onnxruntime#29727, fixed).
 QLinearLeakyRelu's table holds the spec's own values (alpha·x in float32, then MlasQuantizeLinear),
 and QLinearConcat, QGemm (MLAS's float requantisation, ``multiplier-float32``) follow the spec: no
 model for them.
@@ -142,6 +142,24 @@ class FloorReciprocalQuotient:
             return self.fl(_F32, np.asarray(x, np.float64) * np.floor(self.fl(_F32, 1.0 / np.asarray(s, np.float64))))
 
 
+class Int8SaturatesAt255:
+    """QuantizeLinear's saturation with uint8's upper bound for an int8 output: 128 … 255 wrap around."""
+
+    def saturate(self, v, t):
+        y, nan = super().saturate(v, t)
+        if getattr(t, "name", t) != "int8":
+            return y, nan
+        wide = np.where(nan, 0.0, np.minimum(np.asarray(v, np.float64), 255.0))
+        return np.where(wide > 127, wide - 256, y).astype(np.int64), nan
+
+
+class SoftmaxInt8SaturationWraps:
+    """QLinearSoftmax's int8 kernel clamps at 255, as the uint8 one does, then casts to int8."""
+
+    def node_oracle(self, sub):
+        return deviating_oracle(sub, Int8SaturatesAt255) if sub.op == "QuantizeLinear" else None
+
+
 class SoftmaxFloorReciprocalScale:
     """QLinearSoftmax's output quantized with floor(1 / y_scale) (an integer) in place of 1 / y_scale."""
 
@@ -156,8 +174,9 @@ DEVIATIONS = [
          "fused multiply-adds onto a float32 constant holding every zero point, and rounds that: the zero "
          "point is inside the rounded value and the ratios round where the formula has none.",
          "onnxruntime onnxruntime/core/mlas/lib/intrinsics/avx2/qladd_avx2.cpp MlasQLinearAddKernelAvx2Helper "
-         "(VectorFixedPart, _mm256_fmadd_ps, _mm256_cvtps_epi32); onnxruntime 1.32.0 on x86 in this suite: "
-         "the ties, zero-points and large-scales cases of QLinearAdd",
+         "(VectorFixedPart, _mm256_fmadd_ps, _mm256_cvtps_epi32); microsoft/onnxruntime#25512 (QLinearAdd gives "
+         "-112 where the formula's value is -112.50000794); onnxruntime 1.32.0 on x86 in this suite: the ties, "
+         "zero-points and large-scales cases of QLinearAdd",
          "QLinearAdd int8, A=-127, A_scale=0.5, B=92, B_scale=0.25, B_zero_point=3, C_scale=0.5, C_zero_point=1: "
          "(−63.5 + 22.25)/0.5 = −82.5 → −82 + 1 = −81 expected, −82 given",
          AddFloatRatios, families=("ties", "zero-points", "saturation")),
@@ -219,4 +238,12 @@ DEVIATIONS = [
          "y_scale 1/255, 0.004 and 0.0039",
          "QLinearSoftmax uint8, y_scale 1/255: floor(254.99998) = 254 in place of 255, a code lower near the top",
          SoftmaxFloorReciprocalScale, families=("scales",)),
+    _dev("softmax-int8-saturation-wraps", SOFTMAX,
+         "Your int8 QLinearSoftmax clamps its result at 255, as the uint8 kernel does, and casts to int8: results "
+         "above 127 wrap around to negative codes instead of saturating.",
+         "microsoft/onnxruntime#29727 (int8 QLinearSoftmax outputs that should saturate to 127 wrap to -128: the "
+         "uint8 kernel's clamp copied, qlinear_softmax.cc), fixed by microsoft/onnxruntime#29728",
+         "QLinearSoftmax int8, y_scale 1/256, y_zero_point -128, a row of one element: softmax 1 is 256 codes up, "
+         "127 expected, -128 given",
+         SoftmaxInt8SaturationWraps, lambda d: d.inputs[0].type == "int8", families=("saturation",)),
 ]
