@@ -91,3 +91,16 @@ def test_draws_cover_the_pattern_attributes():
         for i in range(30):
             seen |= {k for n in explored_graphs.redraw(t, rng, f"d{i}").graph for k in n.attrs}
     assert {"group", "strides", "pads", "dilations", "ceil_mode", "count_include_pad"} <= seen
+
+
+def test_a_differing_graph_is_promoted_as_a_corpus_draft(tmp_path, capsys):
+    """``qconform explore promote`` takes a graph the explorer kept: its nodes travel with it."""
+    from qconform.cli import main
+
+    s = eg.explore(SubOddCodesUp(), seed=7, seconds=1e9, max_cases=40, out=tmp_path / "found", ops=(PLANTED,),
+                   log=lambda _: None)
+    saved = Path(s.differing[0].draft)
+    assert main(["explore", "promote", str(saved), "--dir", str(tmp_path / "explored")]) == 0
+    (draft,) = explored.generate(tmp_path / "explored")
+    assert draft.family == "explored" and draft.is_graph and draft.name.startswith("x")
+    assert draft.id in capsys.readouterr().out
