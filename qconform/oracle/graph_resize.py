@@ -120,8 +120,13 @@ def _lengths(x: np.ndarray, attrs, ins) -> tuple[list[int], list[Fraction], list
     sizes_in = ins[3] if len(ins) > 3 and ins[3] is not None else None
     dims = [x.shape[a] for a in axes]
     if scales_in is not None:
+        # "output_dimension = floor(input_dimension * (roi_end - roi_start) * scale)"
         scales = [Fraction(float(s)) for s in scales_in]
-        outs = [math.floor(d * s) for d, s in zip(dims, scales)]
+        roi = ins[1] if len(ins) > 1 and ins[1] is not None and np.size(ins[1]) and \
+            _s(attrs.get("coordinate_transformation_mode", "half_pixel")) == "tf_crop_and_resize" else None
+        spans = [Fraction(float(roi[k + len(axes)])) - Fraction(float(roi[k])) for k in range(len(axes))] \
+            if roi is not None else [Fraction(1)] * len(axes)
+        outs = [math.floor(d * r * s) for d, r, s in zip(dims, spans, scales)]
     elif sizes_in is not None:
         outs = [int(v) for v in sizes_in]
         scales = [Fraction(o, d) for o, d in zip(outs, dims)]
