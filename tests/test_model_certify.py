@@ -62,13 +62,18 @@ def test_qdq_model_every_group_listed(models, tmp_path, capsys, runner):
     assert any("/model/x_QuantizeLinear." in i for i in ids)
     assert (report / "model-corpus" / "MANIFEST").is_file()
     # one model's groups certify no op version: every statement says so, none says conformant
-    stated = [out, (report / "certificate.json").read_text()]
-    if status == 0:  # summary.md states the scope beside a passing run's head (a failing one leads with the failures)
-        stated.append((report / "summary.md").read_text())
-    for text in stated:
+    _no_conformance_stated(report, out)
+
+
+def _no_conformance_stated(report: Path, out: str) -> None:
+    """stdout, certificate.json and summary.md, of a passing or a failing run alike, state the model's
+    scope and no conformance: not 'conformant', nor summary.md's line for another corpus."""
+    summary = (report / "summary.md").read_text()
+    for text in (out, (report / "certificate.json").read_text(), summary):
         assert "one model's node groups" in text and "no conformance is stated" in text
-    for text in (*stated, (report / "summary.md").read_text()):
         assert "conformant" not in text and "conforms bit-exactly" not in text
+    assert "**A user's model**: one model's node groups (" in summary
+    assert "conformance is claimed only against that corpus" not in summary
 
 
 def test_qoperator_model(models, tmp_path, capsys):
@@ -103,6 +108,8 @@ def test_planted_deviation_named_by_its_nodes(models, tmp_path, capsys):
                                 "qconform.diagnosis.runner:DeviationRunner", "--runner-opt", "model=round-half-away",
                                 "--report", str(report), "-j", "1")
     assert status == 1, err
+    _no_conformance_stated(report, out)  # a failing model run's summary.md states the model's scope too
+    assert (report / "summary.md").read_text().splitlines()[0].endswith("❌ failed")
     data = json.loads((report / "report.json").read_text())
     failing = {c["id"].rsplit("/", 1)[-1].rsplit(".", 1)[0] for c in data["cases"] if c["verdict"] == FAIL}
     assert "x_QuantizeLinear" in failing  # the deviating group, named by its node
@@ -121,6 +128,38 @@ def test_planted_deviation_named_by_its_nodes(models, tmp_path, capsys):
     got = InferenceSession(str(report / f"{stem}.onnx"), providers=["CPUExecutionProvider"]).run(
         None, {"x": nh.to_array(onnx.load_tensor(str(report / f"{stem}.input_0.pb")))})[0]
     assert np.array_equal(got, nh.to_array(onnx.load_tensor(str(report / f"{stem}.expected_0.pb"))))
+
+
+def test_declared_scope_narrows_no_model(models, tmp_path, capsys):
+    """cpu-kernel declares a scope of qconform's corpus (the quantization ops its kernels implement):
+    a model's groups are their own scope, so neither front-end narrows them by it -- every case of the
+    model is collected, its QDQ groups (outside that scope) too, and no report names a scope."""
+    from fnmatch import fnmatchcase
+
+    from conftest import run_pytest
+    from qconform.runner import Unsupported, declared_scope, identity, resolve
+
+    try:
+        scope = declared_scope(identity(resolve("cpu-kernel"), "cpu-kernel"))
+    except Unsupported as exc:  # a machine without a C compiler
+        pytest.skip(str(exc))
+    assert scope and scope["cases"]  # the runtime does declare one
+    a, b = tmp_path / "certify", tmp_path / "pytest"
+    status, out, err = _certify(capsys, "--model", str(models["QDQ"]), "--runner", "cpu-kernel", "--report", str(a),
+                                "-j", "1")
+    assert status in (0, 1), err
+    assert scope["why"] not in err
+    r = run_pytest("--runner=cpu-kernel", f"--model={models['QDQ']}", f"--report={b}", "-q", "--runner-workers=1")
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    from qconform.gating import model_cases
+
+    drafted = {c.id for c in model_cases.build(models["QDQ"]).cases}
+    outside = {i for i in drafted if not any(fnmatchcase(i, g) for g in scope["cases"])}
+    assert outside  # the model holds groups the declared scope would leave out
+    for report in (a, b):
+        data = json.loads((report / "report.json").read_text())
+        assert "scope" not in data["invocation"] and "scope" not in data["invocation"]["filters"]
+        assert {c["id"] for c in data["cases"]} == drafted
 
 
 # ----------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from conftest import run_pytest  # noqa: E402
 from model_builders import group_stack, quantized, tiny_cnn  # noqa: E402
 from qconform import cli  # noqa: E402
 from qconform.gating import model_cases, model_check  # noqa: E402
+from qconform.report import certificate  # noqa: E402
 from qconform.report.certificate import verify  # noqa: E402
 from qconform.runner import resolve  # noqa: E402
 from qconform.verdicts import FAIL  # noqa: E402
@@ -67,6 +68,26 @@ def test_whole_model_names_the_planted_group_first(models, nodes):
     assert clean.first is None and clean.judged > 20 and not clean.why
 
 
+def _report_says_it_failed(report: Path, group: str) -> None:
+    """A model whose whole-model check names a group: report.json, certificate.json and summary.md say
+    what the exit status (1) says -- the gate failed on it, the group named, no conformance stated."""
+    data = json.loads((report / "report.json").read_text())
+    assert data["exit_status"] == 1 and data["gate"]["passed"] is False
+    said = f"the model run whole leaves the permitted readings first at group {group} ("
+    assert [m for m in data["gate"]["messages"] if m.startswith(f"whole-model check: {said}")]
+    whole = data["invocation"]["model"]["whole"]
+    assert whole["made"] and whole["first"]["group"] == group and whole["first"]["verdict"] == FAIL
+    # certificate.json where the front-end writes one (certify); its statement, overall(), for pytest's
+    cert = report / "certificate.json"
+    overall = json.loads(cert.read_text())["overall"] if cert.is_file() else certificate.overall(data)
+    summary = (report / "summary.md").read_text()
+    assert said in overall and "no conformance is stated" in overall
+    assert "❌ failed" in summary.splitlines()[0] and said in summary
+    for text in (overall, summary):
+        assert "one model's node groups" in text and "conformant" not in text
+    assert verify(report) == []
+
+
 def test_certify_model_whole_check_and_sums(models, tmp_path, capsys):
     model, report = models["cnn"], tmp_path / "report"
     status, out, err = _certify(capsys, "--model", str(model), "--runner", PLANTED, "--runner-opt",
@@ -74,6 +95,7 @@ def test_certify_model_whole_check_and_sums(models, tmp_path, capsys):
     assert status == 1, err  # every group's own cases pass; the model run whole deviates
     data = json.loads((report / "report.json").read_text())
     assert all(c["verdict"] == "pass" for c in data["cases"])
+    _report_says_it_failed(report, "add")  # the check ran before the report was written
     first = [line for line in out.splitlines() if "the first group whose output leaves" in line]
     assert len(first) == 1 and ": add (" in first[0] and "reproducer: model-check/add.whole-" in first[0]
     stem = first[0].split("reproducer: model-check/", 1)[1].removesuffix(".onnx")
@@ -111,6 +133,7 @@ def test_pytest_front_end_same_cases_and_check(models, tmp_path, capsys):
     summary = (b / "summary.md").read_text()
     assert "one model's node groups" in summary and "no conformance is stated" in summary
     assert "conformant" not in summary
+    _report_says_it_failed(b, "add")  # pytest's report says what its exit status says, as certify's
 
 
 def test_pytest_model_refusals_are_one_line(tmp_path):

@@ -249,7 +249,8 @@ def _plan(args: argparse.Namespace, started: float, started_iso: str) -> _Plan:
     golden, digest = _verified_corpus(args)
     base = _load_baseline(args)
     patterns = [corpus_mod.case_pattern(c) for c in args.case if c.strip()]
-    scope = None if patterns else declared_scope(ident)
+    # a model's groups are its own scope: a runtime's declared scope of qconform's corpus narrows no model
+    scope = None if patterns or getattr(args, "model", None) else declared_scope(ident)
     jobs = args.jobs or min(8, os.cpu_count() or 1)
     try:
         by_behaviour = base is not None and base.diagnose_every_failure(args.diagnose == "on")
@@ -373,6 +374,10 @@ def _write_report(args: argparse.Namespace, argv: list[str], plan: _Plan, sel: _
 
     index, refs, engine, scope, packing = sel.index, sel.refs, sel.engine, plan.scope, plan.packing
     records = outcome.records
+    model = getattr(args, "model_scope", None)
+    if callable(model):  # certify --model: the whole-model check runs now (not after an incomplete run), so
+        # that report.json, its gate, the certificate and summary.md say what the exit status says
+        model = model(not (outcome.interrupted or outcome.stopped))
     filters = ["--case"] if plan.patterns else (["scope"] if scope else [])
     run_meta = writer.meta(
         runner=plan.ident, index=index, started_iso=plan.started_iso, seconds=time.perf_counter() - plan.started,
@@ -382,7 +387,7 @@ def _write_report(args: argparse.Namespace, argv: list[str], plan: _Plan, sel: _
                     "executor": engine.describe() if hasattr(engine, "describe") else "local",
                     "resumed": len(refs) - len(sel.todo),
                     "front_end": "qconform certify",
-                    **({"model": args.model_scope} if getattr(args, "model_scope", None) else {}),
+                    **({"model": model} if model else {}),
                     "command_line": shlex.join(["qconform", getattr(args, "cmd", None) or "certify", *argv]),
                     "baseline": writer.baseline_identity(args.baseline) if args.baseline else None,
                     **({"scope": scope} if scope else {}),

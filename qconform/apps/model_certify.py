@@ -5,8 +5,9 @@ model -- its scales, zero points, weights and shapes -- and where its output sta
 model is read and drafted into a corpus of its own groups by ``qconform.gating.model_cases`` (what
 ``pytest --runner NAME --model FILE`` shares), written under ``DIR/model-corpus/`` and certified
 with the unchanged pipeline (``apps.certify``: the same engine, comparison, diagnosis and report);
-then the whole model runs on the runner and the first group whose output leaves the permitted
-readings is named (``qconform.gating.model_check``). ``DIR/groups.md`` lists every group with its
+then, before the report is written, the whole model runs on the runner and the first group whose
+output leaves the permitted readings is named (``qconform.gating.model_check``): the finding is in
+report.json's gate, so the exit status, the certificate and summary.md agree. ``DIR/groups.md`` lists every group with its
 nodes and verdicts, or why it could not be judged, and the whole-model check; it and the reproducers
 (each deviating group's first deviating case alone, and the check's, in ``DIR/model-check/``) are
 listed in SHA256SUMS with the report's files.
@@ -34,8 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    """Read and check the model, draft and evaluate its groups, write the corpus and certify it, then
-    check the model whole; 1 where the whole-model check finds a deviating group."""
+    """Read and check the model, draft and evaluate its groups, write the corpus and certify it,
+    checking the model whole before the report is written; 1 where the whole-model check finds a
+    deviating group (its gate fails)."""
     def usage(msg: str) -> int:
         print(f"qconform certify: {msg}", file=sys.stderr)
         return 2
@@ -58,11 +60,20 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         return usage(f"{args.model}: no group of the model can be judged (see {report / mc.GROUPS_FILE})")
     mc.write_corpus(built, report / mc.CORPUS_DIR)
     args.golden = str(report / mc.CORPUS_DIR)
-    args.model_scope = built.scope()  # a model states no conformance
+
+    def scope(ran_in_full: bool) -> dict:
+        """The model as the report names it (a model states no conformance), called by ``certify`` once
+        the cases have run and before the report is written: the whole-model check runs here, so its
+        finding is in report.json's gate and exit status, the certificate and summary.md."""
+        if ran_in_full:
+            built.whole = _whole(args, built)
+        return built.scope()
+
+    args.model_scope = scope
     status = certify.main(args, argv)
     if not (report / "report.json").is_file():  # refused before any case ran: nothing more to say
         return status
-    whole = _whole(args, built)
+    whole = built.whole
     data = json.loads((report / "report.json").read_text())
     diagnosed = {f["id"]: f for f in data.get("failures") or ()}  # a failure's diagnosis is in its entry
     records = [{**rec, **{k: diagnosed[rec["id"]].get(k) for k in ("diagnosis", "diagnosis_step")}}
@@ -71,11 +82,9 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
 
     for p in writer.add(report, model_check.documents(built, records, whole)):
         print(f"wrote {p}")
-    if whole is not None:
+    if whole is not None:  # its finding already failed the gate, and so the exit status (model_check.gate)
         for line in whole.lines(built.info):
             print(line)
-        if whole.first is not None and status == 0:
-            status = 1  # the runtime deviates in the model as it runs it whole
     return status
 
 

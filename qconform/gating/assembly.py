@@ -39,6 +39,10 @@ def assemble(records: list[dict], collected: list[dict], run_meta: dict, *, case
     chosen = [f for f in filters if f != "scope"]
     floor = min_cases if min_cases is not None else (0 if chosen else corpus_size - left_out)
     report["gate"] = baseline_mod.gate(report, baseline, today, min_cases=floor, filtered=bool(filters))
+    if (report.get("invocation") or {}).get("model"):  # a user's model: its whole-model check is gated too
+        from qconform.gating import model_check
+
+        model_check.gate(report)
     return report, texts
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,14 +45,21 @@ class Built:
     cases: list[Case]
     calib: dict[str, np.ndarray] | None = None
     judged: list[mg.Group] = field(default_factory=list)
+    #: the whole-model check's outcome (``model_check.Check``), set by a front-end once it has run: in the
+    #: report's ``invocation.model`` and so in its gate (``model_check.gate``) before the report is written
+    whole: Any = None
 
     def not_judged_lines(self) -> list[str]:
         """One line per group without a verdict: its nodes and why (each said once)."""
         return [f"not judged: {g.describe(self.info)}: {g.reason}" for g in self.groups if g.reason]
 
     def scope(self) -> dict:
-        """The model as a report's invocation names it: a model states no conformance of an op version."""
-        return {"file": self.info.path.name, "groups": len(self.judged)}
+        """The model as a report's invocation names it (a model states no conformance of an op version),
+        with the whole-model check's outcome once it has run."""
+        out: dict[str, Any] = {"file": self.info.path.name, "groups": len(self.judged)}
+        if self.whole is not None:
+            out["whole"] = self.whole.record(self.info)
+        return out
 
 
 def build(model: str | Path, inputs: str | Path | None = None) -> Built:

@@ -88,6 +88,19 @@ class Check:
         out += [f"whole-model check: {line}" for line in self.refused]
         return out
 
+    def record(self, info: mg.Info) -> dict:
+        """The outcome as report.json's ``invocation.model.whole`` holds it (what ``gate`` reads)."""
+        if self.why:
+            return {"made": False, "why": self.why}
+        first = None
+        if self.first is not None:
+            f = self.first
+            first = {"group": f.group.label, "nodes": f.group.describe(info), "set": f.set_name,
+                     "verdict": str(f.verdict), "diagnosis": f.diagnosis,
+                     "reproducer": f"{CHECK_DIR}/{f.case.id.rsplit('/', 1)[-1]}.onnx"}
+        return {"made": True, "sets": list(self.sets), "judged": self.judged, "uncovered": len(self.uncovered),
+                "unexposed": len(self.unexposed), "first": first}
+
 
 def input_feeds(built: mc.Built) -> list[tuple[str, dict[str, np.ndarray]]]:
     """The whole model's input sets: each graph input takes the values the group that reads it was
@@ -196,6 +209,18 @@ def check(built: mc.Built, runner, *, strict_nan: bool = False, profile: str = "
                                   judged_call.record.diagnosis, case)
                 break
     return out
+
+
+def gate(report: dict) -> None:
+    """Fail the report's gate where the whole-model check found a group leaving the permitted readings
+    (``assembly.assemble``, for both front-ends): a model whose groups pass alone but not as the
+    runtime runs it whole has not passed, and its report, certificate and exit status say so alike."""
+    from qconform.report.certificate import model_finding
+
+    found = model_finding(report)
+    if found and "gate" in report:
+        report["gate"]["passed"] = False
+        report["gate"]["messages"].append(f"whole-model check: {found} (see groups.md)")
 
 
 def quiet(info: mg.Info, g: mg.Group) -> bool:
@@ -320,5 +345,5 @@ def groups_md(built: mc.Built, records: list[dict], whole: Check | None,
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["CHECK_DIR", "Check", "Found", "case_files", "check", "documents", "exposed", "first_deviations", "groups_md",
-           "input_feeds", "quiet", "reproducer"]
+__all__ = ["CHECK_DIR", "Check", "Found", "case_files", "check", "documents", "exposed", "first_deviations",
+           "gate", "groups_md", "input_feeds", "quiet", "reproducer"]

@@ -6,8 +6,9 @@ drafted at the model's own parameters) and the whole-model check from ``qconform
 this module only places them in pytest's session. ``model_corpus`` (called by the plugin object's
 ``pytest_configure`` before the corpus is indexed) writes the model's cases into ``DIR/model-corpus``
 with ``--report DIR``, else into a temporary directory removed at the end, and that corpus is
-collected as the bundled one would be. After the session the model runs whole on the runner
-(controller only), and with ``--report`` groups.md and the reproducers (``model_check.documents``) are
+collected as the bundled one would be. When the cases have run, before the report is assembled, the
+model runs whole on the runner (controller only), so the check's finding is in the report's gate and
+exit status; with ``--report`` groups.md and the reproducers (``model_check.documents``) are then
 written beside the report and listed in its SHA256SUMS.
 """
 from __future__ import annotations
@@ -98,18 +99,21 @@ class _Session:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int):
-        """After the report is written (every other implementation has run): the whole-model check,
-        groups.md and the reproducers beside the report, listed in its SHA256SUMS."""
-        result = yield
+        """Before the report is assembled (every other implementation runs inside this wrapper): the
+        whole-model check, kept on the model so the report's ``invocation.model`` and its gate hold it
+        (``model_check.gate``: the exit status, report.json, the certificate and summary.md agree);
+        after it is written, groups.md and the reproducers beside it, listed in its SHA256SUMS."""
         config = self.config
         if is_xdist_worker(config) or config.option.collectonly:
-            return result
+            return (yield)
         built, plugin = config.stash[MODEL], config.stash[PLUGIN]
-        whole = model_check.check(built, plugin.runner, strict_nan=bool(config.getoption("strict_nan")),
-                                  profile=config.getoption("profile"), diagnose=config.getoption("diagnose") == "on")
-        config.stash[WHOLE] = whole
-        if whole.first is not None and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the model deviates as the runtime runs it whole
+        if session.exitstatus != pytest.ExitCode.INTERRUPTED:  # an interrupted run certifies nothing
+            built.whole = model_check.check(built, plugin.runner, strict_nan=bool(config.getoption("strict_nan")),
+                                            profile=config.getoption("profile"),
+                                            diagnose=config.getoption("diagnose") == "on")
+            config.stash[WHOLE] = built.whole
+        result = yield
+        whole = config.stash.get(WHOLE, None)
         report = config.getoption("report", None)
         if report and (Path(report) / "report.json").is_file():
             from qconform.report import writer

@@ -152,6 +152,17 @@ def coverage(report: dict) -> str:
     return ""
 
 
+def model_finding(report: dict) -> str:
+    """What a model's whole-model check (report.json's ``invocation.model.whole``, written by
+    ``gating.model_check``) found outside the permitted readings, in one clause; '' for nothing."""
+    whole = ((report.get("invocation") or {}).get("model") or {}).get("whole") or {}
+    first = whole.get("first")
+    if not first:
+        return ""
+    return (f"the model run whole leaves the permitted readings first at group {first.get('group', '?')} "
+            f"({first.get('nodes', '?')}), input set {first.get('set', '?')}: {first.get('verdict', '?')}")
+
+
 def overall(report: dict, scoped: list[dict] | None = None) -> str:
     """One sentence for the top of the certificate. An incomplete run states no conformance count:
     it says how many op versions did not run in full instead."""
@@ -192,7 +203,8 @@ def overall(report: dict, scoped: list[dict] | None = None) -> str:
                 + ("; the cases that ran deviate from the ONNX specification" if n[DEVIATES] or n[ACCEPTED] else ""))
     elif coverage(report):  # a selection, or nothing judged: what ran is reported, nothing is certified
         head = (f"{who}: {coverage(report)}; no conformance is stated"
-                + ("; the cases that ran deviate from the ONNX specification" if n[DEVIATES] or n[ACCEPTED] else ""))
+                + ("; the cases that ran deviate from the ONNX specification" if n[DEVIATES] or n[ACCEPTED] else "")
+                + (f"; {model_finding(report)}" if model_finding(report) else ""))
     elif not n[DEVIATES] and not n[ACCEPTED]:
         head = f"{who} conforms bit-exactly {'against that corpus ' if other else ''}wherever it runs these operators"
     elif not n[DEVIATES]:

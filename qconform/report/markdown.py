@@ -15,8 +15,8 @@ MAX_ROWS = 10
 
 def render(report: dict) -> str:
     r, c, g = report["runner"], report["counts"], report.get("gate") or {}
-    from qconform.report.certificate import (GREEN, certified, other_corpus, packing_line, platforms, resumed_line,
-                                             scope_line, tone, unauthenticated, withheld)
+    from qconform.report.certificate import (GREEN, certified, coverage, other_corpus, packing_line, platforms,
+                                             resumed_line, scope_line, tone, unauthenticated, withheld)
 
     runner = certified(r) + (f" {r['device']}" if r.get("device") and not r.get("execution_provider") else "")
     ok = g.get("passed", not any(c.get(v) for v in DEVIATING)) and report["complete"]
@@ -36,7 +36,11 @@ def render(report: dict) -> str:
     lines = [f"## qconform: {runner} — {head}", ""]
     if unverified:
         lines += [f"**Device not authenticated**: results {unverified}.", ""]
-    if other_corpus(report):
+    if (report.get("invocation") or {}).get("model"):  # a user's model: as certificate.json and stdout say it
+        digest = str((report.get("corpus") or {}).get("digest") or "")
+        lines += [f"**A user's model**: {coverage(report)}, drafted into a corpus of its own (digest "
+                  f"{digest[:16] or '?'}…); no conformance is stated.", ""]
+    elif other_corpus(report):
         lines += [f"**Another corpus**: run against {other_corpus(report)}; conformance is claimed only against "
                   "that corpus.", ""]
     if resumed_line(report):
