@@ -4,13 +4,15 @@ them, one mechanism per model, each over the oracle's own steps (qconform/docs/s
 - QLinearAdd on x86 (``qladd_avx2.cpp``): the scale ratios A_s/C_s and B_s/C_s formed in float32, the
   zero points folded into one float32 constant, two fused multiply-adds on the raw codes, then
   ``cvtps`` (ties to even) — the zero point is inside the rounded value;
+- the same without FMA (``qladd.cpp``, SSE2), and the portable kernel (``MlasQLinearAddKernelRawHelper``,
+  the WebAssembly build): the formula in float32, the zero point added before rounding;
 - QLinearAdd on Arm (``qladd.cpp``, NEON): the ratios as 22-bit integer multipliers
   ``lrintf(ratio·2^(21−e))`` sharing one right shift, rounded half away from zero;
 - QLinearMul on x86 (``qlmul.cpp``): the product times fl32(fl32(A_s·B_s)/C_s), plus C_zp in float32,
   then rounded — the quantized matmul's zero-point-before-rounding mixin, on QLinearMul;
 - QLinearSigmoid (``qlinear_lookup_table.cc``, ``logistic.cpp``): the 256-entry table's float function
   is MLAS's rational logistic approximation (Eigen's coefficients, inputs clamped to ±18,
-  p/q + 1/2 with fused multiply-adds);
+  p/q + 1/2 with fused multiply-adds; without them in the generic kernel, the WebAssembly build's);
 - QLinearAveragePool (``qlinear_pool.cc``): ``nearbyintf(y / y_scale + y_zero_point)``: the zero
   point added to the float32 quotient before rounding;
 - QLinearGlobalAveragePool (``qlgavgpool.cpp``): Σ(x − z_x) times a float32 reciprocal — the patterns'
@@ -49,18 +51,49 @@ def _fma(a: float, b: float, c: float) -> float:
 
 
 # -- QLinearAdd ------------------------------------------------------------------------------------------
+def _mul_add(a: float, b: float, c: float) -> float:
+    """a·b + c as two float32 operations (a multiply rounded, then an add rounded)."""
+    return _f32(np.float32(np.float32(a) * np.float32(b)) + np.float32(c))
+
+
 class AddFloatRatios:
     """MLAS x86 QLinearAdd (AVX2): r_a = fl32(A_s/C_s), r_b = fl32(B_s/C_s), F = fl32(C_zp −
     fl32(fl32(r_a·A_zp) + fl32(r_b·B_zp))); y = RNE(fma(A, r_a, fma(B, r_b, F))) on the raw codes
     (``cvtps``: a value beyond int32 converts to INT32_MIN), saturated."""
 
+    _fused = staticmethod(_fma)
+
     def add_results(self, a, b, zps, scales, czp):
         a_s, b_s, c_s = scales
         ra, rb = _f32(np.float32(a_s) / np.float32(c_s)), _f32(np.float32(b_s) / np.float32(c_s))
         fixed = _f32(np.float32(czp) - np.float32(np.float32(ra * zps[0]) + np.float32(rb * zps[1])))
-        v = np.rint([_fma(float(x), ra, _fma(float(y), rb, fixed)) for x, y in zip(a.ravel(), b.ravel())])
+        f = self._fused
+        v = np.rint([f(float(x), ra, f(float(y), rb, fixed)) for x, y in zip(a.ravel(), b.ravel())])
         v = np.where(np.abs(v) < 2.0**31, v, -(2.0**31))  # cvtps: out of int32's range, 0x80000000
         return [("exact-rational", np.asarray(v, np.float64).reshape(a.shape))]
+
+
+class AddFloatRatiosUnfused(AddFloatRatios):
+    """MLAS QLinearAdd without FMA (SSE2, and the WebAssembly build): the same ratios and constant, each
+    product and sum rounded on its own: RNE((F + fl32(A·r_a)) + fl32(B·r_b))."""
+
+    @staticmethod
+    def _fused(x: float, r: float, acc: float) -> float:
+        return _mul_add(x, r, acc)
+
+
+class AddFloatFormula:
+    """MLAS's portable QLinearAdd (MlasQLinearAddKernelRawHelper: the WebAssembly build, and the
+    fallback of the Arm path): fl32(fl32(fl32(A_s·(A − A_zp)) + fl32(B_s·(B − B_zp))) / C_s), then
+    nearbyintf of that plus C_zp in float32: the text's formula in float32, the zero point added before
+    rounding."""
+
+    def add_results(self, a, b, zps, scales, czp):
+        a_s, b_s, c_s = (np.float32(s) for s in scales)
+        da, db = (a - zps[0]).astype(np.float32), (b - zps[1]).astype(np.float32)
+        with np.errstate(all="ignore"):
+            v = np.float32(np.float32(a_s * da) + np.float32(b_s * db)) / c_s
+            return [("exact-rational", np.rint(np.float32(v + np.float32(czp))).astype(np.float64))]
 
 
 def add_fixed_point_parameters(ra: float, rb: float) -> tuple[int, int, int] | None:
@@ -89,8 +122,7 @@ class AddFixedPoint:
         da, db = (a - zps[0]).astype(np.int64), (b - zps[1]).astype(np.int64)
         params = add_fixed_point_parameters(_f32(a_s / c_s), _f32(b_s / c_s))
         if params is None:
-            v = np.float32(np.float32(a_s * da.astype(np.float32)) + np.float32(b_s * db.astype(np.float32))) / c_s
-            return [("exact-rational", np.rint(np.float32(v + np.float32(czp))).astype(np.float64))]
+            return AddFloatFormula.add_results(self, a, b, zps, scales, czp)
         shift, ma, mb = params
         acc = da * ma + db * mb
         acc = acc + (acc >> 63)  # vsraq_n_s32(acc, acc, 31): minus one where negative
@@ -100,22 +132,23 @@ class AddFixedPoint:
 
 
 # -- the composed ops ------------------------------------------------------------------------------------------
-def _mlas_logistic(x: float) -> float:
-    """MLAS's logistic kernel (FMA3): x clamped to [−18, 18], p(x)/q(x) + 1/2 with Eigen's coefficients,
-    every multiply-add fused, clamped to [0, 1]."""
+def _mlas_logistic(x: float, fma=_fma) -> float:
+    """MLAS's logistic kernel: x clamped to [−18, 18], p(x)/q(x) + 1/2 with Eigen's coefficients,
+    every multiply-add fused (FMA3) or rounded twice (``fma=_mul_add``: the generic kernel), clamped
+    to [0, 1]."""
     c = [_f32(v) for v in (4.37031012579801e-11, 1.15627324459942e-07, 6.08574864600143e-05,
                            8.51377133304701e-03, 2.48287947061529e-01, 6.10247389755681e-13,
                            5.76102136993427e-09, 6.29106785017040e-06, 1.70198817374094e-03,
                            1.16817656904453e-01, 9.93151921023180e-01)]
     v = min(max(_f32(x), -18.0), 18.0)
     v2 = _f32(v * v)
-    p = _fma(v2, c[0], c[1])
+    p = fma(v2, c[0], c[1])
     for k in c[2:5]:
-        p = _fma(p, v2, k)
+        p = fma(p, v2, k)
     p = _f32(p * v)
-    q = _fma(v2, c[5], c[6])
+    q = fma(v2, c[5], c[6])
     for k in c[7:]:
-        q = _fma(q, v2, k)
+        q = fma(q, v2, k)
     return min(max(_f32(_f32(np.float32(p) / np.float32(q)) + 0.5), 0.0), 1.0)
 
 
@@ -125,6 +158,14 @@ class SigmoidTableMlasLogistic:
     def op_Sigmoid(self, node, ins, where):
         x = ins[0]
         return [np.asarray([_mlas_logistic(float(v)) for v in x.ravel()], np.float32).reshape(x.shape)]
+
+
+class SigmoidTableMlasLogisticUnfused:
+    """QLinearSigmoid's table by MLAS's generic logistic kernel (no FMA: the WebAssembly build)."""
+
+    def op_Sigmoid(self, node, ins, where):
+        x = ins[0]
+        return [np.asarray([_mlas_logistic(float(v), _mul_add) for v in x.ravel()], np.float32).reshape(x.shape)]
 
 
 class QuantizeZeroPointBeforeRounding:
@@ -180,6 +221,23 @@ DEVIATIONS = [
          "QLinearAdd int8, A=-127, A_scale=0.5, B=92, B_scale=0.25, B_zero_point=3, C_scale=0.5, C_zero_point=1: "
          "(−63.5 + 22.25)/0.5 = −82.5 → −82 + 1 = −81 expected, −82 given",
          AddFloatRatios, families=("ties", "zero-points", "saturation")),
+    _dev("qlinear-add-float-ratios-unfused", ADD,
+         "Your QLinearAdd multiplies the raw codes by float32 ratios A_scale/C_scale and B_scale/C_scale and adds "
+         "them onto a float32 constant holding every zero point, each product and sum rounded on its own, then "
+         "rounds: the zero point is inside the rounded value.",
+         "onnxruntime onnxruntime/core/mlas/lib/qladd.cpp MlasQLinearAddKernelHelper (SSE2: VectorFixedPart, "
+         "_mm_mul_ps, _mm_add_ps, _mm_cvtps_epi32), the x86 kernel without AVX2",
+         "QLinearAdd uint8, A_scale = B_scale = 1/3, C_scale = 2/3: (F + fl32(A·r)) + fl32(B·r) rounds where the "
+         "fused form does not",
+         AddFloatRatiosUnfused, families=("readings", "random", "ties")),
+    _dev("qlinear-add-float-formula", ADD,
+         "Your QLinearAdd evaluates the formula in float32 — fl32(fl32(A_s·(A − A_zp)) + fl32(B_s·(B − B_zp))) / "
+         "C_s — and rounds it with C_zero_point already added: rint(v + C_zp).",
+         "onnxruntime onnxruntime/core/mlas/lib/qladd.cpp MlasQLinearAddKernelRawHelper (the portable kernel); "
+         "onnxruntime-web 1.25 (WebAssembly) in this suite: every failing QLinearAdd case bit for bit",
+         "QLinearAdd uint8, A_scale = B_scale = fl32(1/3), C_scale = fl32(2/3), A=2, B=247, zero points 128: the "
+         "float32 formula gives −3.0000002 where the exact value is −3.5, and C_zp added first: 125",
+         AddFloatFormula, families=("readings", "ties", "zero-points")),
     _dev("qlinear-add-fixed-point", ADD,
          "Your QLinearAdd scales both operands by 22-bit integer multipliers lrintf(ratio·2^(21−e)) sharing one "
          "right shift, rounded half away from zero, then adds C_zero_point with saturation.",
@@ -207,6 +265,15 @@ DEVIATIONS = [
          "QLinearSigmoid uint8, x_scale 1/8, x_zero_point 255, y_scale 2^-24: sigmoid(−17.75) = 1.96e-8 is code 0 "
          "(0.33 of 2^-24), the approximation gives code 1",
          SigmoidTableMlasLogistic, families=("exhaustive",)),
+    _dev("sigmoid-table-mlas-logistic-unfused", SIGMOID,
+         "Your QLinearSigmoid's table holds MLAS's rational approximation of the logistic function computed "
+         "without fused multiply-adds (x clamped to ±18, p/q + 1/2), whose cancellation against 1/2 loses "
+         "sigmoid's small values.",
+         "onnxruntime onnxruntime/core/mlas/lib/logistic.cpp MlasLogisticKernel (the generic kernel: separate "
+         "multiplies and adds); microsoft/onnxruntime#22557; onnxruntime-web 1.25 (WebAssembly) in this suite: "
+         "the fine-output-grid cases bit for bit",
+         "QLinearSigmoid uint8, x_scale 1/8, x_zero_point 255, y_scale 2^-24: sigmoid's tail below x = −11",
+         SigmoidTableMlasLogisticUnfused, families=("exhaustive",)),
     _dev("average-pool-zero-point-before-rounding", POOL,
          "Your QLinearAveragePool quantizes the float32 average as nearbyintf(y / y_scale + y_zero_point): the "
          "zero point is added before rounding.",
