@@ -264,3 +264,11 @@ def test_each_onnxruntime_mechanism_fails_and_is_named_first(name, contrib_group
             f"{g.label}: {name} is not ranked first:\n" + "\n".join(c.summary() for c in g.candidates))
     top = dg.overall(found)
     assert top[0].model == name and not [o for o in top[1:] if o.key() == top[0].key()], [o.model for o in top[:3]]
+
+
+def test_no_softmax_case_leaves_axis_out_below_opset_13():
+    """semantics 9.4.5: below 13 the registered default (−1) and the corresponding Softmax's (1) differ."""
+    from qconform.generators import contrib_qlinear as gen
+
+    drafts = [d for d in gen.generate() if d.op == "QLinearSoftmax"]
+    assert drafts and all("axis" in d.attrs for d in drafts if d.attrs["opset"] < 13)
