@@ -22,7 +22,7 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.case import Draft
-from qconform.diagnosis.models.fixed_point import EXACT_OPS, _exact, _exact_pattern
+from qconform.diagnosis.models.fixed_point import _exact_pattern, exact_value
 from qconform.diagnosis.models.fused_pattern import pattern
 
 #: The exact value's distance to a tie, in classes (``exact_places``): farther than 2^-4 of a code,
@@ -38,8 +38,7 @@ def exact_places(draft: Draft) -> np.ndarray | None:
     if not _exact_pattern(draft):
         return None
     p = pattern(draft)
-    vals = [_exact(o) for o in p.operands if o is not None]
-    v = np.asarray(EXACT_OPS[p.op](vals, p.others, p.attrs), object).reshape(-1)
+    v = np.asarray(exact_value(p), object).reshape(-1)
     sy = Fraction(float(np.asarray(p.y_scale, np.float64).reshape(-1)[0]))
 
     def place(x: Fraction) -> int:

@@ -244,6 +244,29 @@ def _clip_exact(v: np.ndarray, others) -> np.ndarray:
     return v
 
 
+def _codes_through_op(p) -> np.ndarray:
+    """The order-preserving op on the codes' differences (the graph oracle's float op), times the
+    exact scale: the op on the exact dequantized values."""
+    from qconform.case import Node
+    from qconform.oracle.graph import ORACLE
+
+    o = p.operands[0]
+    ins = [o.exact().astype(np.float32)] + [None if v is None else np.asarray(v) for v in p.others[1:]]
+    node = Node(p.op, tuple(f"in{i}" for i in range(len(ins))), ("out",), dict(p.attrs))
+    moved = ORACLE.float_node(node, ins, "exact")[0][1][0]
+    s = Fraction(float(np.asarray(o.scale, np.float64).reshape(-1)[0]))
+    return np.vectorize(lambda c: Fraction(int(c)) * s, otypes=[object])(np.asarray(moved, np.float64))
+
+
+def exact_value(p) -> np.ndarray:
+    """The pattern's op on its exact dequantized operands (Fractions), for a pattern
+    ``_exact_pattern`` accepts."""
+    if _through_codes(p):
+        return _codes_through_op(p)
+    vals = [None if o is None else _exact(o) for o in p.operands]
+    return EXACT_OPS[p.op]([x for x in vals if x is not None], p.others, p.attrs)
+
+
 class PatternExact:
     """The pattern as one requantisation in exact arithmetic: each operand (q − z)·s exactly, the float
     op on the exact values, divided by s_y exactly, rounded by ``round``, the zero point added."""
@@ -255,8 +278,7 @@ class PatternExact:
         if not _exact_pattern(draft):
             return None
         p = pattern(draft)
-        vals = [None if o is None else _exact(o) for o in p.operands]
-        v = EXACT_OPS[p.op]([x for x in vals if x is not None], p.others, p.attrs)
+        v = exact_value(p)
         sy = Fraction(float(np.asarray(p.y_scale, np.float64).reshape(-1)[0]))
         q = np.vectorize(lambda x: self.round(x / sy), otypes=[object])(np.asarray(v, object))
         y = _saturate(np.asarray(q, np.int64) + int(as_float64(p.y_zero, p.y_type)), p.y_type)
@@ -327,25 +349,54 @@ def _average(d: Draft) -> bool:
 
 
 def _exact_pattern(d: Draft) -> bool:
-    """An integer pattern of an op whose exact value ``EXACT_OPS`` computes (pools without padding;
-    weights per tensor or per axis, not blocked)."""
+    """An integer pattern whose exact value is computed here: an op of ``EXACT_OPS`` (weights per
+    tensor or per axis, not blocked; pools without padding), or an order-preserving op on one
+    dequantized operand per tensor (``ORDER_PRESERVING``)."""
+    p = pattern(d) if d.graph else None
+    if p is None or not dtypes.get(p.y_type).is_integer:
+        return False
+    if _through_codes(p):
+        return True
     if not _integer_pattern(d, frozenset(EXACT_OPS), per_tensor=False):
         return False
-    p = pattern(d)
     if any(o is not None and "block_size" in o.attrs for o in p.operands):
         return False
     data = p.operands[:1] if p.op in ONE_DATA_INPUT else p.operands
     if any(o is None for o in data) or (p.op in ONE_DATA_INPUT and any(o is not None for o in p.operands[1:])):
         return False
-    a = pattern(d).attrs
+    if p.op not in AVERAGES and p.op != "MaxPool":
+        return True
+    a = p.attrs
     return not a.get("ceil_mode", 0) and not any(a.get("pads", ())) and a.get("auto_pad", "NOTSET") in ("NOTSET", b"NOTSET") \
         and all(x == 1 for x in a.get("dilations", [1]))
+
+
+def _through_codes(p) -> bool:
+    """An order-preserving op on one dequantized integer operand, per tensor (a Pad's constant 0 or
+    none, a Resize's nearest mode)."""
+    o = p.operands[0] if p.operands else None
+    if p.op not in ORDER_PRESERVING or o is None or any(x is not None for x in p.operands[1:]):
+        return False
+    if not dtypes.get(o.type).is_integer or np.size(o.scale) != 1 or float(np.asarray(o.scale).reshape(-1)[0]) <= 0:
+        return False
+    if p.op == "Resize" and str(p.attrs.get("mode", "nearest")).replace("b'", "").strip("'") != "nearest":
+        return False
+    if p.op == "Pad":
+        c = p.others[2] if len(p.others) > 2 else None
+        return str(p.attrs.get("mode", "constant")).strip("b'") != "constant" or c is None or not np.any(np.asarray(c))
+    return True
 
 
 ACCUMULATING = frozenset({"MatMul", "Gemm", "Conv"})
 #: The exact ops with one dequantized input, the others given as they are (a shape, indices, bounds).
 ONE_DATA_INPUT = frozenset({"Reshape", "Gather", "Clip"})
+#: Ops that move, select or compare values and compute none: on one dequantized operand they commute
+#: with the increasing map c -> c·s, so the pattern's exact value is the op on the codes' differences
+#: (the graph oracle's own float op, exact on integers below 2^24) times s.
+ORDER_PRESERVING = frozenset({"Identity", "Reshape", "Transpose", "Gather", "Squeeze", "Unsqueeze", "Slice", "Pad",
+                              "DepthToSpace", "MaxPool", "Relu", "Resize"})
 ADD_SUB = frozenset({"Add", "Sub"})
+EXACT_OR_MOVED = frozenset(EXACT_OPS) | ORDER_PRESERVING
 AVERAGES = frozenset({"AveragePool", "GlobalAveragePool"})
 TFLITE = ("TFLite tensorflow/lite/kernels/internal/quantization_util.cc QuantizeMultiplier and common.h "
           "MultiplyByQuantizedMultiplier; gemmlowp fixedpoint/fixedpoint.h")
@@ -392,7 +443,7 @@ DEVIATIONS = [
               "Shift = 127 + 23 − exponent, Rounding = 1 << (Shift − 1)",
               "s_y = 2·s_x, a 2×2 window: sums ≡ 4 (mod 8) are exact ties, rounded up",
               AverageFixedPointReciprocal, _average, ("ties", "basic")),
-    Deviation("pattern-exact-half-up", frozenset(EXACT_OPS),
+    Deviation("pattern-exact-half-up", EXACT_OR_MOVED,
               "Your runtime computes DequantizeLinear … → op → QuantizeLinear as one requantisation in exact "
               "(integer) arithmetic — the codes times the exact ratios s/s_y, no float32 rounding of the "
               "dequantized values or of the op's result — and rounds half up (floor(v + 1/2)) where the graph "
@@ -404,7 +455,7 @@ DEVIATIONS = [
               "M10); Hexagon NN's roundf_u32 adds 0.5 and truncates (XiaoMi/nnlib hexagon/include/quantize.h)",
               "Add, s_b = s_a·2^j, s_y = s_a·2^k: sums of odd parity are exact ties in exact arithmetic",
               PatternExactHalfUp, _exact_pattern, ("ties", "zero-points")),
-    Deviation("pattern-exact-half-up-biased", frozenset(EXACT_OPS),
+    Deviation("pattern-exact-half-up-biased", EXACT_OR_MOVED,
               "Your runtime computes the pattern as one exact requantisation (pattern-exact-half-up) and adds a small "
               "upward bias (about 2^-7 of a code) before rounding half up: values just below a tie go up too.",
               "Qualcomm QNN HTP (onnxruntime-qnn 2.7.0, QNN SDK 2.51.0) measured here on the random draws of its "
@@ -413,7 +464,7 @@ DEVIATIONS = [
               "requantisation gives 116 for 115.4948…)",
               "Identity uint8 0.0372/121 → 0.0291/3, x = 209: exactly 115.4948…, the bias makes it 116",
               PatternExactHalfUpBiased, _exact_pattern, ("basic",)),
-    Deviation("pattern-exact-half-away", frozenset(EXACT_OPS),
+    Deviation("pattern-exact-half-away", EXACT_OR_MOVED,
               "Your runtime computes the pattern as one requantisation in exact (integer) arithmetic and rounds "
               "half away from zero, where the graph rounds its float32 value half to even: exact ties of negative "
               "values go down, of positive ones up.",
@@ -422,7 +473,7 @@ DEVIATIONS = [
               "s_y = 2·s_x: −61.5 gives code 66, not 67); TFLite's and gemmlowp's rounding (RoundingDivideByPOT)",
               "uint8, z_x = z_y = 128, s_y = 2·s_x: codes below the zero point of odd distance are negative ties",
               PatternExactHalfAway, _exact_pattern, ("ties",)),
-    Deviation("pattern-exact-half-even", frozenset(EXACT_OPS),
+    Deviation("pattern-exact-half-even", EXACT_OR_MOVED,
               "Your runtime computes the pattern as one requantisation in exact (integer) arithmetic, rounded half "
               "to even as the text rounds, but from the exact value: where the graph's float32 dequantized values "
               "or float op result move a value onto or off a tie, the code differs by one.",
@@ -433,4 +484,4 @@ DEVIATIONS = [
               PatternExactHalfEven, _exact_pattern, ("ties",)),
 ]
 
-__all__ = ["DEVIATIONS", "EXACT_OPS", "single_rounding"]
+__all__ = ["DEVIATIONS", "EXACT_OPS", "ORDER_PRESERVING", "exact_value", "single_rounding"]

@@ -43,8 +43,8 @@ def _per_tensor(p: Pattern) -> bool:
 def _is(op: str, *, eight_bit: bool = False) -> Callable[[Draft], bool]:
     def check(d: Draft) -> bool:
         p = pattern(d) if d.graph else None
-        if p is None or p.op != op or not _integer(p) or not _per_tensor(p):
-            return False
+        if p is None or p.op != op or not _integer(p) or not _per_tensor(p) or any(o is None for o in p.operands):
+            return False  # a residual Add (one operand a Conv's float output) is not QLinearAdd's
         return not eight_bit or all(o is None or dtypes.get(o.type).bits == 8 for o in p.operands)
     return check
 
