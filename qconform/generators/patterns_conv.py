@@ -16,7 +16,7 @@ import numpy as np
 from qconform import dtypes
 from qconform.case import Arg, Draft, Node
 from qconform.generators.common import array
-from qconform.generators.patterns import (FOUR_BIT, WEIGHTS, _act_codes, _dq, _draft, _f32, _mid, _q, _rng,
+from qconform.generators.patterns_common import (FOUR_BIT, WEIGHTS, _act_codes, _dq, _draft, _f32, _mid, _q, _rng,
                                           _weight_args, _zp)
 
 #: (name, x shape, w shape, attributes): the geometries of a convolution the text's attributes give.

@@ -14,7 +14,7 @@ import numpy as np
 from qconform import dtypes
 from qconform.case import Arg, Draft, Node
 from qconform.generators.common import array
-from qconform.generators.patterns import (F32, FOUR_BIT, WEIGHTS, _act_codes, _codes, _dq, _draft, _f32, _mid,
+from qconform.generators.patterns_common import (F32, FOUR_BIT, WEIGHTS, _act_codes, _codes, _dq, _draft, _f32, _mid,
                                           _q, _rng, _scale, _sy_for, _weight_args, _with_weights, _zp)
 
 C_SHAPES = {"none": None, "scalar": (), "row": ("n",), "row-2d": (1, "n"), "column": ("m", 1), "full": ("m", "n")}

@@ -16,7 +16,7 @@ import numpy as np
 from qconform import dtypes
 from qconform.case import Arg, Draft, Node
 from qconform.generators.common import array
-from qconform.generators.patterns import (ACTS, F32, _binary, _codes, _dq, _draft, _f32, _mid, _q, _rng, _scale,
+from qconform.generators.patterns_common import (ACTS, _binary, _codes, _dq, _draft, _f32, _mid, _q, _rng, _scale,
                                           _unary, _zp)
 
 I64 = "int64"

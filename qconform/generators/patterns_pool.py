@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from qconform.case import Draft
-from qconform.generators.patterns import ACTS, _codes, _mid, _rng, _scale, _unary
+from qconform.generators.patterns_common import ACTS, _codes, _mid, _rng, _scale, _unary
 
 #: (name, x shape, attributes). ceil_mode with count_include_pad=1 only where ceil_mode adds no
 #: position (the count of an added position is open, #qdq-sum-order).

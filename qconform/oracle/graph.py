@@ -35,6 +35,7 @@ from qconform.oracle import base
 from qconform.oracle.arith import as_float64, fl
 from qconform.oracle.granularity import InvalidModel
 from qconform.oracle.graph_ops import SumOps
+from qconform.oracle.graph_sums import NotExact, _round_fraction_f32  # noqa: F401  (their home is graph_sums)
 from qconform.oracle.graph_resize import op_resize
 from qconform.oracle.graph_shape import ShapeOps
 
@@ -45,10 +46,6 @@ Values = dict[str, np.ndarray]
 #: (reading name parts, tensor values by name, don't-care masks by name)
 State = tuple[tuple[str, ...], Values, dict[str, np.ndarray]]
 
-
-class NotExact(InvalidModel):
-    """A draft whose reduction is not exact in float32 for every order: its result would depend on
-    an order the text leaves open, so it cannot be a case with one reading (a generator bug)."""
 
 
 #: A dyadic rational m * 2**e (m an int): the oracle's sums are exact on these, in integers.
@@ -114,34 +111,6 @@ def _f32(values: np.ndarray | Fraction | list) -> np.ndarray:
         flat = [_round_fraction_f32(v) for v in arr.reshape(-1)]
         return np.asarray(flat, np.float32).reshape(arr.shape)
     return fl(F32, arr).astype(np.float32)
-
-
-_F32_OVERFLOW = Fraction(2**128 - 2**103)
-_F32_TINY = Fraction(1, 2**150)
-
-
-def _round_fraction_f32(v: Fraction) -> float:
-    """A rational rounded once to float32 (ties to even), exactly."""
-    if v == 0:
-        return 0.0
-    if abs(v) >= _F32_OVERFLOW:  # IEEE: at or beyond max + half an ulp, the result is ±Inf
-        return float("inf") if v > 0 else float("-inf")
-    if abs(v) < _F32_TINY:  # below half the smallest subnormal: ±0
-        return 0.0 if v > 0 else -0.0
-    f64 = float(v)  # correctly rounded to float64 by Python
-    # a float64 that is not a float32 midpoint rounds to the same float32 as the exact value; a
-    # midpoint decides by the exact value's side of it
-    f32 = np.float32(f64)
-    if Fraction(float(f32)) == v:
-        return float(f32)
-    lo, hi = (np.nextafter(f32, np.float32(-np.inf)), f32) if Fraction(float(f32)) > v else \
-        (f32, np.nextafter(f32, np.float32(np.inf)))
-    mid = (Fraction(float(lo)) + Fraction(float(hi))) / 2
-    if v < mid:
-        return float(lo)
-    if v > mid:
-        return float(hi)
-    return float(lo) if int(np.float32(lo).view(np.uint32)) % 2 == 0 else float(hi)
 
 
 class FloatOps(SumOps, ShapeOps):

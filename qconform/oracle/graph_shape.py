@@ -10,6 +10,7 @@ from fractions import Fraction
 import numpy as np
 
 from qconform.oracle.granularity import InvalidModel
+from qconform.oracle.graph_sums import _round_fraction_f32
 
 
 def _s(v) -> str:
@@ -21,8 +22,6 @@ def _ints(v) -> list[int]:
 
 
 def _round_f32(v: Fraction) -> float:
-    from qconform.oracle.graph import _round_fraction_f32
-
     return _round_fraction_f32(v)
 
 

@@ -17,6 +17,42 @@ from fractions import Fraction
 
 import numpy as np
 
+from qconform.oracle.granularity import InvalidModel
+
+
+class NotExact(InvalidModel):
+    """A draft whose reduction is not exact in float32 for every order: its result would depend on
+    an order the text leaves open, so it cannot be a case with one reading (a generator bug)."""
+
+
+_F32_OVERFLOW = Fraction(2**128 - 2**103)
+_F32_TINY = Fraction(1, 2**150)
+
+
+def _round_fraction_f32(v: Fraction) -> float:
+    """A rational rounded once to float32 (ties to even), exactly."""
+    if v == 0:
+        return 0.0
+    if abs(v) >= _F32_OVERFLOW:  # IEEE: at or beyond max + half an ulp, the result is ±Inf
+        return float("inf") if v > 0 else float("-inf")
+    if abs(v) < _F32_TINY:  # below half the smallest subnormal: ±0
+        return 0.0 if v > 0 else -0.0
+    f64 = float(v)  # correctly rounded to float64 by Python
+    # a float64 that is not a float32 midpoint rounds to the same float32 as the exact value; a
+    # midpoint decides by the exact value's side of it
+    f32 = np.float32(f64)
+    if Fraction(float(f32)) == v:
+        return float(f32)
+    lo, hi = (np.nextafter(f32, np.float32(-np.inf)), f32) if Fraction(float(f32)) > v else \
+        (f32, np.nextafter(f32, np.float32(np.inf)))
+    mid = (Fraction(float(lo)) + Fraction(float(hi))) / 2
+    if v < mid:
+        return float(lo)
+    if v > mid:
+        return float(hi)
+    return float(lo) if int(np.float32(lo).view(np.uint32)) % 2 == 0 else float(hi)
+
+
 
 @dataclass(frozen=True)
 class Sums:
@@ -57,8 +93,6 @@ def rounded(s: Sums, where: str, factor: np.ndarray | None = None) -> list[np.nd
     """[the exact sums (times ``factor``, exact rationals: the pools' 1/count) rounded once to
     float32]; a row some order would round is refused (NotExact): its value would depend on an order
     the text leaves open (#qdq-sum-order)."""
-    from qconform.oracle.graph import NotExact, _round_fraction_f32
-
     if not s.every_order.all():
         raise NotExact(f"{where}: a sum the text leaves unordered is not exact in float32 for every order")
     flat = s.exact.reshape(-1)
@@ -67,4 +101,4 @@ def rounded(s: Sums, where: str, factor: np.ndarray | None = None) -> list[np.nd
     return [np.asarray([_round_fraction_f32(v) for v in flat], np.float32).reshape(s.exact.shape)]
 
 
-__all__ = ["Sums", "row_sums", "rounded"]
+__all__ = ["NotExact", "Sums", "row_sums", "rounded"]
