@@ -57,7 +57,7 @@ def _bin_zero_points(c: Combo) -> Iterator[Draft]:
     t = c.t("T")
     lo, hi = lo_hi(t)
     a, b = every_code(t), every_code(t)[::-1].copy()
-    sc = (1 / 8, 1 / 16, 1 / 4) if _is_add(c) else (1 / 16, 1 / 16, 1 / 4)
+    sc = (1 / 8, 1 / 16, 1 / 4) if _is_add(c) else (1 / 16, 1 / 16, 1.0)
     for za in (lo, hi):
         for zb in (lo, hi):
             for zc, zn in ((lo, "lo"), (mid(t), "mid"), (hi, "hi")):
@@ -65,15 +65,26 @@ def _bin_zero_points(c: Combo) -> Iterator[Draft]:
                 yield c.draft("zero-points", name, _bin(c, a, b, sc, (za, zb, zc)), note="zero points at the type's ends")
 
 
+def _small_differences(c: Combo) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Codes 15 below to 16 above a zero point against codes 7 below to 8 above another, every pair
+    (512 elements): products and sums small enough that no result saturates."""
+    t = c.t("T")
+    za, zb = mid(t), mid(t) + 3
+    da, db = np.meshgrid(np.arange(-15, 17), np.arange(-7, 9), indexing="ij")
+    return (za + da).ravel(), (zb + db).ravel(), za, zb
+
+
 def _bin_ties(c: Combo) -> Iterator[Draft]:
     t = c.t("T")
-    a = every_code(t)
-    b = np.roll(every_code(t), 37)
-    grid = ([(1, 1, 2), (0.5, 0.25, 0.5), (2, 1, 4)] if _is_add(c)
-            else [(1, 1, 2), (0.5, 0.5, 0.5), (0.25, 1, 0.5), (0.5, 0.5, 1)])
+    if _is_add(c):
+        a, b, za, zb = every_code(t), np.roll(every_code(t), 37), mid(t), mid(t) + 3
+        grid = [(1, 1, 2), (0.5, 0.25, 0.5), (2, 1, 4)]
+    else:  # the products of small differences: results on k + 1/2 without saturating
+        a, b, za, zb = _small_differences(c)
+        grid = [(1, 1, 2), (0.5, 0.5, 0.5), (0.25, 1, 0.5), (0.5, 0.5, 1)]
     for i, sc in enumerate(grid):
         for parity, zc in (("even", mid(t) - (mid(t) % 2)), ("odd", mid(t) - (mid(t) % 2) + 1)):
-            yield c.draft("ties", f"ratio-{i}-{parity}-zero-point", _bin(c, a, b, sc, (mid(t), mid(t) + 3, zc)),
+            yield c.draft("ties", f"ratio-{i}-{parity}-zero-point", _bin(c, a, b, sc, (za, zb, zc)),
                           note=f"scales {sc}: exact results on k + 1/2, rounded half to even")
 
 
@@ -104,11 +115,14 @@ def _bin_broadcast(c: Combo) -> Iterator[Draft]:
 
 def _bin_readings(c: Combo) -> Iterator[Draft]:
     t = c.t("T")
-    a, b = every_code(t), np.roll(every_code(t), 11)
-    grid = ([(0.1, 0.2, 0.3), (1 / 3, 1 / 3, 2 / 3), (0.7, 0.3, 1.1), (0.01, 0.03, 0.02)] if _is_add(c)
-            else [(1, 0.5, 3), (0.1, 0.3, 0.03), (0.7, 0.3, 21.0)])
+    if _is_add(c):
+        a, b, za, zb = every_code(t), np.roll(every_code(t), 11), mid(t), mid(t)
+        grid = [(0.1, 0.2, 0.3), (1 / 3, 1 / 3, 2 / 3), (0.7, 0.3, 1.1), (0.01, 0.03, 0.02)]
+    else:  # small products, multipliers whose float32 value is off the exact one (1/6, 1, 1/1000)
+        a, b, za, zb = _small_differences(c)
+        grid = [(1, 0.5, 3), (0.1, 0.3, 0.03), (0.7, 0.3, 0.21)]
     for i, sc in enumerate(grid):
-        yield c.draft("readings", f"scales-{i}", _bin(c, a, b, sc, (mid(t), mid(t), mid(t))),
+        yield c.draft("readings", f"scales-{i}", _bin(c, a, b, sc, (za, zb, mid(t))),
                       note=f"scales {sc}: float32 arithmetic may move exact ties")
 
 

@@ -284,7 +284,7 @@ POOLS: dict[str, Family] = {
 
 
 # -- Softmax -----------------------------------------------------------------------------------------------
-def _softmax(c: Combo, family, name, x, opset=13, axis=None, xs=0.1, ys=1 / 256, xz=None, yz=None, note="") -> Draft:
+def _softmax(c: Combo, family, name, x, opset=13, axis=None, xs=0.02, ys=1 / 256, xz=None, yz=None, note="") -> Draft:
     t = c.t("T")
     attrs: dict[str, Any] = {"opset": opset}
     if axis is not None:
@@ -350,7 +350,7 @@ def _sm_random(c: Combo) -> Iterator[Draft]:
         shape = tuple(int(v) for v in rng.integers(1, 6, int(rng.integers(1, 4))))
         axis = int(rng.integers(-len(shape), len(shape)))
         yield _softmax(c, "random", f"draw-{i}", codes(t, shape, rng), int(rng.choice([11, 13])), axis,
-                       float(f32(rng.uniform(0.01, 0.3))), 1 / 256, int(codes(t, (), rng)), note="a seeded draw")
+                       float(f32(rng.uniform(0.004, 0.05))), 1 / 256, int(codes(t, (), rng)), note="a seeded draw")
 
 
 SOFTMAX: dict[str, Family] = {
