@@ -24,7 +24,7 @@ from qconform.gating import model_cases, model_check  # noqa: E402
 from qconform.report import certificate  # noqa: E402
 from qconform.report.certificate import verify  # noqa: E402
 from qconform.runner import resolve  # noqa: E402
-from qconform.verdicts import FAIL  # noqa: E402
+from qconform.verdicts import DEVIATING, FAIL  # noqa: E402
 
 PLANTED = f"{Path(__file__).with_name('model_runners.py')}:PlantedRunner"
 
@@ -68,6 +68,36 @@ def test_whole_model_names_the_planted_group_first(models, nodes):
     assert clean.first is None and clean.judged > 20 and not clean.why
 
 
+def test_a_group_is_held_to_the_readings_of_the_inputs_it_received(models):
+    """semantics.md#model-group: planted after one group's QuantizeLinear down the 20-group stack, the
+    groups after it read other values than in the clean run (the difference propagates) and are each
+    judged on what the runner fed them: every one passes, only the planted group deviates."""
+    from onnxruntime import InferenceSession
+
+    from model_runners import planted
+
+    model = models["stack"]
+    built = model_cases.build(model)
+    check = model_check.check(built, resolve(PLANTED, {"node": "t4_QuantizeLinear"}), every=True)
+    group = _group_of(model, "t4_QuantizeLinear")
+    assert check.first is not None and check.first.group.label == group
+    deviating = {label for label, by_set in check.verdicts.items() if any(v in DEVIATING for v in by_set.values())}
+    assert deviating == {group}
+    info = built.info
+    at = check.first.group.position(info)
+    later = [g for g in built.judged if g.position(info) > at and g.label in check.verdicts]
+    assert len(later) > 10 and all(set(check.verdicts[g.label]) == set(check.sets) for g in later)
+    # what they read: the exposed model on onnxruntime, clean and planted, on the check's first input set
+    whole = model_check.exposed(info, [g for g in built.judged if model_check.quiet(info, g)])
+    names = [o.name for o in whole.graph.output]
+    feeds = model_check.input_feeds(built)[0][1]
+    runs = [dict(zip(names, InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)))
+            for m in (whole, planted(whole, "t4_QuantizeLinear"))]
+    read = [s.name for g in later for s in g.slots if s.value is None]
+    differ = [n for n in read if not np.array_equal(runs[0][n], runs[1][n])]
+    assert read[0] in differ and len(differ) >= 3  # the next group reads the planted codes, and on down the stack
+
+
 def _report_says_it_failed(report: Path, group: str) -> None:
     """A model whose whole-model check names a group: report.json, certificate.json and summary.md say
     what the exit status (1) says -- the gate failed on it, the group named, no conformance stated."""
@@ -77,6 +107,11 @@ def _report_says_it_failed(report: Path, group: str) -> None:
     assert [m for m in data["gate"]["messages"] if m.startswith(f"whole-model check: {said}")]
     whole = data["invocation"]["model"]["whole"]
     assert whole["made"] and whole["first"]["group"] == group and whole["first"]["verdict"] == FAIL
+    import jsonschema
+
+    from qconform.report import model as report_model
+
+    jsonschema.Draft202012Validator(report_model.schema()).validate(data)  # the schema describes it
     # certificate.json where the front-end writes one (certify); its statement, overall(), for pytest's
     cert = report / "certificate.json"
     overall = json.loads(cert.read_text())["overall"] if cert.is_file() else certificate.overall(data)

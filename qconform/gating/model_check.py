@@ -9,7 +9,7 @@ judged against every permitted reading by the engine (``Pipeline.judge_call``: t
 rule and the diagnosis). The first group whose output leaves the permitted readings is named, with
 its diagnosis and a reproducer that runs that group alone on those inputs. Judging each group on
 the runner's own inputs is what makes "first" meaningful: a deviation upstream changes what a later
-group reads, never the readings it is held to. A node in no judged group is not checked; the check
+group reads, never the readings it is held to (semantics.md#model-group). A node in no judged group is not checked; the check
 says which, once (where every node is covered, the model's outputs are then judged end to end).
 
 Only quantized tensors (and the model's own inputs and outputs) are exposed: a float tensor between
@@ -62,6 +62,8 @@ class Check:
     why: str = ""
     #: groups the oracle could not judge on the runner's own values (each once, with its first reason)
     refused: list[str] = field(default_factory=list)
+    #: each group judged, by label: its verdict per input set
+    verdicts: dict[str, dict[str, Verdict]] = field(default_factory=dict)
 
     def lines(self, info: mg.Info) -> list[str]:
         """What the check found, as the terminal and groups.md say it."""
@@ -161,9 +163,10 @@ def exposed(info: mg.Info, groups: list[mg.Group]) -> onnx.ModelProto:
 
 
 def check(built: mc.Built, runner, *, strict_nan: bool = False, profile: str = "default",
-          diagnose: bool = True) -> Check:
+          diagnose: bool = True, every: bool = False) -> Check:
     """Run the model whole on ``runner`` and name the first judged group whose output leaves the
-    permitted readings (module docstring)."""
+    permitted readings (module docstring); ``every``: judge the groups after it too (``verdicts``),
+    each still on the values the runner fed it (semantics.md#model-group)."""
     from qconform.execution import Pipeline
     from qconform.isolation import CallResult
     from qconform.verdicts import Call
@@ -195,7 +198,7 @@ def check(built: mc.Built, runner, *, strict_nan: bool = False, profile: str = "
         out.sets.append(set_name)
         values = {**feeds, **dict(zip(names, result.outputs))}
         for g in judged:
-            if out.first is not None and g.position(info) >= out.first.group.position(info):
+            if not every and out.first is not None and g.position(info) >= out.first.group.position(info):
                 break  # a later group cannot be the first
             case, why = _case_on(info, g, set_name, values)
             if case is None:
@@ -204,10 +207,13 @@ def check(built: mc.Built, runner, *, strict_nan: bool = False, profile: str = "
                 continue
             judged_call = pipeline.judge_call(case, CallResult(Call.OK, outputs=[values[o] for o in g.outputs]))
             out.judged += 1
-            if judged_call.verdict in DEVIATING:
+            out.verdicts.setdefault(g.label, {})[set_name] = judged_call.verdict
+            if judged_call.verdict in DEVIATING and (
+                    out.first is None or g.position(info) < out.first.group.position(info)):
                 out.first = Found(g, set_name, judged_call.verdict, judged_call.message or judged_call.record.problem,
                                   judged_call.record.diagnosis, case)
-                break
+                if not every:
+                    break
     return out
 
 
