@@ -306,7 +306,7 @@ def test_a_sum_of_negative_zeros_only_is_refused():
 
 # -- diagnosis models ---------------------------------------------------------------------------
 _MODELS = ("nbits-row-stride-from-k", "nbits-zero-points-packed-across-rows", "nbits-large-block-zeros",
-           "gbq-unsigned-default-zero-point-midpoint", "gbq-uint8-default-zero-point-zero")
+           "gbq-unsigned-default-zero-point-midpoint", "gbq-uint8-default-zero-point-zero", "dqmm-a-not-quantized")
 
 
 @pytest.fixture(scope="module")
@@ -315,7 +315,8 @@ def blocked_groups():
     corpus holds them (tests/test_diagnosis.py judges them on the corpus once it does)."""
     from test_diagnosis import group_cases
 
-    cases = [evaluate(d) for mod in (matmul_nbits, gather_block_quantized) for d in mod.generate()]
+    cases = [evaluate(d) for mod in (matmul_nbits, gather_block_quantized, scale_products) for d in mod.generate()
+             if d.op != decl.MATMUL_INTEGER_TO_FLOAT.op]
     return group_cases([c for c in cases if not c.information])
 
 

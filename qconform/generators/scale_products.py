@@ -150,6 +150,14 @@ def _dynamic(c: _Combo) -> Iterator[Draft]:
             if i % 2:
                 a = np.abs(a)
             yield c.make("dynamic", f"rounded-{i}", rng, a=a, note="A rounded by the dynamic quantizer")
+    for i in range(8):  # small integers: A·dequantize(B) is exact in float32, the quantized path rounds its
+        # scale 5/255 (a range of 5: 255·x/5 = 51·x is never a tie, so the quotient readings agree)
+        rng = _rng(c.spec.key, c.types, "dynamic-small", i)
+        a = rng.integers(-2, 4, (3, 8)).astype(float)
+        a[0, 0], a[0, 1] = 3.0, -2.0
+        bias = rng.integers(-8, 9, 5) / 2 if i % 2 else None
+        yield c.make("dynamic", f"small-integers-{i}", rng, a=a, bias=bias,
+                     note="A of small integers: its scale (max - min) / 255 rounds")
 
 
 def _random(c: _Combo) -> Iterator[Draft]:

@@ -178,6 +178,7 @@ ORDER = (
     "nbits-large-block-zeros",
     "gbq-unsigned-default-zero-point-midpoint",
     "gbq-uint8-default-zero-point-zero",
+    "dqmm-a-not-quantized",
     "qlinear-add-float-ratios",
     "qlinear-add-float-ratios-unfused",
     "qlinear-add-float-formula",

@@ -1,14 +1,16 @@
-"""onnxruntime's weight-only ops read another way: MatMulNBits' packed layout and blocks,
-GatherBlockQuantized's default zero points (each a mixin over one step of
-``qconform/oracle/contrib_blocked.py``; semantics.md §9.5, §9.6)."""
+"""onnxruntime's weight-only and dynamic ops done another way: MatMulNBits' packed layout and blocks,
+GatherBlockQuantized's default zero points, DynamicQuantizeMatMul's A left unquantized (each a mixin
+over one step of ``qconform/oracle/contrib_blocked.py``; semantics.md §9.5-9.7)."""
 from __future__ import annotations
 
 import numpy as np
 
-from qconform.declarations.contrib_blocked import GATHER_BLOCK_QUANTIZED, MATMUL_NBITS, unpack_stream
+from qconform.declarations.contrib_blocked import (DYNAMIC_QUANTIZE_MATMUL, GATHER_BLOCK_QUANTIZED, MATMUL_NBITS,
+                                                   unpack_stream)
+from qconform.oracle.arith import as_float64
 from qconform.diagnosis.models.base import _dev
 
-NBITS, GBQ = MATMUL_NBITS.op, GATHER_BLOCK_QUANTIZED.op
+NBITS, GBQ, DQMM = MATMUL_NBITS.op, GATHER_BLOCK_QUANTIZED.op, DYNAMIC_QUANTIZE_MATMUL.op
 
 
 class NbitsRowStrideFromK:
@@ -52,6 +54,14 @@ class GbqUint8DefaultZeroPointZero:
 
     def default_zero_point(self, data_type, bits):
         return 0.0
+
+
+class DqmmANotQuantized:
+    """A used as it is: Y = A · ((B − b_zero_point) · b_scale) + bias, a float matmul, no quantization
+    of A (its values stand for codes with scale 1 and zero point 0)."""
+
+    def quantized_a(self, a):
+        return [("", as_float64(a.value, a.type), 1.0, 0)]
 
 
 def _attr(d, name, default):
@@ -116,4 +126,14 @@ DEVIATIONS = [
          "default zero point).",
          "GatherBlockQuantized uint8 data (bits 4) of code 10, no zero_points, scale 0.5: 1.0 expected, 5.0 given",
          GbqUint8DefaultZeroPointZero, _gbq_default("uint8"), ("uint8-bits", "basic", "block-sizes")),
+    _dev("dqmm-a-not-quantized", DQMM,
+         "Your DynamicQuantizeMatMul multiplies A as given by the dequantized B (a float matmul) instead of "
+         "quantizing A to uint8 with the dynamic quantizer first, so Y misses the rounding of A's scale and codes.",
+         "openvinotoolkit/openvino src/frontends/onnx/frontend/src/op/com.microsoft/dynamic_quantize_matmul.cpp "
+         "(\"Technically this does not do DynamicQuantization ... It will implement A * B_dequantized + bias\"); "
+         "OpenVINO in this suite's run: DynamicQuantizeMatMul 1x1x1, A=34.5, B=111, b_scale=0.25 gives 957.375 "
+         "where the quantized path gives 957.37506.",
+         "DynamicQuantizeMatMul A=[[3, -2, 1]] (scale 5/255 rounds), B int8, b_scale 0.25: A·B·0.25 exactly "
+         "instead of acc·fl(fl(5/255)·0.25)",
+         DqmmANotQuantized, lambda d: d.op == DQMM, ("dynamic", "basic")),
 ]
