@@ -379,7 +379,7 @@ def depth_families() -> dict[str, Callable[[], Iterator[Draft]]]:
             "matmul-depth": gemm.matmul_depth, "large-accumulators": gemm.large_accumulators,
             "blocked-weights": gemm.blocked_weights, "dq-gather": gemm.dq_gather,
             "requant-chains": gemm.requant_chains, "two-bit-weights": gemm.two_bit_weights,
-            "float8-weights": gemm.float8_weights, "leaky-relu": ops.leaky_relu, "hard-swish": ops.hard_swish,
+            "float8-weights": gemm.float8_weights, "sixteen-bit-weights": gemm.sixteen_bit_weights, "leaky-relu": ops.leaky_relu, "hard-swish": ops.hard_swish,
             "softmax": ops.softmax, "first-ops-depth": ops.first_ops_depth,
             "where": ops.where, "movements": ops.movements, "split": ops.split, "resize-depth": ops.resize_depth}
 

@@ -88,7 +88,11 @@ def conv_draft(family: str, name: str, ta: str, tw: str, x: np.ndarray, w_shape:
         nodes.append(Node("Relu", ("g",), ("h",)))
         out = "h"
     elif act.startswith("clip"):
-        lo, hi = (0.0, 6.0) if act == "clip-0-6" else (-2.0, 3.0)
+        # bounds inside the output's range (half of it above zero is sy·span/2): ReLU6-like [0, upper]
+        # and a band around zero
+        half = sy * (dtypes.get(ta).qrange[1] - dtypes.get(ta).qrange[0]) / 2
+        lo, hi = (0.0, float(np.float32(0.5 * half))) if act == "clip-0-upper" else \
+            (float(np.float32(-0.25 * half)), float(np.float32(0.375 * half)))
         inputs += [_f32("lo", lo), _f32("hi", hi)]
         nodes.append(Node("Clip", ("g", "lo", "hi"), ("h",)))
         out = "h"
@@ -102,9 +106,12 @@ def conv_draft(family: str, name: str, ta: str, tw: str, x: np.ndarray, w_shape:
     return _draft(op, f"{ta}-{tw}-{ta}", family, name, inputs, nodes, "qdq-sum-order")
 
 
-def _sy(rng, ta: str, k: int) -> float:
+def _sy(rng, ta: str, k: int, tw: str = "int8") -> float:
+    """An output scale about the spread of a K-term sum of full-range codes (weights of ``tw``)."""
     span = dtypes.get(ta).qrange[1] - dtypes.get(ta).qrange[0]
-    return float(np.float32(rng.uniform(0.5, 2.0) * 2.0**-11 * 128 * np.sqrt(k) * 2 * 255 / span))
+    wmax = max(abs(v) for v in dtypes.get(tw).qrange) if dtypes.get(tw).is_integer else 128
+    wmax = min(wmax, 128)
+    return float(np.float32(rng.uniform(0.5, 2.0) * 2.0**-11 * wmax * np.sqrt(k) * 2 * 255 / span))
 
 
 def _k(w_shape: tuple) -> int:
@@ -124,7 +131,7 @@ def conv_depth() -> Iterator[Draft]:
                     rng = _rng("conv-depth", ta, tw, name, gran)
                     x = _act_codes(rng, ta, xs, _k(ws))
                     yield conv_draft("geometry" if gran == "per-axis" else "geometry-per-tensor", name, ta, tw, x,
-                                     ws, attrs, gran, rng, _sy(rng, ta, _k(ws)), _mid(ta) + int(rng.integers(-3, 4)),
+                                     ws, attrs, gran, rng, _sy(rng, ta, _k(ws), tw), _mid(ta) + int(rng.integers(-3, 4)),
                                      bias=bool(rng.integers(0, 2)) or "depthwise" in name)
 
 
@@ -151,9 +158,9 @@ def conv_activations() -> Iterator[Draft]:
             for name, xs, ws, attrs in GEOMETRIES[1::4]:
                 rng = _rng("conv-act", ta, tw, name)
                 x = _act_codes(rng, ta, xs, _k(ws))
-                sy = _sy(rng, ta, _k(ws))
+                sy = _sy(rng, ta, _k(ws), tw)
                 lo = dtypes.get(ta).qrange[0]
-                for act in ("relu", "clip-0-6", "clip-wide"):
+                for act in ("relu", "clip-0-upper", "clip-wide"):
                     for zn, zy in (("qmin", lo), ("mid-odd", _mid(ta) + 1)):
                         yield conv_draft("fused-activation", f"{name}-{act}-{zn}", ta, tw, x, ws, attrs, "per-axis",
                                          _rng("conv-act", ta, tw, name, act), sy, zy, act=act)
@@ -168,7 +175,7 @@ def conv_activations() -> Iterator[Draft]:
                     continue
                 rng = _rng("conv-residual", ta, tw, name)
                 x = _act_codes(rng, ta, xs, _k(ws))
-                for rel, sy in (("calibrated", _sy(rng, ta, _k(ws))), ("equal-to-input", 2.0**-4)):
+                for rel, sy in (("calibrated", _sy(rng, ta, _k(ws), tw)), ("equal-to-input", 2.0**-4)):
                     yield conv_draft("residual-conv", f"{name}-{rel}", ta, tw, x, ws, attrs, "per-axis",
                                      _rng("conv-res", ta, tw, name, rel), sy, _mid(ta), residual=True)
 

@@ -57,8 +57,8 @@ def _gemm(family: str, name: str, ta: str, tw: str, rng, trans_a: int, trans_b: 
     if act == "relu":
         nodes.append(Node("Relu", ("g",), ("h",)))
         out = "h"
-    elif act == "clip":
-        inputs += [_f32("lo", 0.0), _f32("hi", 6.0)]
+    elif act == "clip":  # ReLU6-like: [0, half of the output's positive range]
+        inputs += [_f32("lo", 0.0), _f32("hi", float(np.float32(sy * (dtypes.get(ta).qrange[1] - _mid(ta)) / 2)))]
         nodes.append(Node("Clip", ("g", "lo", "hi"), ("h",)))
         out = "h"
     inputs += [_f32("sy", sy), _zp("zy", ta, zy)]
@@ -88,11 +88,12 @@ def gemm_depth() -> Iterator[Draft]:
                                 C_SHAPES[cname], 2.0**-10, zy, within=w)
                     yield _gemm("fold", f"C-{cname}-unit-zero-point-{parity}", ta, tw, rng, 0, 1, 1.0, 1.0,
                                 C_SHAPES[cname], 2.0**-11, zy, within=w)
+                wmax = min(128, max(abs(v) for v in dtypes.get(tw).qrange))
                 for act in ("relu", "clip"):
                     lo = dtypes.get(ta).qrange[0]
                     for zn, zy in (("qmin", lo), ("mid-odd", _mid(ta) + 1)):
                         yield _gemm("fused-activation", f"C-{cname}-{act}-{zn}", ta, tw, rng, 0, 0, 1.0, 1.0,
-                                    C_SHAPES[cname], _sy_for(rng, ta, 16), zy, act=act)
+                                    C_SHAPES[cname], _sy_for(rng, ta, 16, 2.0**-7 * wmax / 128), zy, act=act)
 
 
 def matmul_depth() -> Iterator[Draft]:
@@ -267,12 +268,32 @@ def float8_weights() -> Iterator[Draft]:
                 rng = _rng("fp8-weights", tw, ta, gran)
                 x = _act_codes(rng, ta, (6, 16), 16)
                 d = _with_weights("MatMul", "float8-weights", gran, ta, tw, x, (16, 8), gran, 1, 0, rng,
-                                  _sy_for(rng, ta, 16, 2.0**-3), _mid(ta))
+                                  _sy_for(rng, ta, 16, 2.0**-13), _mid(ta))  # weights ~ 2 · s_w
                 yield _fp8(d, tw, rng)
                 xc = _act_codes(rng, ta, (1, 4, 6, 6), 36)
                 d = conv_draft("float8-weights", f"2d-k3x3-pads-1-{gran}", ta, tw, xc, (4, 4, 3, 3),
-                               {"pads": [1, 1, 1, 1]}, gran, rng, _sy_for(rng, ta, 36, 2.0**-3), _mid(ta), bias=False)
+                               {"pads": [1, 1, 1, 1]}, gran, rng, _sy_for(rng, ta, 36, 2.0**-13), _mid(ta), bias=False)
                 yield _fp8(d, tw, rng)
+
+
+def sixteen_bit_weights() -> Iterator[Draft]:
+    """uint16/int16 weights (DequantizeLinear-21 admits them; 16-bit weight and activation models, as
+    NPUs run them): MatMul per tensor and per output channel and a Conv, the codes of both operands
+    within 96 of their zero points so every sum stays exact (#qdq-sum-order)."""
+    from qconform.generators.patterns_conv import conv_draft
+
+    for ta in ("uint16", "int16"):
+        for tw in ("uint16", "int16"):
+            for gran in ("per-tensor", "per-axis"):
+                rng = _rng("w16", ta, tw, gran)
+                x = array(ta, _mid(ta) + rng.integers(-96, 97, size=(6, 16)))
+                d = _with_weights("MatMul", "sixteen-bit-weights", gran, ta, tw, x, (16, 8), gran, 1, 0, rng,
+                                  _sy_for(rng, ta, 16, 2.0**-8), _mid(ta))
+                yield _small_weights(d, rng, 96)
+                xc = array(ta, _mid(ta) + rng.integers(-96, 97, size=(1, 4, 6, 6)))
+                d = conv_draft("sixteen-bit-weights", f"2d-k3x3-pads-1-{gran}", ta, tw, xc, (4, 4, 3, 3),
+                               {"pads": [1, 1, 1, 1]}, gran, rng, _sy_for(rng, ta, 36, 2.0**-8), _mid(ta), within=96)
+                yield d
 
 
 def _fp8(d: Draft, tw: str, rng) -> Draft:
@@ -287,4 +308,4 @@ def _fp8(d: Draft, tw: str, rng) -> Draft:
     return Draft(**{**d.__dict__, "inputs": tuple(args[a.name] for a in d.inputs)})
 
 
-__all__ = ["TWO_BIT_OPSET", "float8_weights", "blocked_weights", "two_bit_weights", "dq_gather", "gemm_depth", "large_accumulators", "matmul_depth", "requant_chains"]
+__all__ = ["TWO_BIT_OPSET", "float8_weights", "sixteen_bit_weights", "blocked_weights", "two_bit_weights", "dq_gather", "gemm_depth", "large_accumulators", "matmul_depth", "requant_chains"]

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import numpy as np
+
+from qconform import dtypes
 from qconform.case import Draft
 from qconform.generators.patterns_common import ACTS, _codes, _mid, _rng, _scale, _unary
 
@@ -41,6 +44,14 @@ POOLS: tuple[tuple[str, tuple, dict], ...] = (
 AVERAGE_ONLY = ("count_include_pad",)
 
 
+def _calibrated(rng, t: str, sx: float, spread: float = 1.0) -> float:
+    """An output scale a calibrating tool would pick for inputs within 100 codes of the middle (means
+    over many elements spread less: ``spread``), never a power of two."""
+    et = dtypes.get(t)
+    span = et.qrange[1] - et.qrange[0]
+    return float(np.float32(sx * 200 * spread / span * rng.uniform(0.8, 1.25)))
+
+
 def pool_depth() -> Iterator[Draft]:
     """Each geometry × activation type × {a calibrated output scale, ties (s_y = s_x/2^k·…), equal
     scales}, for AveragePool and MaxPool."""
@@ -51,10 +62,11 @@ def pool_depth() -> Iterator[Draft]:
             for t in ACTS:
                 rng = _rng("pool-depth", op, name, t)
                 sx = 2.0**-6
-                x = _codes(rng, t, xs, full=False)
+                x = _codes(rng, t, xs, within=100)
                 mid = _mid(t)
                 clause = "qdq-sum-order" if op == "AveragePool" else "qdq-graph"
-                yield _unary(op, "geometry", name, t, x, sx, mid, _scale(rng), mid + 2, attrs=attrs, clause=clause)
+                yield _unary(op, "geometry", name, t, x, sx, mid, _calibrated(rng, t, sx), mid + 2, attrs=attrs,
+                             clause=clause)
                 for parity, zy in (("even", mid), ("odd", mid + 1)):
                     yield _unary(op, "ties", f"{name}-scale-ratio-2-zero-point-{parity}", t, x, sx, mid, sx * 2, zy,
                                  attrs=attrs, clause=clause)
@@ -68,9 +80,9 @@ def global_pool() -> Iterator[Draft]:
         for t in ACTS:
             rng = _rng("gap-depth", name, t)
             sx = 2.0**-6
-            x = _codes(rng, t, xs, full=False)
+            x = _codes(rng, t, xs, within=100)
             mid = _mid(t)
-            yield _unary("GlobalAveragePool", "geometry", name, t, x, sx, mid, _scale(rng), mid - 1,
+            yield _unary("GlobalAveragePool", "geometry", name, t, x, sx, mid, _calibrated(rng, t, sx, 0.25), mid - 1,
                          clause="qdq-sum-order")
             for parity, zy in (("even", mid), ("odd", mid + 1)):
                 yield _unary("GlobalAveragePool", "ties", f"{name}-scale-ratio-2-zero-point-{parity}", t, x, sx, mid,
