@@ -107,6 +107,13 @@ def test_three_thousand_pattern_cases_and_ties_on_both_zero_point_parities():
     assert not without, without
 
 
+def test_pattern_cases_stay_small_in_bytes():
+    """Depth without bulk: no pattern case's inputs pass 40 KB (the longest weight-only MatMul, K = 3,075),
+    all of them together 3 MB."""
+    sizes = [sum(a.value.nbytes for a in d.inputs if a is not None) for d in _drafts()]
+    assert max(sizes) <= 40_000 and sum(sizes) <= 3_000_000
+
+
 def test_each_new_pattern_of_the_fusing_runtimes_is_there():
     """Fused activations, the residual Add, the weight-only blocked MatMul (16 … 2,048, with tails),
     DQ → Gather, chains of requantisations (semantics.md#qdq-graph)."""
