@@ -173,6 +173,7 @@ ORDER = (
     "pattern-exact-half-up-biased",
     "pattern-exact-half-away",
     "pattern-exact-half-even",
+    "moved-codes-unrequantised",
     "nbits-row-stride-from-k",
     "nbits-zero-points-packed-across-rows",
     "nbits-large-block-zeros",

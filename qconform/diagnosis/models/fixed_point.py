@@ -258,6 +258,25 @@ def _codes_through_op(p) -> np.ndarray:
     return np.vectorize(lambda c: Fraction(int(c)) * s, otypes=[object])(np.asarray(moved, np.float64))
 
 
+class MovedCodesUnrequantised:
+    """An order-preserving op on the codes themselves, the output's scale and zero point ignored:
+    y = op(x), where the graph requantises (x − z_x)·s_x/s_y + z_y."""
+
+    def fused(self, draft, inputs):
+        if not _moved_unrequantised(draft):
+            return None
+        from qconform.case import Node
+        from qconform.oracle.graph import ORACLE
+
+        p = pattern(draft)
+        x = p.operands[0]
+        ins = [as_float64(x.codes, x.type).astype(np.float32)] + [None if v is None else np.asarray(v)
+                                                                   for v in p.others[1:]]
+        node = Node(p.op, tuple(f"in{i}" for i in range(len(ins))), ("out",), dict(p.attrs))
+        moved = ORACLE.float_node(node, ins, "moved")[0][1][0]
+        return [("spec", [_pack(np.asarray(moved, np.int64), p.y_type)])]
+
+
 def exact_value(p) -> np.ndarray:
     """The pattern's op on its exact dequantized operands (Fractions), for a pattern
     ``_exact_pattern`` accepts."""
@@ -387,6 +406,18 @@ def _through_codes(p) -> bool:
     return True
 
 
+def _moved_unrequantised(d: Draft) -> bool:
+    """An order-preserving op on one operand (``_through_codes``) whose output has the input's type
+    and other quantisation parameters (where there is a requantisation to drop)."""
+    p = pattern(d) if d.graph else None
+    if p is None or not dtypes.get(p.y_type).is_integer or not _through_codes(p) or p.operands[0].type != p.y_type:
+        return False
+    x = p.operands[0]
+    return not (np.array_equal(np.asarray(x.scale, np.float64).reshape(-1), np.asarray(p.y_scale, np.float64).reshape(-1))
+                and np.array_equal(np.asarray(as_float64(x.zero, x.type)).reshape(-1),
+                                   np.asarray(as_float64(p.y_zero, p.y_type)).reshape(-1)))
+
+
 ACCUMULATING = frozenset({"MatMul", "Gemm", "Conv"})
 #: The exact ops with one dequantized input, the others given as they are (a shape, indices, bounds).
 ONE_DATA_INPUT = frozenset({"Reshape", "Gather", "Clip"})
@@ -455,6 +486,17 @@ DEVIATIONS = [
               "M10); Hexagon NN's roundf_u32 adds 0.5 and truncates (XiaoMi/nnlib hexagon/include/quantize.h)",
               "Add, s_b = s_a·2^j, s_y = s_a·2^k: sums of odd parity are exact ties in exact arithmetic",
               PatternExactHalfUp, _exact_pattern, ("ties", "zero-points")),
+    Deviation("moved-codes-unrequantised", ORDER_PRESERVING,
+              "Your runtime runs DequantizeLinear → a data-movement op (DepthToSpace, Pad, nearest Resize, …) → "
+              "QuantizeLinear on the codes alone: it moves the input codes as they are and ignores the output's "
+              "scale and zero point, where the graph requantises (x − z_x)·s_x/s_y + z_y.",
+              "Qualcomm QNN HTP (onnxruntime-qnn 2.7.0, QNN SDK 2.51.0) measured here: every DepthToSpace case and "
+              "the Pad and nearest-Resize cases whose output quantisation differs from the input's are this model "
+              "bit for bit (the QNN EP folds the DequantizeLinear/QuantizeLinear pair around a data-movement node "
+              "into one quantized tensor; QAIRT's quantization guidance 'Handle data movement ops' expects the "
+              "tool to give both sides one encoding)",
+              "DepthToSpace int8, s_y = 3·s_x: the graph divides the codes by 3, this model keeps them",
+              MovedCodesUnrequantised, _moved_unrequantised, ("basic", "ties")),
     Deviation("pattern-exact-half-up-biased", EXACT_OR_MOVED,
               "Your runtime computes the pattern as one exact requantisation (pattern-exact-half-up) and adds a small "
               "upward bias (about 2^-7 of a code) before rounding half up: values just below a tie go up too.",
