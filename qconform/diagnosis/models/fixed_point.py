@@ -31,7 +31,7 @@ from qconform.diagnosis.models.matmul import _fixed_point_multiply, _quantize_mu
 from qconform.oracle import integer
 from qconform.oracle.arith import as_float64, round_fraction
 
-Q = operators.QDQ[0]
+Q, DQ = operators.QDQ
 
 
 # ----------------------------------------------------------------------------------------------
@@ -294,6 +294,8 @@ class PatternExact:
         raise NotImplementedError
 
     def fused(self, draft, inputs):
+        if _split_parts(draft) is not None:
+            return self._split(draft)
         if not _exact_pattern(draft):
             return None
         p = pattern(draft)
@@ -302,6 +304,51 @@ class PatternExact:
         q = np.vectorize(lambda x: self.round(x / sy), otypes=[object])(np.asarray(v, object))
         y = _saturate(np.asarray(q, np.int64) + int(as_float64(p.y_zero, p.y_type)), p.y_type)
         return [("spec", [_pack(y, p.y_type)])]
+
+
+    def _split(self, draft):
+        """DQ(x) → Split → Q per output: each part requantised exactly with its own output parameters."""
+        x, parts = _split_parts(draft)
+        sx = Fraction(float(np.asarray(x.scale, np.float64).reshape(-1)[0]))
+        outs = []
+        for codes, y_scale, y_zero, y_type in parts:
+            sy = Fraction(float(np.asarray(y_scale, np.float64).reshape(-1)[0]))
+            q = np.vectorize(lambda c: self.round(Fraction(int(c)) * sx / sy), otypes=[object])(codes)
+            outs.append(_pack(_saturate(np.asarray(q, np.int64) + int(as_float64(y_zero, y_type)), y_type), y_type))
+        return [("spec", outs)]
+
+
+def _split_parts(draft):
+    """DequantizeLinear(x) → Split → a QuantizeLinear to an integer type on every part, per tensor, each
+    part a graph output: (x's operand, [(the part's codes' differences, s_y, z_y, y type)] in the order
+    of the graph's outputs), or None (another graph)."""
+    from qconform.oracle.graph import ORACLE, graph_outputs
+    from qconform.diagnosis.models.fused_pattern import Operand
+
+    nodes = draft.graph
+    if not draft.graph or len(nodes) < 3 or nodes[0].op != DQ or nodes[1].op != "Split" \
+            or any(n.op != Q for n in nodes[2:]) or nodes[1].inputs[0] != nodes[0].outputs[0]:
+        return None
+    values = {a.name: a for a in draft.inputs if a is not None}
+    if not all(i in values for i in nodes[0].inputs) or any(len(n.inputs) < 3 or n.inputs[2] not in values
+                                                            for n in nodes[2:]):
+        return None
+    x, s, z = (values[i] for i in nodes[0].inputs)
+    if not dtypes.get(x.type).is_integer or np.size(s.value) != 1:
+        return None
+    operand = Operand(x.value, x.type, s.value, z.value, dict(nodes[0].attrs))
+    ins = [operand.exact().astype(np.float32)] + [values[i].value if i in values else None for i in nodes[1].inputs[1:]]
+    moved = dict(zip(nodes[1].outputs, ORACLE.float_node(nodes[1], ins, "split")[0][1]))
+    by_out = {}
+    for q in nodes[2:]:
+        ys, yz = values[q.inputs[1]], values[q.inputs[2]]
+        if q.inputs[0] not in moved or not dtypes.get(yz.type).is_integer or np.size(ys.value) != 1:
+            return None
+        by_out[q.outputs[0]] = (np.asarray(moved[q.inputs[0]], np.float64), ys.value, yz.value, yz.type)
+    outs = graph_outputs(nodes)
+    if set(outs) != set(by_out):
+        return None
+    return operand, [by_out[o] for o in outs]
 
 
 class PatternExactHalfUp(PatternExact):
@@ -367,6 +414,11 @@ def _average(d: Draft) -> bool:
         and a.get("auto_pad", "NOTSET") in ("NOTSET", b"NOTSET") and all(x == 1 for x in a.get("dilations", [1]))
 
 
+def _exact_or_split(d: Draft) -> bool:
+    """Where the exact-requantisation models apply: ``_exact_pattern``, or a Split's parts."""
+    return _exact_pattern(d) or _split_parts(d) is not None
+
+
 def _exact_pattern(d: Draft) -> bool:
     """An integer pattern whose exact value is computed here: an op of ``EXACT_OPS`` (weights per
     tensor or per axis, not blocked; pools without padding), or an order-preserving op on one
@@ -427,7 +479,7 @@ ONE_DATA_INPUT = frozenset({"Reshape", "Gather", "Clip"})
 ORDER_PRESERVING = frozenset({"Identity", "Reshape", "Transpose", "Gather", "Squeeze", "Unsqueeze", "Slice", "Pad",
                               "DepthToSpace", "MaxPool", "Relu", "Resize"})
 ADD_SUB = frozenset({"Add", "Sub"})
-EXACT_OR_MOVED = frozenset(EXACT_OPS) | ORDER_PRESERVING
+EXACT_OR_MOVED = frozenset(EXACT_OPS) | ORDER_PRESERVING | {"Split"}
 AVERAGES = frozenset({"AveragePool", "GlobalAveragePool"})
 TFLITE = ("TFLite tensorflow/lite/kernels/internal/quantization_util.cc QuantizeMultiplier and common.h "
           "MultiplyByQuantizedMultiplier; gemmlowp fixedpoint/fixedpoint.h")
@@ -485,7 +537,7 @@ DEVIATIONS = [
               "as its DequantizeLinear → QuantizeLinear Convert is (requantise-half-up, research/qdq-graphs.md §4 "
               "M10); Hexagon NN's roundf_u32 adds 0.5 and truncates (XiaoMi/nnlib hexagon/include/quantize.h)",
               "Add, s_b = s_a·2^j, s_y = s_a·2^k: sums of odd parity are exact ties in exact arithmetic",
-              PatternExactHalfUp, _exact_pattern, ("ties", "zero-points")),
+              PatternExactHalfUp, _exact_or_split, ("ties", "zero-points")),
     Deviation("moved-codes-unrequantised", ORDER_PRESERVING,
               "Your runtime runs DequantizeLinear → a data-movement op (DepthToSpace, Pad, nearest Resize, …) → "
               "QuantizeLinear on the codes alone: it moves the input codes as they are and ignores the output's "
@@ -505,7 +557,7 @@ DEVIATIONS = [
               "(requantise-half-up-biased, research/qdq-graphs.md §4 M10: the reported 0.0372/121 → 0.0291/3 "
               "requantisation gives 116 for 115.4948…)",
               "Identity uint8 0.0372/121 → 0.0291/3, x = 209: exactly 115.4948…, the bias makes it 116",
-              PatternExactHalfUpBiased, _exact_pattern, ("basic",)),
+              PatternExactHalfUpBiased, _exact_or_split, ("basic",)),
     Deviation("pattern-exact-half-away", EXACT_OR_MOVED,
               "Your runtime computes the pattern as one requantisation in exact (integer) arithmetic and rounds "
               "half away from zero, where the graph rounds its float32 value half to even: exact ties of negative "
@@ -514,7 +566,7 @@ DEVIATIONS = [
               "Identity → QuantizeLinear cases with s_y = 2^k·s_x are this model bit for bit (x = 5, z = 128, "
               "s_y = 2·s_x: −61.5 gives code 66, not 67); TFLite's and gemmlowp's rounding (RoundingDivideByPOT)",
               "uint8, z_x = z_y = 128, s_y = 2·s_x: codes below the zero point of odd distance are negative ties",
-              PatternExactHalfAway, _exact_pattern, ("ties",)),
+              PatternExactHalfAway, _exact_or_split, ("ties",)),
     Deviation("pattern-exact-half-even", EXACT_OR_MOVED,
               "Your runtime computes the pattern as one requantisation in exact (integer) arithmetic, rounded half "
               "to even as the text rounds, but from the exact value: where the graph's float32 dequantized values "
@@ -523,7 +575,7 @@ DEVIATIONS = [
               "Relu → QuantizeLinear cases with s_y = 2^k·s_x are this model bit for bit; any integer-only kernel "
               "with an exact multiplier (an integer shift for power-of-two ratios) computes this",
               "s_y = 2·s_x with s_x not a power of two: fl32((x − z)·s_x)/s_y is not the exact tie (x − z)/2",
-              PatternExactHalfEven, _exact_pattern, ("ties",)),
+              PatternExactHalfEven, _exact_or_split, ("ties",)),
 ]
 
 __all__ = ["DEVIATIONS", "EXACT_OPS", "ORDER_PRESERVING", "exact_value", "single_rounding"]
