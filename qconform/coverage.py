@@ -110,7 +110,8 @@ def table(cases: Iterable, width: int = 120) -> str:
             cells.append(str(n) if n else ("!" if f in applies else "."))
         table_rows.append((key, types, cells))
     cell = max([len(str(i + 1)) for i in range(len(fams))] + [len(c) for *_, cs in table_rows for c in cs]) + 1
-    label = min(max(len(t) for _, t, _ in table_rows) + 2, width - cell * len(fams))
+    # the label column yields to the family columns, down to its indent: many families, a wide table
+    label = max(min(max(len(t) for _, t, _ in table_rows) + 2, width - cell * len(fams)), 4)
     legend = ", ".join(f"{i + 1} {f}" for i, f in enumerate(fams))
     rows = textwrap.wrap(f"families: {legend}", width)
     rows.append(f"{'op-version / types':{label}}" + "".join(f"{i + 1:>{cell}}" for i in range(len(fams))))
