@@ -26,7 +26,7 @@ from qconform.diagnosis.models.fused_kernels import (
     QdqPairAsClamp, QdqPairRemoved, QLinearAddFma, QLinearMulFloatMultiplier, QuantizeNodesReciprocal,
     ReluFakeQuantizeBounds, RequantiseFakeQuantizeBounds, RequantiseFixedPoint, RequantiseHalfUp, RequantiseHalfUpBiased,
     only_where)
-from qconform.diagnosis.models.fused_pattern import Pattern, chain, fake_source, pattern, requant_source
+from qconform.diagnosis.models.fused_pattern import Pattern, chain, fake_source, pattern, requant_chain, requant_source
 
 
 # ----------------------------------------------------------------------------------------------
@@ -77,6 +77,13 @@ def _requant(d: Draft) -> bool:
     src = requant_source(d) if d.graph else None
     return src is not None and dtypes.get(src[0].type).is_integer and dtypes.get(src[4].type).is_integer \
         and np.size(src[1].value) == 1 and np.size(src[3].value) == 1
+
+
+def _requant_chain(d: Draft) -> bool:
+    """DQ → Q, or a chain of them, between integer codes, per tensor."""
+    found = requant_chain(d) if d.graph else None
+    return found is not None and dtypes.get(found[0].type).is_integer and all(
+        dtypes.get(z.type).is_integer and np.size(s.value) == 1 for stage in found[1] for s, z in (stage[:2], stage[2:]))
 
 
 def _eight_bit_chain(middle: tuple[str, ...]) -> Callable[[Draft], bool]:
@@ -185,7 +192,7 @@ DEVIATIONS = [
               "also measures a small upward bias this model leaves out); Hexagon NN's roundf_u32 adds 0.5 and "
               "truncates (XiaoMi/nnlib hexagon/include/quantize.h)",
               "uint8, s2 = s1·2: odd codes are exact ties",
-              RequantiseHalfUp, _requant, ("ties",)),
+              only_where(RequantiseHalfUp, _requant_chain), _requant_chain, ("ties",)),
     Deviation("requantise-half-up-biased", frozenset({"Requant"}),
               "Your runtime computes DequantizeLinear → QuantizeLinear as one requantisation that rounds half up "
               "after adding a small upward bias (about 2^-7 of a code): values just below a tie go up too.",
@@ -194,7 +201,7 @@ DEVIATIONS = [
               "research/qdq-graphs.md §4 M10 (an empirical fit of a closed kernel: 19 of 38,656 codes stay "
               "unexplained)",
               "uint8 0.0372/121 → 0.0291/3, x = 209",
-              RequantiseHalfUpBiased, _requant, ("basic", "ties")),
+              only_where(RequantiseHalfUpBiased, _requant_chain), _requant_chain, ("basic", "ties")),
     Deviation("requantise-through-fakequantize-bounds", frozenset({"Requant", "Identity"}),
               "Your runtime turns DequantizeLinear → QuantizeLinear into one FakeQuantize computed in float32: the "
               "output range s2·(qmin − z2) … s2·(qmax − z2) divided by s1 becomes the input range, the multiplier is "

@@ -13,7 +13,8 @@ from fractions import Fraction
 import numpy as np
 
 from qconform import dtypes
-from qconform.diagnosis.models.fused_pattern import Pattern, chain, chain_source, fake_source, pattern, requant_source
+from qconform.diagnosis.models.fused_pattern import (Pattern, chain, chain_source, fake_source, pattern, requant_chain,
+                                                     requant_source)
 from qconform.diagnosis.models.matmul import _fixed_point_multiply, _quantize_multiplier
 from qconform.oracle import integer
 from qconform.oracle.steps import Steps
@@ -198,16 +199,19 @@ class FusedBiasCodes(FusedAccumulator):
 # ----------------------------------------------------------------------------------------------
 class RequantiseHalfUp:
     """DQ → Q as one requantisation rounding half up: y = floor((x − z1)·s1/s2 + 1/2 + bias) + z2,
-    exact, then saturated (Hexagon NN's ``roundf_u32``: add 0.5 and truncate)."""
+    exact, then saturated (Hexagon NN's ``roundf_u32``: add 0.5 and truncate); a chain of such
+    requantisations (DQ → Q → DQ → Q …) stage by stage."""
 
     _bias = Fraction(0)
 
     def fused(self, draft, inputs):
-        x, s1, z1, s2, z2 = requant_source(draft)
-        xs = as_float64(x.value, x.type).astype(np.int64) - int(as_float64(z1.value, z1.type))
-        ratio = Fraction(float(s1.value)) / Fraction(float(s2.value))
-        y = _saturate(_half_up(xs, ratio, self._bias) + int(as_float64(z2.value, z2.type)), z2.type)
-        return [("spec", [_pack(y, z2.type)])]
+        x, stages = requant_chain(draft)
+        codes = as_float64(x.value, x.type).astype(np.int64)
+        for s1, z1, s2, z2 in stages:
+            xs = codes - int(as_float64(z1.value, z1.type))
+            ratio = Fraction(float(s1.value)) / Fraction(float(s2.value))
+            codes = _saturate(_half_up(xs, ratio, self._bias) + int(as_float64(z2.value, z2.type)), z2.type)
+        return [("spec", [_pack(codes, stages[-1][3].type)])]
 
 
 class RequantiseHalfUpBiased(RequantiseHalfUp):

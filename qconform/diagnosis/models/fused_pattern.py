@@ -109,6 +109,28 @@ def requant_source(draft: Draft):
     return chain_source(draft) if len(draft.graph) == 2 else None
 
 
+def requant_chain(draft: Draft):
+    """DQ(x; s1, z1) → Q(s2, z2) [→ DQ(s2, z2) → Q(s3, z3) …]: x and the stages' (s_in, z_in, s_out,
+    z_out), each DequantizeLinear reading the previous QuantizeLinear's output with its parameters;
+    None for another graph (or an input left out)."""
+    nodes = draft.graph
+    ops = [n.op for n in nodes]
+    if len(ops) < 2 or len(ops) % 2 or ops != list(operators.QDQ[::-1]) * (len(ops) // 2):
+        return None
+    values = {a.name: a for a in draft.inputs if a is not None}
+    if any(len(n.inputs) != 3 or not all(i in values for i in n.inputs[1:]) for n in nodes) \
+            or nodes[0].inputs[0] not in values:
+        return None
+    stages = []
+    for k in range(0, len(nodes), 2):
+        dq, q = nodes[k], nodes[k + 1]
+        if q.inputs[0] != dq.outputs[0] or (k and (dq.inputs[0] != nodes[k - 1].outputs[0]
+                                                   or dq.inputs[1:] != nodes[k - 1].inputs[1:])):
+            return None
+        stages.append(tuple(values[i] for i in (*dq.inputs[1:], *q.inputs[1:])))
+    return values[nodes[0].inputs[0]], stages
+
+
 def fake_source(draft: Draft):
     """x → Q → DQ: the QuantizeLinear's inputs (x, s, z), or None (another graph)."""
     nodes = draft.graph
@@ -119,4 +141,5 @@ def fake_source(draft: Draft):
     return x, s, z
 
 
-__all__ = ["CHAIN_MIDDLE", "Operand", "Pattern", "chain", "chain_source", "fake_source", "pattern", "requant_source"]
+__all__ = ["CHAIN_MIDDLE", "Operand", "Pattern", "chain", "chain_source", "fake_source", "pattern", "requant_chain",
+           "requant_source"]
