@@ -451,7 +451,9 @@ def _through_codes(p) -> bool:
     if not dtypes.get(o.type).is_integer or np.size(o.scale) != 1 or float(np.asarray(o.scale).reshape(-1)[0]) <= 0:
         return False
     if p.op == "Resize" and str(p.attrs.get("mode", "nearest")).replace("b'", "").strip("'") != "nearest":
-        return False
+        # a weighted average: the graph oracle's value is exact (dyadic weights, sums exact in float32:
+        # #qdq-sum-order) and stays exact on the codes where s_x is a power of two
+        return float(np.frexp(float(np.asarray(o.scale).reshape(-1)[0]))[0]) == 0.5
     if p.op == "Pad":
         c = p.others[2] if len(p.others) > 2 else None
         return str(p.attrs.get("mode", "constant")).strip("b'") != "constant" or c is None or not np.any(np.asarray(c))
@@ -464,6 +466,8 @@ def _moved_unrequantised(d: Draft) -> bool:
     p = pattern(d) if d.graph else None
     if p is None or not dtypes.get(p.y_type).is_integer or not _through_codes(p) or p.operands[0].type != p.y_type:
         return False
+    if p.op == "Resize" and str(p.attrs.get("mode", "nearest")).replace("b'", "").strip("'") != "nearest":
+        return False  # a weighted average computes: not a move
     x = p.operands[0]
     return not (np.array_equal(np.asarray(x.scale, np.float64).reshape(-1), np.asarray(p.y_scale, np.float64).reshape(-1))
                 and np.array_equal(np.asarray(as_float64(x.zero, x.type)).reshape(-1),
@@ -475,7 +479,9 @@ ACCUMULATING = frozenset({"MatMul", "Gemm", "Conv"})
 ONE_DATA_INPUT = frozenset({"Reshape", "Gather", "Clip"})
 #: Ops that move, select or compare values and compute none: on one dequantized operand they commute
 #: with the increasing map c -> c·s, so the pattern's exact value is the op on the codes' differences
-#: (the graph oracle's own float op, exact on integers below 2^24) times s.
+#: (the graph oracle's own float op, exact on integers below 2^24) times s. Resize's linear and cubic
+#: modes are linear maps whose weights the oracle keeps exact: the same holds for them where s is a
+#: power of two (``_through_codes``).
 ORDER_PRESERVING = frozenset({"Identity", "Reshape", "Transpose", "Gather", "Squeeze", "Unsqueeze", "Slice", "Pad",
                               "DepthToSpace", "MaxPool", "Relu", "Resize"})
 ADD_SUB = frozenset({"Add", "Sub"})
