@@ -136,7 +136,9 @@ def fake_source(draft: Draft):
     nodes = draft.graph
     if [n.op for n in nodes] != list(operators.QDQ):
         return None
-    values = {a.name: a for a in draft.inputs}
+    values = {a.name: a for a in draft.inputs if a is not None}
+    if len(nodes[0].inputs) != 3 or not all(i in values for i in nodes[0].inputs):
+        return None  # a zero point left out (the default), or an input computed
     x, s, z = (values[i] for i in nodes[0].inputs)
     return x, s, z
 
