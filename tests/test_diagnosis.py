@@ -189,10 +189,7 @@ UNSEPARATED = {"constant-subnormals-flushed": "ties with flush-denormals on the 
                                               "groups since the corpus was regenerated with per-reading masks",
                "fused-add-operands-rescaled-first": "gives pattern-exact-half-away's codes on every Add/Sub case: no "
                                                     "case holds a sum within ~2^-20 code of a tie that the operands' "
-                                                    "own Q31 roundings move (qconform/docs/diagnosis.md)",
-               "average-float-reciprocal": "passes every case: no AveragePool case holds a window sum whose "
-                                           "product with fl32(fl32(s_x/N)/s_y) rounds across a tie the graph's mean "
-                                           "does not (a searched s_y, as for Gemm's near-tie case)"}
+                                                    "own Q31 roundings move (qconform/docs/diagnosis.md)"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=UNSEPARATED[n], strict=True))
