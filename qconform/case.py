@@ -77,8 +77,10 @@ class Draft:
     clause: str = ""  # anchor in qconform/docs/semantics.md; the oracle fills it when empty
     provenance: str = ""
     note: str = ""
-    #: A graph case's nodes, in topological order (empty: the case is the single node ``op``). Its
-    #: ``inputs`` are then the graph's inputs and initializers, by name; ``domain`` is PATTERN_DOMAIN.
+    #: A pattern's nodes, in topological order; its ``inputs`` are then the graph's inputs and
+    #: initializers, by name, and ``domain`` is PATTERN_DOMAIN. Empty for a single-node case, which
+    #: is the one-node graph ``one_node`` derives from the fields above (stored as they are: the
+    #: corpus's form of a single-node case does not change, and its node is never written twice).
     graph: tuple[Node, ...] = ()
 
     @property
@@ -88,7 +90,16 @@ class Draft:
 
     @property
     def is_graph(self) -> bool:
+        """Whether the case is a pattern (nodes of its own) rather than one declared op's node."""
         return bool(self.graph)
+
+
+def one_node(draft: Draft, outputs: tuple[str, ...]) -> Node:
+    """A single-node draft as the one node of its graph: its op, its inputs by position ("" for one
+    left out), its attributes, its domain, and ``outputs`` (its op's output names; a Draft does not
+    hold them, the oracle and the Case do)."""
+    return Node(draft.op, tuple("" if a is None else a.name for a in draft.inputs), tuple(outputs),
+                dict(draft.attrs), draft.domain)
 
 
 @dataclass(frozen=True)
@@ -125,6 +136,11 @@ class Case:
     attrs = property(lambda self: MappingProxyType(dict(self.draft.attrs)))
     graph = property(lambda self: self.draft.graph)
     is_graph = property(lambda self: self.draft.is_graph)
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        """Every case is a graph: a pattern's nodes, or a single-node case's one node."""
+        return self.draft.graph or (one_node(self.draft, self.output_names),)
 
     @property
     def expected(self) -> tuple[np.ndarray, ...]:

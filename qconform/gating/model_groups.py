@@ -10,7 +10,7 @@ external data and each ``location`` is checked and read here.
 
 A group is either one node of a declared operator (``qconform.declarations.operators``) or a QDQ
 group ``DequantizeLinear(s) → op → QuantizeLinear`` whose central op the graph oracle computes
-(``FloatOps.op_<Name>``), with the model's own constants, attributes and inferred shapes.
+(a ``FloatOp`` of the oracle's registry), with the model's own constants, attributes and inferred shapes.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from onnx import helper, numpy_helper, shape_inference
 from qconform import dtypes
 from qconform.case import MS_DOMAIN, ONNX_DOMAIN, Node
 from qconform.declarations import operators
-from qconform.oracle.graph import FloatOps
+from qconform.oracle.graph import float_ops
 
 #: The most elements a tensor of a group may hold (a model claiming more is refused, not drafted).
 MAX_ELEMENTS = 10**7
@@ -310,7 +310,7 @@ def qdq_groups(info: Info) -> list[Group]:
         if not qs or not dqs:
             continue
         g = Group("qdq", [*dqs, i, qs[0]], op=n.op_type)
-        if not hasattr(FloatOps, f"op_{n.op_type}"):
+        if n.op_type not in {o.op for o in float_ops()}:
             g.reason = f"no oracle for {n.op_type} between QDQ nodes"
         groups.append(g)
     return groups

@@ -2,9 +2,11 @@
 
 "The values of node outputs are computed by the node's operator" (IR.md): each intermediate tensor
 is the value its producing operator defines, in its declared type, and the graph's outputs are those
-values (qconform/docs/semantics.md#qdq-graph). So QuantizeLinear and DequantizeLinear nodes are
-computed by their own version classes (the very oracle of the single-node cases, every reading of
-theirs kept), and the float operators between them here and in ``graph_ops`` (Conv, MatMul, Gemm,
+values (qconform/docs/semantics.md#qdq-graph). The walk is ``base.Walk`` (every case's: a single-node
+case is a one-node graph), every node through the one registry ``base.ORACLES``: QuantizeLinear and
+DequantizeLinear nodes by their own version classes (the very oracle of the single-node cases, every
+reading of theirs kept), and the float operators between them by the ``FloatOp`` entries registered
+here, whose values are the methods of ``FloatOps`` here and in ``graph_ops`` (Conv, MatMul, Gemm,
 the pools), ``graph_resize`` and ``graph_shape`` (data movement, LeakyRelu, HardSwish, Softmax), each
 result the exact real value rounded once to float32 (an IEEE single operation). Where the text
 leaves a float computation open:
@@ -17,22 +19,23 @@ leaves a float computation open:
 
 Readings of several nodes combine (every combination, identical results collapsed). A deviation
 model for a fused kernel overrides ``fused``: given the draft and the graph's input values it returns
-the pattern's outputs computed its way, or None where it does not apply (qconform.diagnosis).
+the pattern's outputs computed its way, or None where it does not apply (qconform.diagnosis); one for
+a node overrides ``node_oracle`` (a quantized node) or ``float_oracle`` (a float node).
 """
 from __future__ import annotations
 
 import decimal
 import math
 from fractions import Fraction
-from typing import Any, Callable, Mapping
+from typing import Callable
 
 import numpy as np
 
 from qconform.declarations import operators
-from qconform import dtypes
-from qconform.case import Arg, Draft, Node, Reading
+from qconform.case import Draft, Node
 from qconform.oracle import base
-from qconform.oracle.arith import as_float64, fl
+from qconform.oracle.base import GRAPH_CLAUSE, Evaluation, OpOracle, Walk, graph_outputs, node_draft, register  # noqa: F401
+from qconform.oracle.arith import fl
 from qconform.oracle.granularity import InvalidModel
 from qconform.oracle.graph_ops import SumOps
 from qconform.oracle.graph_sums import NotExact, _round_fraction_f32  # noqa: F401  (their home is graph_sums)
@@ -42,9 +45,6 @@ from qconform.oracle.graph_shape import ShapeOps
 QDQ_OPS = operators.QDQ
 F32 = "float32"
 
-Values = dict[str, np.ndarray]
-#: (reading name parts, tensor values by name, don't-care masks by name)
-State = tuple[tuple[str, ...], Values, dict[str, np.ndarray]]
 
 
 
@@ -114,15 +114,9 @@ def _f32(values: np.ndarray | Fraction | list) -> np.ndarray:
 
 
 class FloatOps(SumOps, ShapeOps):
-    """The float operators of the patterns, on float32 values, each result rounded once to float32.
-    ``op_<Name>(node, ins) -> list of (reading, outputs)``; most ops have one reading ("spec")."""
-
-    def float_node(self, node: Node, ins: list[np.ndarray | None], where: str) -> list[tuple[str, list[np.ndarray]]]:
-        fn: Callable | None = getattr(self, f"op_{node.op}", None)
-        if fn is None:
-            raise InvalidModel(f"{where}: no float semantics for {node.op} in a pattern")
-        got = fn(node, ins, where)
-        return got if isinstance(got, list) and got and isinstance(got[0], tuple) else [("spec", got)]
+    """The values of the float operators of the patterns, on float32 values, each result rounded once
+    to float32: ``op_<Name>(node, ins, where) -> outputs, or a list of (reading, outputs)``; most ops
+    have one reading ("spec"). The walk reaches them through their ``FloatOp`` registrations only."""
 
     # -- exact elementwise -------------------------------------------------------------------------
     def op_Identity(self, node, ins, where):
@@ -198,103 +192,39 @@ def _exp_fraction(x: Fraction) -> Fraction:
     return Fraction(d)
 
 
-def node_draft(node: Node, opset: int, ins: list[np.ndarray | None], types: Mapping[str, str]) -> Draft:
-    """One node of a graph as a single-node draft on the tensors that reach it (what its op's own
-    oracle, or a single-node deviation model, computes it from)."""
-    args = tuple(None if v is None else Arg(name, types[name], v, initializer=False) for name, v in zip(node.inputs, ins))
-    while args and args[-1] is None:
-        args = args[:-1]
-    return Draft(op=node.op, opset=opset, types="", family="", name="", inputs=args, attrs=dict(node.attrs),
-                 domain=node.domain)
+class FloatOp(OpOracle):
+    """A float op of the patterns in the one registry (``base.ORACLES``, beside the quantized ops):
+    ``compute(node, ins, where)`` its value (a method of ``FloatOps``), for every version since
+    ``since`` (the versions the patterns use differ in where an operand is given, which the method
+    reads, not in a value; ``oracle_for`` takes the newest class at or below a model's opset)."""
+
+    output_names = ()
+
+    def __init__(self, op: str, compute: Callable, since: int = 1, domain: str = "") -> None:
+        self.op, self.compute, self.since, self.domain = op, compute, since, domain
+
+    def values(self, node: Node, ins: list[np.ndarray | None], where: str) -> list[tuple[str, list[np.ndarray]]]:
+        """(reading, outputs) per reading of the node on ``ins``."""
+        got = self.compute(node, ins, where)
+        return got if isinstance(got, list) and got and isinstance(got[0], tuple) else [("spec", got)]
+
+    def on_node(self, walk: Walk, node: Node, sub: Callable[[], Draft], ins: list[np.ndarray | None], where: str,
+                primary_only: bool):
+        """The node's values by this op, or by the float op the walk's ``float_oracle`` step names."""
+        results = (walk.float_oracle(node) or self).values(node, ins, f"{where}: {node.op}")
+        return [(name, o, [None] * len(o)) for name, o in results], Evaluation(clause=GRAPH_CLAUSE)
+
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
+        raise InvalidModel(f"{self.op}: a float op of the patterns is computed inside a graph only")
 
 
-class GraphOracle(FloatOps):
-    """A graph, node by node. ``fused`` is the one hook a deviation model overrides."""
+class GraphOracle(Walk):
+    """A graph, node by node (``base.Walk``), with an oracle's interface (``evaluate``): what a
+    deviation model of a pattern composes its mixin with."""
 
-    def fused(self, draft: Draft, inputs: Mapping[str, np.ndarray]) -> list[tuple[str, list[np.ndarray]]] | None:
-        """The pattern computed as one fused kernel would, per reading (None: node by node, the spec)."""
-        return None
-
-    def evaluate(self, draft: Draft, primary_only: bool = False):
+    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
         """The oracle's interface (``OpOracle.evaluate``): every reading's outputs as an Evaluation."""
-        from qconform.oracle.base import Evaluation
-
-        with np.errstate(all="ignore"):
-            readings = self.run(draft, primary_only)
-        return Evaluation(readings=readings, clause="qdq-graph", primary_only=primary_only)
-
-    def oracle_node(self, node: Node, opset: int, ins: list[np.ndarray | None], types: dict[str, str], where: str):
-        """A node of an op the oracle has (QuantizeLinear, DequantizeLinear, and whatever else a packed
-        model holds), by its own version class: [(reading, outs, masks)]."""
-        from qconform.oracle.base import evaluate
-
-        sub = node_draft(node, opset, ins, types)
-        case = evaluate(sub, oracle=self.node_oracle(sub))
-        if case.information:
-            raise InvalidModel(f"{where}: node {node.op}: {case.information}")
-        return [(r.name, list(r.outputs), list(r.dont_care)) for r in case.readings]
-
-    def node_oracle(self, sub: Draft):
-        """The oracle a node of an op the oracle has is computed by (None: its op version's own): the
-        step a deviation model replaces to run a single-node deviation inside the graph."""
-        return None
-
-    def has_oracle(self, node: Node, opset: int) -> bool:
-        from qconform.oracle.base import oracle_for
-
-        try:
-            oracle_for(node.domain, node.op, opset)
-        except LookupError:
-            return False
-        return True
-
-    def run_nodes(self, nodes: tuple[Node, ...], opsets: Mapping[str, int], inputs: Mapping[str, np.ndarray],
-                  where: str, primary_only: bool = False) -> list[State]:
-        """Every reading's tensors: (reading name parts, values by name, don't-care masks by name)."""
-        types = {k: dtypes.get(v.dtype).name for k, v in inputs.items()}
-        states: list[State] = [((), dict(inputs), {})]
-        for node in nodes:
-            opset = opsets.get(node.domain, opsets.get("", 0))
-            oracle_op = self.has_oracle(node, opset)
-            nxt: list[State] = []
-            for parts, values, masks in states:
-                ins = [values[i] if i else None for i in node.inputs]
-                if oracle_op:
-                    results = self.oracle_node(node, opset, ins, types, where)
-                else:
-                    results = [(name, o, [None] * len(o)) for name, o in self.float_node(node, ins, f"{where}: {node.op}")]
-                if primary_only:
-                    results = results[:1]
-                for name, o, m in results:
-                    label = () if name == "spec" else tuple(name.split("+"))
-                    nv, nm = dict(values), dict(masks)
-                    for out_name, arr, mask in zip(node.outputs, o, m):
-                        nv[out_name] = arr
-                        types[out_name] = "bool" if arr.dtype == np.bool_ else dtypes.get(arr.dtype).name
-                        if mask is not None and np.any(mask):
-                            nm[out_name] = mask
-                    nxt.append((parts + label, nv, nm))
-            states = nxt
-        return states
-
-    def run(self, draft: Draft, primary_only: bool = False) -> list[Reading]:
-        """Every reading's graph outputs, each with the don't-care masks its own path through the
-        nodes gave them."""
-        inputs = {a.name: a.value for a in draft.inputs if a is not None}
-        outs = list(graph_outputs(draft.graph))
-        fused = self.fused(draft, inputs)
-        if fused is not None:
-            return [Reading(name, tuple(o)) for name, o in fused][:1 if primary_only else None]
-        states = self.run_nodes(draft.graph, {"": draft.opset}, inputs, draft.id, primary_only)
-        return [Reading("+".join(parts) or "spec", tuple(values[o] for o in outs),
-                        tuple(masks.get(o) for o in outs)) for parts, values, masks in states]
-
-
-def graph_outputs(nodes: tuple[Node, ...]) -> tuple[str, ...]:
-    """The graph's outputs: every node output no later node reads (the last node's alone in a
-    chain; each QuantizeLinear's after a Split)."""
-    read = {i for n in nodes for i in n.inputs}
-    return tuple(o for n in nodes for o in n.outputs if o and o not in read)
+        return self.walk(draft, primary_only)
 
 
 def pattern_name(nodes: tuple[Node, ...]) -> str:
@@ -310,17 +240,26 @@ def pattern_name(nodes: tuple[Node, ...]) -> str:
 
 
 ORACLE = GraphOracle()
+_VALUES = FloatOps()
+register(*(FloatOp(op, compute) for op, compute in (
+    ("Identity", _VALUES.op_Identity), ("Relu", _VALUES.op_Relu), ("Clip", _VALUES.op_Clip),
+    ("Add", _VALUES.op_Add), ("Sub", _VALUES.op_Sub), ("Mul", _VALUES.op_Mul),
+    ("Reshape", _VALUES.op_Reshape), ("Transpose", _VALUES.op_Transpose), ("Gather", _VALUES.op_Gather),
+    ("Concat", _VALUES.op_Concat), ("Resize", _VALUES.op_Resize), ("Sigmoid", _VALUES.op_Sigmoid),
+    ("Conv", _VALUES.op_Conv), ("MatMul", _VALUES.op_MatMul), ("Gemm", _VALUES.op_Gemm),
+    ("MaxPool", _VALUES.op_MaxPool), ("AveragePool", _VALUES.op_AveragePool),
+    ("GlobalAveragePool", _VALUES.op_GlobalAveragePool),
+    ("LeakyRelu", _VALUES.op_LeakyRelu), ("HardSwish", _VALUES.op_HardSwish), ("Softmax", _VALUES.op_Softmax),
+    ("Greater", _VALUES.op_Greater), ("Where", _VALUES.op_Where), ("Pad", _VALUES.op_Pad),
+    ("Slice", _VALUES.op_Slice), ("Squeeze", _VALUES.op_Squeeze), ("Unsqueeze", _VALUES.op_Unsqueeze),
+    ("Split", _VALUES.op_Split), ("DepthToSpace", _VALUES.op_DepthToSpace))))
 
 
-def evaluate_graph(draft: Draft, primary_only: bool = False, oracle: GraphOracle | None = None):
-    """(readings, output names) of a graph draft."""
-    with np.errstate(all="ignore"):
-        readings = (oracle or ORACLE).run(draft, primary_only)
-    return readings, graph_outputs(draft.graph)
+def float_ops() -> tuple[FloatOp, ...]:
+    """The float ops the registry holds (what a pattern's central op must be one of)."""
+    return tuple(o for o in base.ORACLES.values() if isinstance(o, FloatOp))
 
 
-base.GRAPHS["evaluate"] = evaluate_graph  # base.evaluate computes a pattern through it
-
-__all__ = ["FloatOps", "GraphOracle", "NotExact", "ORACLE", "QDQ_OPS", "evaluate_graph", "exact_sum", "graph_outputs", "node_draft",
-           "pattern_name"]
+__all__ = ["FloatOp", "FloatOps", "GraphOracle", "NotExact", "ORACLE", "QDQ_OPS", "exact_sum", "float_ops",
+           "graph_outputs", "node_draft", "pattern_name"]
 

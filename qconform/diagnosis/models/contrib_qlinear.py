@@ -34,7 +34,7 @@ from qconform.diagnosis.models.base import _dev, deviating_oracle
 from qconform.diagnosis.models.fixed_point import AverageFixedPointReciprocal, AverageFloatReciprocal
 from qconform.diagnosis.models.matmul import QlmmZeroPointBeforeRounding
 from qconform.diagnosis.models.zero_point import ZeroPointBeforeRounding
-from qconform.oracle.graph import _round_fraction_f32
+from qconform.oracle.graph import FloatOp, _round_fraction_f32
 
 ADD, MUL, SIGMOID = decl.QLINEAR_ADD.op, decl.QLINEAR_MUL.op, decl.QLINEAR_SIGMOID.op
 POOL, GLOBAL_POOL, SOFTMAX = decl.QLINEAR_AVERAGE_POOL.op, decl.QLINEAR_GLOBAL_AVERAGE_POOL.op, decl.QLINEAR_SOFTMAX.op
@@ -152,20 +152,33 @@ def _mlas_logistic(x: float, fma=_fma) -> float:
     return min(max(_f32(_f32(np.float32(p) / np.float32(q)) + 0.5), 0.0), 1.0)
 
 
+SIGMOID_NODE = "Sigmoid"  # the float node of QLinearSigmoid's graph (qconform/oracle/qlinear_composed.py)
+
+
+def _logistic_table(fma) -> FloatOp:
+    """The graph's Sigmoid node as MLAS's logistic approximation with ``fma`` (a float op of the
+    registry's kind, which the graph's ``float_oracle`` step hands its Sigmoid node to)."""
+    def values(node, ins, where):
+        x = ins[0]
+        return [np.asarray([_mlas_logistic(float(v), fma) for v in x.ravel()], np.float32).reshape(x.shape)]
+    return FloatOp(SIGMOID_NODE, values)
+
+
+_FMA_TABLE, _UNFUSED_TABLE = _logistic_table(_fma), _logistic_table(_mul_add)
+
+
 class SigmoidTableMlasLogistic:
     """QLinearSigmoid's table built by MLAS's logistic approximation (``MlasComputeLogistic``)."""
 
-    def op_Sigmoid(self, node, ins, where):
-        x = ins[0]
-        return [np.asarray([_mlas_logistic(float(v)) for v in x.ravel()], np.float32).reshape(x.shape)]
+    def float_oracle(self, node):
+        return _FMA_TABLE if node.op == SIGMOID_NODE else None
 
 
 class SigmoidTableMlasLogisticUnfused:
     """QLinearSigmoid's table by MLAS's generic logistic kernel (no FMA: the WebAssembly build)."""
 
-    def op_Sigmoid(self, node, ins, where):
-        x = ins[0]
-        return [np.asarray([_mlas_logistic(float(v), _mul_add) for v in x.ravel()], np.float32).reshape(x.shape)]
+    def float_oracle(self, node):
+        return _UNFUSED_TABLE if node.op == SIGMOID_NODE else None
 
 
 class QuantizeZeroPointBeforeRounding:
