@@ -55,8 +55,8 @@ def _attributes(node: onnx.NodeProto, attrs) -> None:
 
 
 def build_model(case: Case, check: bool = True) -> onnx.ModelProto:
-    """The case's model: its single node, or a graph case's nodes (named ``n<i>_<op>``, so a runtime's
-    message can name the one it refused). ``check``: run onnx.checker (the corpus's models all passed
+    """The case's model: its nodes (every case is a graph; a pattern's nodes are named ``n<i>_<op>``,
+    so a runtime's message can name the one it refused). ``check``: run onnx.checker (the corpus's models all passed
     it when the corpus was written; a run skips it per case)."""
     model = onnx.ModelProto()
     g = model.graph
@@ -69,24 +69,17 @@ def build_model(case: Case, check: bool = True) -> onnx.ModelProto:
             _value_info(g.input.add(), arg.name, arg.type, arg.value.shape)
     for name, t, a in zip(case.output_names, case.output_types, case.expected):
         _value_info(g.output.add(), name, t, a.shape)
-    if case.is_graph:
-        for i, n in enumerate(case.graph):
-            node = g.node.add()
-            node.name = f"n{i}_{n.op}"
-            node.op_type = n.op
-            if n.domain:
-                node.domain = n.domain
-            node.input.extend(n.inputs)
-            node.output.extend(n.outputs)
-            _attributes(node, n.attrs)
-    else:
+    named = len(case.nodes) > 1  # a lone node keeps the unnamed form every stored model and reproducer has
+    for i, n in enumerate(case.nodes):
         node = g.node.add()
-        node.input.extend("" if arg is None else arg.name for arg in case.inputs)
-        node.output.extend(case.output_names)
-        node.op_type = case.op
-        if case.domain:
-            node.domain = case.domain
-        _attributes(node, case.draft.attrs)
+        if named:
+            node.name = f"n{i}_{n.op}"
+        node.op_type = n.op
+        if n.domain:
+            node.domain = n.domain
+        node.input.extend(n.inputs)
+        node.output.extend(n.outputs)
+        _attributes(node, n.attrs)
     g.name = case.id.replace("/", "_")
     if case.domain == MS_DOMAIN:
         opsets = [("", MS_COMPANION_OPSET), (MS_DOMAIN, case.opset)]
