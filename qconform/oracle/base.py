@@ -184,8 +184,14 @@ def node_draft(node: Node, opset: int, ins: list[np.ndarray | None], types: Mapp
 
 def nodes_of(draft: Draft) -> tuple[Node, ...]:
     """Every case is a graph: a pattern's nodes, or a single-node draft's one node, its outputs named
-    by its op version's oracle (LookupError: no oracle for that version)."""
-    return draft.graph or (one_node(draft, oracle_for(draft.domain, draft.op, draft.opset).output_names),)
+    by its op version's oracle (LookupError: no oracle for that version, or an op no declaration
+    names: a float op stands only inside a pattern's graph)."""
+    if draft.graph:
+        return draft.graph
+    if operators.find(draft.domain, draft.op) is None:
+        raise LookupError(f"{draft.domain or 'ai.onnx'} {draft.op} is not an operator in scope: a float op is "
+                          "a node of a pattern's graph, never a case of its own")
+    return (one_node(draft, oracle_for(draft.domain, draft.op, draft.opset).output_names),)
 
 
 def graph_outputs(nodes: tuple[Node, ...]) -> tuple[str, ...]:

@@ -1,7 +1,10 @@
-"""cpu-ref: the project's own numpy kernels (the oracle), reading the node from the model.
+"""cpu-ref: the project's own numpy kernels (the oracle), reading the nodes from the model.
 
-It returns the reading the latest spec text states (a case's first reading), so it passes the
-strict profile too. It never looks at a case's goldens: it sees only the model and the inputs."""
+Every model is a graph to it, as every case is to the oracle: its nodes walked by the oracle's walk
+(``oracle.base.Walk``), each through the one registry, on the model's initializers and the fed
+inputs in their declared types; a single node is a one-node graph. It returns the reading the
+latest spec text states (a case's first reading), so it passes the strict profile too. It never
+looks at a case's goldens: it sees only the model and the inputs."""
 from __future__ import annotations
 
 from typing import Any
@@ -13,7 +16,8 @@ from onnx import helper, numpy_helper
 import qconform
 from qconform import dtypes
 from qconform.case import Arg, Draft
-from qconform.oracle import InvalidModel, evaluate, oracle_for
+from qconform.declarations import operators
+from qconform.oracle import InvalidModel, oracle_for
 from qconform.runner import BaseRunner, Inputs, Outputs, Prepared, Unsupported
 
 
@@ -69,19 +73,46 @@ def pattern_draft_from_model(model: onnx.ModelProto, feeds: Inputs) -> Draft:
     return Draft(pattern_name(nodes), opset, "", "", "", args, {}, domain=PATTERN_DOMAIN, graph=nodes)
 
 
-def _graph_outputs(model: onnx.ModelProto, feeds: Inputs) -> Outputs:
-    """A model of several nodes (a QDQ pattern, a packed model), node by node through the graph
-    oracle's first reading (qconform/oracle/graph.py)."""
+def model_args(model: onnx.ModelProto, feeds: Inputs) -> tuple[Arg, ...]:
+    """Every initializer and fed input of ``model`` as an Arg of its declared type."""
+    inits = tuple(Arg(t.name, dtypes.get(t.data_type).name, numpy_helper.to_array(t), initializer=True)
+                  for t in model.graph.initializer)
+    names = {a.name for a in inits}
+    fed = tuple(Arg(i.name, dtypes.get(i.type.tensor_type.elem_type).name,
+                    np.asarray(feeds[i.name], dtypes.get(i.type.tensor_type.elem_type).dtype))
+                for i in model.graph.input if i.name not in names)
+    return inits + fed
+
+
+def _walk_outputs(model: onnx.ModelProto, feeds: Inputs) -> Outputs:
+    """The model's outputs, node by node through the oracle's walk (its first reading): a single
+    node, a QDQ pattern or a packed model alike."""
+    from qconform.case import Node
     from qconform.oracle.graph import ORACLE
 
-    nodes, values, _ = _graph(model, feeds)
+    nodes = tuple(Node(n.op_type, tuple(n.input), tuple(n.output), {a.name: _attr(a) for a in n.attribute}, n.domain)
+                  for n in model.graph.node)
+    args = model_args(model, feeds)
+    like = Draft("", 0, "", "", "", args)
     opsets = {o.domain: o.version for o in model.opset_import}
     try:
         with np.errstate(all="ignore"):
-            states = ORACLE.run_nodes(nodes, opsets, values, model.graph.name, primary_only=True)
+            states = ORACLE.run_nodes(nodes, opsets, {a.name: a.value for a in args}, model.graph.name,
+                                      primary_only=True, like=like)
     except InvalidModel as exc:
         raise ValueError(f"invalid model: {exc}") from None
     return [np.array(states[0][1][o.name], copy=True) for o in model.graph.output]
+
+
+def require_oracles(model: onnx.ModelProto, who: str) -> None:
+    """Unsupported unless the oracle's registry has every node's op at the model's opset (an op
+    version in scope, or a float op of the patterns)."""
+    opsets = {o.domain: o.version for o in model.opset_import}
+    for node in model.graph.node:
+        try:
+            oracle_for(node.domain, node.op_type, opsets.get(node.domain, opsets.get("", 0)))
+        except LookupError as exc:
+            raise Unsupported(f"{who}: {exc}") from None
 
 
 def require_oracle_node(model: onnx.ModelProto, who: str) -> None:
@@ -90,6 +121,8 @@ def require_oracle_node(model: onnx.ModelProto, who: str) -> None:
     if len(model.graph.node) != 1:
         raise Unsupported(f"{who} runs single-node models only")
     node = model.graph.node[0]
+    if operators.find(node.domain, node.op_type) is None:
+        raise Unsupported(f"{who} runs the declared operators' single-node models; {node.op_type} is not one")
     opset = next(o.version for o in model.opset_import if o.domain == node.domain)
     try:
         oracle_for(node.domain, node.op_type, opset)
@@ -105,15 +138,5 @@ class CpuRefRunner(BaseRunner):
                 "options": {}, "implementation": "qconform.oracle (numpy, exact arithmetic)"}
 
     def prepare(self, model: onnx.ModelProto) -> Prepared:
-        if len(model.graph.node) > 1:
-            return lambda feeds: _graph_outputs(model, feeds)
-        require_oracle_node(model, "cpu-ref")
-
-        def run(feeds: Inputs) -> Outputs:
-            try:
-                case = evaluate(draft_from_model(model, feeds), primary_only=True)
-            except InvalidModel as exc:
-                raise ValueError(f"invalid model: {exc}") from None
-            return [np.array(o, copy=True) for o in case.expected]
-
-        return run
+        require_oracles(model, "cpu-ref")
+        return lambda feeds: _walk_outputs(model, feeds)
