@@ -120,10 +120,11 @@ def register(*oracles: OpOracle) -> None:
 
 def oracle_for(domain: str, op: str, opset: int) -> OpOracle:
     """The oracle of the version of ``op`` that ``opset`` runs (``schemas.since_version``); an opset
-    or a version the schemas do not know raises LookupError, never an older version's class."""
+    or a version the schemas do not know raises LookupError, never an older version's class. A float
+    op of the patterns (no declaration names it): its newest registered class at or below ``opset``."""
     from qconform import schemas
 
-    if operators.find(domain, op) is None:  # a float op of the patterns: its newest class at or below opset
+    if operators.find(domain, op) is None:
         versions = [v for d, o, v in ORACLES if (d, o) == (domain, op) and v <= opset]
         if not versions:
             raise LookupError(f"{domain or 'ai.onnx'} {op} has no version in scope at opset {opset}, nor a float "
