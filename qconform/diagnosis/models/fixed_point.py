@@ -2,8 +2,9 @@
 shifts instead of the graph's float division, each on the oracle's shared integer body.
 
 - Q31 multipliers (TFLite ``QuantizeMultiplier``: the real multiplier as q·2^(shift−31), q rounded
-  half away) applied with two roundings (gemmlowp ``SaturatingRoundingDoublingHighMul`` then
-  ``RoundingDivideByPOT``, both half away from zero) or one (``TFLITE_SINGLE_ROUNDING``, TOSA
+  half away) applied with two roundings (gemmlowp ``SaturatingRoundingDoublingHighMul``, its ties
+  toward +∞ -- the nudge 1 − 2^30 of a negative product truncates toward zero --, then
+  ``RoundingDivideByPOT``, its ties away from zero) or one (``TFLITE_SINGLE_ROUNDING``, TOSA
   RESCALE ``double_round = false``, XNNPACK ``rndnu``: (acc·q + 2^(n−1)) >> n, half up);
 - an Add whose operands are each rescaled to a common scale first, in fixed point, then summed and
   rescaled again (TFLite's quantized ``Add``), against the graph's one rounding of the sum;
@@ -493,9 +494,9 @@ TFLITE = ("TFLite tensorflow/lite/kernels/internal/quantization_util.cc Quantize
 DEVIATIONS = [
     Deviation("fused-requantise-q31-double-rounding", ACCUMULATING,
               "Your runtime computes DequantizeLinear(x), DequantizeLinear(w) → MatMul/Gemm/Conv → QuantizeLinear as "
-              "one integer kernel requantising with a Q31 multiplier and a shift: SaturatingRoundingDoublingHighMul, "
-              "then RoundingDivideByPOT — two roundings, each half away from zero — where the graph divides once "
-              "and rounds half to even.",
+              "one integer kernel requantising with a Q31 multiplier and a shift: SaturatingRoundingDoublingHighMul "
+              "(its ties toward +∞), then RoundingDivideByPOT (its ties away from zero) — two roundings where the "
+              "graph divides once and rounds half to even.",
               f"{TFLITE} (the reference kernels' requantisation, and gemmlowp's output stage)",
               "acc·m within 2^-31 of a tie after the high multiply, or an exact tie of a negative value",
               RequantiseQ31DoubleRounding, _accumulating, ("ties", "basic")),
