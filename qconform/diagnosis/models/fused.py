@@ -244,7 +244,7 @@ DEVIATIONS = [
               ClipFakeQuantizeBounds, _eight_bit_chain(("Clip",)), ("ties", "zero-points")),
     Deviation("requantise-fixed-point", frozenset({"Requant"}),
               "Your runtime requantises in integers only: s1/s2 as a Q31 multiplier with a shift, applied with "
-              "SaturatingRoundingDoublingHighMul and RoundingDivideByPOT (two roundings, half away from zero), "
+              "SaturatingRoundingDoublingHighMul and RoundingDivideByPOT (two roundings: ties toward +∞, then away from zero), "
               "where the graph divides exactly once.",
               "gemmlowp fixedpoint/fixedpoint.h; TFLite quantization_util.cc QuantizeMultiplier and "
               "MultiplyByQuantizedMultiplier (common.h), the integer-only pipeline many NPU toolchains follow",

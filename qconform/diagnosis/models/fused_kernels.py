@@ -223,7 +223,7 @@ class RequantiseHalfUpBiased(RequantiseHalfUp):
 class RequantiseFixedPoint:
     """DQ → Q as integer-only requantisation (gemmlowp/TFLite): the ratio s1/s2 as a Q31 multiplier
     and a shift (QuantizeMultiplier, rounded half away), applied with SaturatingRoundingDoublingHighMul
-    and RoundingDivideByPOT (two roundings, half away from zero)."""
+    and RoundingDivideByPOT (two roundings: the first sends ties toward +∞, the second away from zero)."""
 
     def fused(self, draft, inputs):
         x, s1, z1, s2, z2 = requant_source(draft)
