@@ -66,3 +66,21 @@ def test_no_op_is_dispatched_by_its_name():
         text = f.read_text(encoding="utf-8")
         assert not re.search(r"getattr\([^)]*op_", text), f.name
         assert "GRAPHS" not in text, f.name
+
+
+def test_a_pattern_id_names_its_nodes():
+    """Every pattern case's id names its pattern as ``pattern_name`` reads it off the nodes (the
+    deviation runner and a user's model groups name their graphs the same way)."""
+    import json
+
+    from qconform.oracle.graph import pattern_name
+
+    seen = 0
+    for f in sorted((REPO / "qconform" / "golden" / "index").glob("qdq.*.jsonl")):
+        for line in f.open(encoding="utf-8"):
+            c = json.loads(line)
+            nodes = tuple(Node(n["op"], tuple(n["in"]), tuple(n["out"]), n.get("attrs", {}), n.get("domain", ""))
+                          for n in c["graph"])
+            assert pattern_name(nodes) == c["id"].split("/")[0][len(PATTERN_DOMAIN) + 1:].rsplit("-", 1)[0], c["id"]
+            seen += 1
+    assert seen

@@ -228,14 +228,18 @@ class GraphOracle(Walk):
 
 
 def pattern_name(nodes: tuple[Node, ...]) -> str:
-    """The pattern a graph is, as ids name it: FakeQuant (Q → DQ), Requant (DQ → Q), else the op
-    between the DequantizeLinear nodes and the final QuantizeLinear."""
+    """The pattern a graph is, as its id names it (every pattern id of the corpus is this name of
+    its nodes: tests/test_walk.py): FakeQuant (x → Q → DQ), Requant (Q and DQ nodes alone from a
+    DequantizeLinear: DQ → Q, or a chain of them), else the last float op that reads a
+    DequantizeLinear's output (the op between the DequantizeLinear nodes and the final
+    QuantizeLinear: a fused activation's Conv or Gemm, a residual's Add)."""
     ops = [n.op for n in nodes]
     if ops == list(QDQ_OPS):
         return "FakeQuant"
-    if ops == list(QDQ_OPS[::-1]):
-        return "Requant"
-    central = [o for o in ops if o not in QDQ_OPS]
+    if all(o in QDQ_OPS for o in ops):
+        return "Requant" if ops[0] == QDQ_OPS[1] else "Graph"
+    dequantized = {o for n in nodes if n.op == QDQ_OPS[1] for o in n.outputs}
+    central = [n.op for n in nodes if n.op not in QDQ_OPS and any(i in dequantized for i in n.inputs)]
     return central[-1] if central else "Graph"
 
 
