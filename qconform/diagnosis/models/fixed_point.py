@@ -31,6 +31,7 @@ from qconform.diagnosis.models.fused_pattern import pattern
 from qconform.diagnosis.models.matmul import _fixed_point_multiply, _quantize_multiplier
 from qconform.oracle import integer
 from qconform.oracle.arith import as_float64, round_fraction
+from qconform.oracle.granularity import InvalidModel
 
 Q, DQ = operators.QDQ
 
@@ -278,11 +279,30 @@ class MovedCodesUnrequantised:
         return [("spec", [_pack(np.asarray(moved, np.int64), p.y_type)])]
 
 
+def _average_exact(p) -> np.ndarray:
+    """AveragePool's exact mean: each window's sum of the codes' differences over the count the text
+    states (the input elements, or with ``count_include_pad`` the stated padding too: the graph
+    oracle's windows, ``pool_windows``), times s."""
+    from qconform.oracle.graph_ops import pool_windows
+
+    o = p.operands[0]
+    windows, real, in_pads = pool_windows(o.exact().astype(np.float64), p.attrs, 0.0)
+    include = bool(p.attrs.get("count_include_pad", 0))
+    if include and not in_pads.all():
+        raise InvalidModel("count_include_pad with ceil_mode's added positions: the count is open")
+    counts = (in_pads if include else real).sum(axis=-1)
+    sums = windows.sum(axis=-1)  # integers below 2^53: exact
+    s = Fraction(float(np.asarray(o.scale, np.float64).reshape(-1)[0]))
+    return np.vectorize(lambda t, n: Fraction(int(t), int(n)) * s, otypes=[object])(sums, counts)
+
+
 def exact_value(p) -> np.ndarray:
     """The pattern's op on its exact dequantized operands (Fractions), for a pattern
     ``_exact_pattern`` accepts."""
     if _through_codes(p):
         return _codes_through_op(p)
+    if p.op == "AveragePool":
+        return _average_exact(p)
     vals = [None if o is None else _exact(o) for o in p.operands]
     return EXACT_OPS[p.op]([x for x in vals if x is not None], p.others, p.attrs)
 
@@ -436,6 +456,8 @@ def _exact_pattern(d: Draft) -> bool:
     data = p.operands[:1] if p.op in ONE_DATA_INPUT else p.operands
     if any(o is None for o in data) or (p.op in ONE_DATA_INPUT and any(o is not None for o in p.operands[1:])):
         return False
+    if p.op == "AveragePool":  # any geometry, one operand per tensor (``_average_exact``)
+        return np.size(p.operands[0].scale) == 1
     if p.op not in AVERAGES and p.op != "MaxPool":
         return True
     a = p.attrs
