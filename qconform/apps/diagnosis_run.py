@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from qconform.case import Case
+from qconform.record import CaseRecord
 from qconform.diagnosis.diagnose import GroupDiagnosis, rank
 
 
@@ -25,20 +26,30 @@ class Run:
 
 
 def run_cases(runner: Any, cases: Iterable[Case], *, diagnose: bool = True, strict_nan: bool = False,
-              profile: str = "default", per_group: int | None = None) -> Run:
-    """Judge the cases through the engine the plugin uses (``qconform.execution``, in this process),
-    diagnosing the failures (at most ``per_group`` per type group), then rank them."""
+              profile: str = "default", per_group: int | None = None, isolate: bool = False) -> Run:
+    """Judge the cases through the engine the plugin uses (``qconform.execution``), diagnosing the
+    failures (at most ``per_group`` per type group), then rank them. In this process, or with
+    ``isolate`` (bundled corpus cases, a bundled runner by name) in a worker process as certify runs
+    them: a runtime that aborts on a case (onnxruntime's QLinearSigmoid without its zero point) then
+    crashes that case, not the caller."""
     from qconform.execution import Pipeline
 
     cases = list(cases)
-    pipeline = Pipeline.local(runner, diagnose=diagnose, strict_nan=strict_nan, profile=profile, per_group=per_group)
     records, t_all, t_run = [], 0.0, 0.0
-    for case in cases:
+    if isolate:
         t0 = time.perf_counter()
-        res = pipeline.judge(case)
-        t_all += time.perf_counter() - t0
-        t_run += res.runner_seconds
-        records.append(res.record.to_dict())
+        results = _isolated(getattr(runner, "name", runner), cases, diagnose, strict_nan, profile, per_group)
+        records = [res.record.over(CaseRecord.stub(case)).to_dict() for case, res in zip(cases, results)]
+        t_all = time.perf_counter() - t0
+    else:
+        pipeline = Pipeline.local(runner, diagnose=diagnose, strict_nan=strict_nan, profile=profile,
+                                  per_group=per_group)
+        for case in cases:
+            t0 = time.perf_counter()
+            res = pipeline.judge(case)
+            t_all += time.perf_counter() - t0
+            t_run += res.runner_seconds
+            records.append(res.record.to_dict())
     groups: list[GroupDiagnosis] = []
     t_rank = 0.0
     if diagnose:
@@ -46,3 +57,19 @@ def run_cases(runner: Any, cases: Iterable[Case], *, diagnose: bool = True, stri
         groups = rank(records, {c.id: c for c in cases}, strict_nan=strict_nan, profile=profile)
         t_rank = time.perf_counter() - t0
     return Run(records, groups, t_run, t_all - t_run + t_rank, t_rank)
+
+
+def _isolated(runner: str, cases: list[Case], diagnose: bool, strict_nan: bool, profile: str,
+              per_group: int | None) -> list:
+    """The bundled corpus's ``cases`` judged by one isolated worker (``local_executor``)."""
+    from qconform import corpus as corpus_mod
+    from qconform.execution import Options, local_executor
+    root = corpus_mod.DEFAULT_ROOT
+    options = Options(golden=str(root), runner=runner, strict_nan=strict_nan, profile=profile, diagnose=diagnose,
+                      diagnose_per_group=per_group)
+    engine = local_executor(options, corpus_mod.index(root), workers=1)
+    try:
+        engine.submit([case.id for case in cases])
+        return [engine.result(case.id) for case in cases]
+    finally:
+        engine.close()
