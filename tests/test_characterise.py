@@ -36,8 +36,10 @@ TRIGGERS = {
     "matmul": ("qlinearmatmul-u8s8-pair-saturation", "K is not 1"),
     # the output has another element type: no element to compare, said by its problem
     "output_type": ("dq-output-dtype-ignored", "element type"),
-    # a fused kernel's one float32 multiplier differs from the graph's steps next to a tie only
-    "fused": ("fused-qlinear-mul-float-multiplier", "within two float32 ulps of a tie"),
+    # a fused kernel's one float32 multiplier differs from the graph's steps next to a tie only: said
+    # through the value the graph rounds (within float32 ulps) or the pattern's exact value (within
+    # 2^-12 of a code of a tie), whichever separates better
+    "fused": ("fused-qlinear-mul-float-multiplier", "of a tie"),
     # an exact requantisation differs from the graph where its exact value is a tie, which the graph's
     # float32 steps hide: said through the pattern's exact value
     "fixed_point": ("pattern-exact-half-up", "the pattern's exact value"),

@@ -27,8 +27,9 @@ from qconform.diagnosis.models.fused_pattern import pattern
 
 #: The exact value's distance to a tie, in classes (``exact_places``): farther than 2^-4 of a code,
 #: within 2^-4, 2^-8, 2^-12 of one (and not closer), an exact tie.
-TIE_PLACES = ("farther than 2^-4 of a code", "within 2^-4 of a code (and not 2^-8)", "within 2^-8 of a code (and not "
-              "2^-12)", "within 2^-12 of a code (and not a tie)", "zero (an exact tie)")
+TIE_PLACES = ("farther than 2^-4 of a code from a tie", "within 2^-4 of a code of a tie (and not 2^-8)",
+              "within 2^-8 of a code of a tie (and not 2^-12)", "within 2^-12 of a code of a tie (and not one)",
+              "an exact tie")
 NEAR = (Fraction(1, 16), Fraction(1, 256), Fraction(1, 4096))
 
 
@@ -68,8 +69,8 @@ def columns(draft: Draft, size: int, keep: np.ndarray) -> list[tuple[str, str, s
             "the pattern's exact value (the codes through the exact ratios of the scales) is a tie",
             "the pattern's exact value (the codes through the exact ratios of the scales) is not a tie"),
             (places[keep] == 4).astype(np.int64)))
-        cols.append(("pattern:near", "value", "the distance of the pattern's exact value to a tie", TIE_PLACES,
-                     places[keep]))
+        cols.append(("pattern:near", "value", "the pattern's exact value (the codes through the exact ratios of the "
+                     "scales)", TIE_PLACES, places[keep]))
     operands = [o for o in p.operands if o is not None and dtypes.get(o.type).is_integer]
     if not operands:
         return cols
