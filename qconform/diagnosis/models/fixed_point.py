@@ -217,6 +217,7 @@ def _windows_exact(v: np.ndarray, attrs) -> np.ndarray:
 EXACT_OPS: dict[str, Callable] = {
     "Identity": lambda v, o, a: v[0],
     "Relu": lambda v, o, a: np.where(v[0] > 0, v[0], Fraction(0)),
+    "LeakyRelu": lambda v, o, a: np.where(v[0] >= 0, v[0], v[0] * Fraction(float(np.float32(a.get("alpha", 0.01))))),
     "Add": lambda v, o, a: v[0] + v[1],
     "Sub": lambda v, o, a: v[0] - v[1],
     "Mul": lambda v, o, a: v[0] * v[1],
