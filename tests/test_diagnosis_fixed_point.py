@@ -99,3 +99,20 @@ def test_positions_alone_are_said_only_when_exact_and_well_supported():
         said_position_alone = any(all(t.key == lane.key for t in d.terms) for d in found)
         assert said_position_alone == want_position, [d.text for d in found]
         assert want_position or np.count_nonzero(deviating) < POSITION_ONLY_SUPPORT
+
+
+def test_pattern_features_read_every_pattern_of_the_corpus(corpus):
+    """The pattern columns are computed for each pattern group's cases without raising (a blocked
+    weight's zero points, a Split's several outputs, a float output): one exception would take the
+    whole characterisation section of a report with it."""
+    from qconform.diagnosis.features_pattern import columns
+
+    seen = set()
+    for c in corpus.cases:
+        key = (c.op, c.types, c.family)
+        if not c.is_graph or key in seen:
+            continue
+        seen.add(key)
+        size = int(c.readings[0].outputs[0].size)
+        columns(c.draft, size, np.arange(min(size, 4)))
+    assert len(seen) > 100

@@ -84,7 +84,7 @@ def columns(draft: Draft, size: int, keep: np.ndarray) -> list[tuple[str, str, s
     wide = max(dtypes.get(o.type).bits for o in operands) > 8
     cols.append(("pattern:wide", "case", "", _flag("an operand holds 16-bit codes",
                                                    "every operand holds 8-bit codes or fewer"), int(wide)))
-    far = any(bool(np.any(np.abs(o.exact()) >= 1 << 11)) for o in operands)
+    far = any(bool(np.any(np.abs(o.exact()) >= 1 << 11)) for o in operands if "block_size" not in o.attrs)
     cols.append(("pattern:past-float16", "case", "", _flag(
         "an operand's code lies 2^11 or more from its zero point (past float16's exact integers)",
         "every operand's code lies within 2^11 of its zero point"), int(far)))
