@@ -14,7 +14,7 @@ from qconform.declarations import operators
 from qconform.diagnosis.features import Column, Rows
 from qconform.diagnosis.features_pattern import exact_places
 from qconform.diagnosis.models import MODELS
-from qconform.diagnosis.models.fixed_point import single_rounding
+from qconform.diagnosis.models.fixed_point_kernels import single_rounding
 from qconform.diagnosis.models.matmul import _fixed_point_multiply, _quantize_multiplier
 from qconform.diagnosis.search import POSITION_ONLY_SUPPORT, describe
 

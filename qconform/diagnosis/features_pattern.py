@@ -12,7 +12,7 @@ by an ulp or two. So an element is described by
 - the operands' code width and whether a code's distance from its zero point is past float16's
   exact integers (2^11), where a kernel that dequantizes to float16 loses it.
 
-The exact value is ``fixed_point``'s (the same arithmetic the exact-requantisation models compute).
+The exact value is ``fixed_point_kernels``' (the same arithmetic the exact-requantisation models compute).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.case import Draft
-from qconform.diagnosis.models.fixed_point import _exact_pattern, exact_value
+from qconform.diagnosis.models.fixed_point_kernels import _exact_pattern, exact_value
 from qconform.diagnosis.models.fused_pattern import pattern
 
 #: The exact value's distance to a tie, in classes (``exact_places``): farther than 2^-4 of a code,
