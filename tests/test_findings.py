@@ -289,7 +289,8 @@ def test_a_reproducer_for_a_case_with_two_readings_prints_ok_for_either(tmp_path
     a runtime giving any of them is OK, one giving none is a MISMATCH."""
     from qconform import cli
 
-    case_id = "QuantizeLinear-19/float32-float8e4m3fn/basic/per-tensor"  # zero point added, or skipped
+    # an int32 scale at 23+: the operands rounded to int32, or the exact quotient rounded once (43 or 42)
+    case_id = "QuantizeLinear-23/float32-int32-uint8/basic/per-tensor"
     runner_file = tmp_path / "reading_runner.py"
     runner_file.write_text(READING_RUNNER, encoding="utf-8")
     monkeypatch.delenv("READING", raising=False)
