@@ -2,9 +2,10 @@
 
 This is the evidence the facts are checked against (tests/test_facts.py) and the drift command
 compares with (``qconform.apps.facts_drift``). Each case is judged by the engine the plugin uses
-(``qconform.execution``), in one process without isolation: the bundled third-party runners are
-trusted not to crash, and a whole-corpus pass takes seconds this way. A ``Result`` is the facts'
-view of the engine's verdict, never a second judgement.
+(``qconform.execution``), in an isolated worker process by default: a runtime that aborts on a case
+(onnxruntime 1.32.0 on a QLinearSigmoid without its trailing zero point: SIGABRT) ends only its
+worker, and the case is observed as crashed, an error, as a finished run reports it. A ``Result`` is
+the facts' view of the engine's verdict, never a second judgement.
 """
 from __future__ import annotations
 
@@ -72,25 +73,44 @@ def run_probe(runner, name: str) -> Result:
 
 
 def observe(runner_name: str, root: str | Path, probes: bool = True, select: tuple[str, ...] = (),
-            also: frozenset[str] = frozenset(), diagnose: bool = False) -> dict[str, Result]:
+            also: frozenset[str] = frozenset(), diagnose: bool = False, isolate: bool = True) -> dict[str, Result]:
     """Every case of the corpus at ``root`` (with ``select``, the ids matching one of its globs, and
-    those in ``also``) and every probe (keyed ``probe:NAME``) under a runner."""
+    those in ``also``) and every probe (keyed ``probe:NAME``) under a runner; with ``isolate`` the
+    cases run in a worker process (probes, small and few, in this one)."""
     from qconform import corpus as corpus_mod
     from qconform.runner import resolve
 
     from qconform.execution import Pipeline
 
     pipeline = Pipeline.local(resolve(runner_name), diagnose=diagnose)
-    results = {}
+    corpus = corpus_mod.load(Path(root))
+    cases = [case for case in corpus.cases
+             if not select or case.id in also or any(fnmatchcase(case.id, g) for g in select)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # numpy overflow warnings inside the runners
-        for case in corpus_mod.load(Path(root)).cases:
-            if not select or case.id in also or any(fnmatchcase(case.id, g) for g in select):
-                results[case.id] = run_case(pipeline, case)
+        if isolate:
+            results = _isolated(runner_name, Path(root), corpus.digest, cases, diagnose)
+        else:
+            results = {case.id: run_case(pipeline, case) for case in cases}
         if probes:
             for name in PROBES:
                 results[PROBE + name] = run_probe(pipeline, name)
     return results
+
+
+def _isolated(runner_name: str, root: Path, digest: str, cases: list, diagnose: bool) -> dict[str, Result]:
+    """The cases judged by one isolated worker (``qconform.execution.local_executor``), as certify
+    runs them: a crash or a timeout is the case's verdict, not the end of the observation."""
+    from qconform import corpus as corpus_mod
+    from qconform.execution import Options, local_executor
+
+    options = Options(golden=str(root), runner=runner_name, diagnose=diagnose, diagnose_per_group=None)
+    engine = local_executor(options, corpus_mod.index(root, digest), workers=1)
+    try:
+        engine.submit([case.id for case in cases])
+        return {case.id: _view(case, engine.result(case.id)) for case in cases}
+    finally:
+        engine.close()
 
 
 def from_report(report: dict, cases: dict) -> dict[str, Result]:
@@ -106,6 +126,9 @@ def from_report(report: dict, cases: dict) -> dict[str, Result]:
         reason = entry.get("reason")
         message = f.get("problem") or (reasons[reason]["text"] if reason is not None else "")
         case = cases.get(cid)
+        if verdict in (CRASHED, TIMEOUT):  # as _view reads the engine's verdict: the runner failed the case
+            results[cid] = Result(ERROR, message=message, clause=f.get("clause") or (case.clause if case else ""))
+            continue
         results[cid] = Result(verdict, f.get("reading") or entry.get("reading"),
                               case.readings[0].name if case else None, message, (f.get("diagnosis") or [""])[0],
                               f.get("clause") or (case.clause if case else ""))
