@@ -58,7 +58,7 @@ QLINEAR_ADD = Operator(
     output_like="C_zero_point", kernel=False, kernel_reason=_NO_KERNEL, schema=_BINARY_TABLE)
 QLINEAR_MUL = Operator(
     MS_DOMAIN, "QLinearMul", (1,), Kind.REQUANTIZE, _BINARY_INPUTS, ("C",), "ms-qlinear-mul", MUL_READINGS,
-    output_like="C_zero_point", kernel=False, kernel_reason=_NO_KERNEL, schema=_BINARY_TABLE)
+    output_like="C_zero_point", kernel=True, schema=_BINARY_TABLE)
 QLINEAR_SIGMOID = Operator(
     MS_DOMAIN, "QLinearSigmoid", (1,), Kind.REQUANTIZE, _unary("X", "X_scale", "X_zero_point", "Y_scale", "Y_zero_point"),
     ("Y",), "ms-qlinear-composed", COMPOSED_READINGS, output_like="Y_zero_point", kernel=False,

@@ -1,0 +1,78 @@
+"""qconform's own kernels on onnxruntime's com.microsoft contrib ops beyond the corpus (issue 67): each
+op's declaration in the kernels' scope, judged against the oracle's first reading bit for bit (strict
+profile), on operand forms the corpus does not combine."""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+from qconform import dtypes
+from qconform.compare import compare
+from qconform.declarations.operators import OPERATORS
+from qconform.model import build_model
+from qconform.runner import Unsupported, prepare
+
+
+@pytest.fixture(scope="module")
+def cpu_kernel():
+    from qconform.runners.cpu_kernel import CpuKernelRunner
+
+    try:
+        return CpuKernelRunner()
+    except Unsupported as exc:  # a machine without a C compiler
+        pytest.skip(str(exc))
+
+
+def _section(section: str):
+    return next(o for o in OPERATORS if o.section == section)
+
+
+def judged(runner, op, values: dict, attrs: dict | None = None) -> None:
+    """A draft of ``op`` (a declaration) from input values by name, judged in the strict profile."""
+    from qconform.case import Arg, Draft
+    from qconform.oracle import evaluate
+
+    args = tuple(Arg(i.name, dtypes.get(values[i.name].dtype).name, values[i.name]) if i.name in values else None
+                 for i in op.inputs)
+    while args and args[-1] is None:
+        args = args[:-1]
+    draft = Draft(op.op, op.versions[-1], "kernel-test", "beyond", "case", args, attrs or {}, domain=op.domain)
+    case = evaluate(draft)
+    outcome = compare(case, prepare(runner, build_model(case))(case.feeds), profile="strict")
+    assert outcome.verdict == "pass", outcome.message(case)
+
+
+BROADCASTS = {"same": ((3, 4), (3, 4)), "row": ((2, 3, 4), (4,)), "column": ((3, 1), (1, 5)),
+              "scalar": ((), (2, 3)), "middle": ((2, 1, 3), (4, 1))}
+
+
+@pytest.mark.parametrize("types", [("uint8", "uint8"), ("int8", "int8")], ids="-".join)
+@pytest.mark.parametrize("shapes", list(BROADCASTS))
+def test_qlinear_mul_broadcasts_and_requantises(cpu_kernel, shapes, types):
+    """QLinearMul: numpy broadcasting planned on the host, zero points present and absent, scales
+    giving results over the whole output range (some saturate), 1-element 1-D parameters."""
+    op = _section("ms-qlinear-mul")
+    t, ty = (dtypes.get(n) for n in types)
+    rng = np.random.default_rng(zlib.crc32(f"{shapes}/{types}".encode()))
+    a_shape, b_shape = BROADCASTS[shapes]
+    lo, hi = int(t.qrange[0]), int(t.qrange[1])
+    a = rng.integers(lo, hi + 1, a_shape).astype(t.dtype)
+    b = rng.integers(lo, hi + 1, b_shape).astype(t.dtype)
+    values = dict(A=a, A_scale=np.array(np.float32(0.031)), B=b, B_scale=np.array([np.float32(0.0077)]),
+                  C_scale=np.array(np.float32(0.11)), A_zero_point=np.array(lo + 100, t.dtype),
+                  B_zero_point=np.array([lo + 17], t.dtype))
+    if ty != t:
+        values["C_zero_point"] = np.array(int(ty.qrange[0]) + 60, ty.dtype)
+    judged(cpu_kernel, op, values)
+    judged(cpu_kernel, op, {k: v for k, v in values.items() if "zero_point" not in k or k.startswith("C")})
+
+
+def test_qlinear_mul_ties_round_half_to_even(cpu_kernel):
+    """Products whose requantised value is k + 1/2 exactly (scales of powers of two)."""
+    op = _section("ms-qlinear-mul")
+    a = np.arange(-128, 128, dtype=np.int8)
+    b = np.array(3, np.int8)
+    judged(cpu_kernel, op, dict(A=a, A_scale=np.array(np.float32(0.5)), B=b, B_scale=np.array(np.float32(1.0)),
+                                C_scale=np.array(np.float32(4.0)), C_zero_point=np.array(1, np.int8)))
