@@ -76,3 +76,25 @@ def test_qlinear_mul_ties_round_half_to_even(cpu_kernel):
     b = np.array(3, np.int8)
     judged(cpu_kernel, op, dict(A=a, A_scale=np.array(np.float32(0.5)), B=b, B_scale=np.array(np.float32(1.0)),
                                 C_scale=np.array(np.float32(4.0)), C_zero_point=np.array(1, np.int8)))
+
+
+@pytest.mark.parametrize("trans", [(0, 0), (1, 0), (0, 1), (1, 1)], ids=lambda t: f"transA{t[0]}B{t[1]}")
+@pytest.mark.parametrize("form", ["per-column-with-C", "per-tensor-float-output", "float-output-per-column-C"])
+def test_qgemm_beyond_the_corpus(cpu_kernel, trans, form):
+    """QGemm: transA / transB, alpha (a power of two, so alpha·a_scale stays a float32), b's parameters
+    per column or per tensor, C broadcast from a row, and float32 Y where y_scale is absent."""
+    op = _section("ms-qgemm")
+    rng = np.random.default_rng(zlib.crc32(f"{trans}/{form}".encode()))
+    m, k, n = 3, 7, 5
+    a = rng.integers(0, 256, (k, m) if trans[0] else (m, k)).astype(np.uint8)
+    b = rng.integers(-128, 128, (n, k) if trans[1] else (k, n)).astype(np.int8)
+    per_column = "per-column" in form
+    b_s = rng.uniform(0.001, 0.02, n).astype(np.float32) if per_column else np.array(np.float32(0.0123))
+    b_zp = rng.integers(-5, 6, n).astype(np.int8) if per_column else np.array(2, np.int8)
+    values = dict(A=a, a_scale=np.array(np.float32(0.043)), a_zero_point=np.array(131, np.uint8), B=b, b_scale=b_s,
+                  b_zero_point=b_zp)
+    if "C" in form:
+        values["C"] = rng.integers(-20000, 20000, (1, n)).astype(np.int32)
+    if "float" not in form:
+        values.update(y_scale=np.array(np.float32(0.35)), y_zero_point=np.array(-3, np.int8))
+    judged(cpu_kernel, op, values, dict(transA=trans[0], transB=trans[1], alpha=0.5))

@@ -103,7 +103,7 @@ QGEMM = Operator(
     (Input("A", D), Input("a_scale", S, "A"), Input("a_zero_point", Z, "A"), Input("B", W),
      Input("b_scale", S, "B", -1), Input("b_zero_point", Z, "B", -1), Input("C", B), Input("y_scale", S, "y"),
      Input("y_zero_point", Z, "y")), ("Y",), "ms-qgemm", MUL_READINGS, output_like="y_zero_point",
-    contraction="matmul", kernel=False, kernel_reason=_NO_KERNEL, arithmetic_attrs=("alpha", "transA", "transB"),
+    contraction="matmul", kernel=True, arithmetic_attrs=("alpha", "transA", "transB"),
     schema=_table((("A", "TA", False), ("a_scale", "T", False), ("a_zero_point", "TA", False), ("B", "TB", False),
                    ("b_scale", "T", False), ("b_zero_point", "TB", False), ("C", "TC", True), ("y_scale", "T", True),
                    ("y_zero_point", "TYZ", True)), (("Y", "TY"),), {"transB": 0, "alpha": 1.0, "transA": 0},

@@ -131,6 +131,10 @@ ENTRY_POINTS: dict[str, tuple[tuple[str, str], ...]] = {
     "matmul_integer": (("a", "in"), ("ak", "i32"), ("a_off", "in"), ("b", "in"), ("bk", "i32"), ("b_off", "in"),
                        ("nb", "i64"), ("mdim", "i64"), ("kdim", "i64"), ("ndim", "i64"), ("az", "in"), ("bz", "in"),
                        ("y", "out")),
+    # com.microsoft QGemm: A' and B' planned on the host; requant=0 (no y_scale): float32 Y.
+    "qgemm": (("a", "in"), ("ak", "i32"), ("b", "in"), ("bk", "i32"), ("mdim", "i64"), ("kdim", "i64"),
+              ("ndim", "i64"), ("c", "in"), ("alpha", "in"), ("as_", "in"), ("az", "in"), ("bs_", "in"), ("bz", "in"),
+              ("ys", "in"), ("yz", "in"), ("ok", "i32"), ("requant", "i32"), ("y", "out")),
     # ConvInteger (requant=0, ok int32) and QLinearConv (requant=1); geom: CONV_GEOMETRY's numbers.
     "conv": (("x", "in"), ("xk", "i32"), ("w", "in"), ("wk", "i32"), ("geom", "in"), ("xz", "in"), ("wz", "in"),
              ("bias", "in"), ("ws", "in"), ("xs", "in"), ("ys", "in"), ("sk", "i32"), ("yz", "in"), ("ok", "i32"),

@@ -21,7 +21,7 @@ from qconform.case import MS_DOMAIN, ONNX_DOMAIN
 from qconform.declarations import operators
 from qconform.declarations.operator import Kind
 from qconform.kernels import KIND, PRECISIONS, Launch, ParamIndex, codes, from_codes, param_index, storage_dtype
-from qconform.kernels import contraction, elementwise
+from qconform.kernels import contraction, elementwise, gemm
 from qconform.kernels.node import ACCUMULATIONS, REQUANTISATIONS, Execute, MatmulShapes, Node, checked, need
 from qconform.oracle import dynamic_quantize
 from qconform.oracle.base import InvalidModel, OpOracle, oracle_for, output_type
@@ -50,8 +50,9 @@ KNOWN_ATTRS = {(ONNX_DOMAIN, "QuantizeLinear"): {"axis", "block_size", "saturate
 CONTRACTIONS = {o.key: o for o in operators.OPERATORS
                 if o.kernel and (o.contraction == "conv" or (o.contraction == "matmul" and o.kind is Kind.INTEGER))}
 KNOWN_ATTRS.update({key: set(o.arithmetic_attrs) for key, o in CONTRACTIONS.items()})
-#: The element-wise requantising ops (qconform/kernels/elementwise.py), by their declared section.
-ELEMENTWISE = {o.key: o for o in operators.OPERATORS if o.kernel and o.section in elementwise.SECTIONS}
+#: The element-wise requantising ops (qconform/kernels/elementwise.py) and QGemm (gemm.py), by their declared section.
+ELEMENTWISE = {o.key: o for o in operators.OPERATORS
+               if o.kernel and o.section in elementwise.SECTIONS + gemm.SECTIONS}
 KNOWN_ATTRS.update({key: set(o.arithmetic_attrs) for key, o in ELEMENTWISE.items()})
 
 
@@ -95,7 +96,8 @@ def read_plan(model: onnx.ModelProto, who: str) -> Plan:
     if (node.domain, node.op) in CONTRACTIONS:
         return contraction.read(node, CONTRACTIONS[(node.domain, node.op)], who)
     if (node.domain, node.op) in ELEMENTWISE:
-        return elementwise.read(node, ELEMENTWISE[(node.domain, node.op)], who)
+        decl = ELEMENTWISE[(node.domain, node.op)]
+        return (gemm if decl.section in gemm.SECTIONS else elementwise).read(node, decl, who)
     if node.op == "QLinearMatMul":
         return _matmul_plan(node, who)
     if node.op == "DynamicQuantizeLinear":

@@ -646,6 +646,24 @@ QK_FN qk_u32 qk_mmint1(const void *a, int ak, qk_i64 a0, const void *b, int bk, 
   return (qk_u32)(qk_dot(a, ak, a0, b, bk, b0, bstride, kdim, azb, bzb).lo & 0xFFFFFFFFu);
 }
 
+/* One com.microsoft QGemm output element (qconform/docs/semantics.md#ms-qgemm): the exact sum of
+ * (A'[r, k] - a_zp) * (B'[k, c] - b_zp[c]) plus C[r, c] (int32, "accumulated" with the product),
+ * scaled with alpha * a_scale (exact in float32: the oracle refuses a case where it is not) in
+ * multiplier-float32 (qk_requant_f32). With y (requant = 1): y_scale, round half to even, y_zero_point,
+ * saturation (qk_q_finish). Without (requant = 0): Y float32 = fl32(fl32(acc) * fl32(alpha*a_s * b_s)),
+ * the multiplier-float32 chain with y_scale = 1 and no zero point added (a -0 stays -0). */
+QK_FN qk_u32 qk_qgemm1(const void *a, int ak, qk_i64 a0, const void *b, int bk, qk_i64 b0, qk_i64 bstride,
+                       qk_i64 kdim, qk_u32 azb, qk_u32 bzb, qk_i64 cv, float as, float bs, float ys, qk_q_ctx yc,
+                       int ok, int requant) {
+  qk_i128 acc = qk_dot(a, ak, a0, b, bk, b0, bstride, kdim, azb, bzb), c;
+  float v;
+  c.lo = (qk_u64)cv;
+  c.hi = cv < 0 ? ~(qk_u64)0 : 0u;
+  acc = qk_i128_add(acc, c);
+  v = qk_requant_f32((float)qk_i128_to_f64(acc, 0), as, bs, requant ? ys : 1.0f);
+  return requant ? qk_q_finish(v, yc, ok, QK_F32, 1, 0) : qk_f2u(v);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Convolutions: ConvInteger and QLinearConv, 1-D to 3-D (fewer spatial axes are size-1 axes).
  *
@@ -808,6 +826,29 @@ QK_FN void qk_dql_compute(float lo, float hi, int qmin, int qmax, qk_u32 *scale_
                        qk_load(bz, t_ * ndim + c_, qk_bytes(bk))));                           \
   } while (0)
 
+/* QGemm: a [mdim, kdim] (A' planned on the host, transA applied), b [kdim, ndim] (B'), c int32 codes
+ * [mdim, ndim] (zeros without C), alpha / as_ / az / ys / yz one code each, bs_ and bz ndim codes
+ * (per column or broadcast), ok the output kind (QK_F32 without y_scale, requant = 0). */
+#define QK_QGEMM_ARGS                                                                         \
+  const void *a, int ak, const void *b, int bk, qk_i64 mdim, qk_i64 kdim, qk_i64 ndim, const void *c, \
+      const void *alpha, const void *as_, const void *az, const void *bs_, const void *bz, const void *ys, \
+      const void *yz, int ok, int requant, void *y
+
+#define QK_QGEMM_SETUP                                                                        \
+  const float asv = qk_u2f(qk_load(alpha, 0, 4)) * qk_u2f(qk_load(as_, 0, 4));               \
+  const float ysv = requant ? qk_u2f(qk_load(ys, 0, 4)) : 1.0f;                                \
+  const qk_q_ctx yc = qk_q_params(0u, QK_F32, requant ? qk_load(yz, 0, qk_bytes(ok)) : 0u, ok, QK_F32); \
+  const qk_u32 azv = qk_load(az, 0, qk_bytes(ak))
+
+#define QK_QGEMM_ELEM(i)                                                                      \
+  do {                                                                                        \
+    qk_i64 r_ = (i) / ndim, c_ = (i) % ndim;                                                  \
+    qk_store(y, (i), qk_bytes(ok),                                                            \
+             qk_qgemm1(a, ak, r_ * kdim, b, bk, c_, ndim, kdim, azv, qk_load(bz, c_, qk_bytes(bk)), \
+                       qk_int_value(qk_load(c, (i), 4), qk_info(QK_INT32)), asv,              \
+                       qk_u2f(qk_load(bs_, c_, 4)), ysv, yc, ok, requant));                   \
+  } while (0)
+
 /* A convolution: geom holds QK_CG_LEN numbers; xz, xs, ys, yz one code each, wz, ws and bias (int32
  * codes) M each; n output elements. ConvInteger passes requant = 0 and ok = QK_INT32 (xs, ws, ys, yz,
  * bias are then not read). */
@@ -850,6 +891,12 @@ extern "C" __global__ void qk_matmul_integer_kernel(QK_MMI_ARGS) {
   for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < nb * mdim * ndim;
        i += (qk_i64)gridDim.x * blockDim.x)
     QK_MMI_ELEM(i);
+}
+
+extern "C" __global__ void qk_qgemm_kernel(QK_QGEMM_ARGS) {
+  QK_QGEMM_SETUP;
+  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < mdim * ndim; i += (qk_i64)gridDim.x * blockDim.x)
+    QK_QGEMM_ELEM(i);
 }
 
 extern "C" __global__ void qk_conv_kernel(QK_CONV_ARGS) {
@@ -945,6 +992,12 @@ int qk_qlinear_matmul(QK_MM_ARGS) {
 
 int qk_matmul_integer(QK_MMI_ARGS) {
   for (qk_i64 i = 0; i < nb * mdim * ndim; i++) QK_MMI_ELEM(i);
+  return 0;
+}
+
+int qk_qgemm(QK_QGEMM_ARGS) {
+  QK_QGEMM_SETUP;
+  for (qk_i64 i = 0; i < mdim * ndim; i++) QK_QGEMM_ELEM(i);
   return 0;
 }
 
