@@ -98,3 +98,35 @@ def test_qgemm_beyond_the_corpus(cpu_kernel, trans, form):
     if "float" not in form:
         values.update(y_scale=np.array(np.float32(0.35)), y_zero_point=np.array(-3, np.int8))
     judged(cpu_kernel, op, values, dict(transA=trans[0], transB=trans[1], alpha=0.5))
+
+
+@pytest.mark.parametrize("out", ["float32", "float16"])
+@pytest.mark.parametrize("form", ["per-tensor", "per-column-bias", "per-k-a-zero-point-batched"])
+def test_matmul_integer_to_float_beyond_the_corpus(cpu_kernel, out, form):
+    """MatMulIntegerToFloat in its first reading (scales-multiplied-first): b's parameters per tensor or
+    per column, a bias, a's zero point per K, batch broadcast; float16 outputs round every step in float16."""
+    op = next(o for o in OPERATORS if o.section == "ms-scale-products" and o.kind.value == "integer")
+    rng = np.random.default_rng(zlib.crc32(f"{out}/{form}".encode()))
+    ft = np.float32 if out == "float32" else np.float16
+    a_shape, (k, n) = ((2, 3, 6) if "batched" in form else (3, 6)), (6, 4)
+    a = rng.integers(0, 256, a_shape).astype(np.uint8)
+    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    column = "per-column" in form
+    values = dict(A=a, B=b, a_scale=np.array(ft(0.0213)),
+                  b_scale=rng.uniform(0.001, 0.05, n).astype(ft) if column else np.array(ft(0.0071)),
+                  a_zero_point=rng.integers(0, 256, k).astype(np.uint8) if "per-k" in form else np.array(120, np.uint8),
+                  b_zero_point=rng.integers(-4, 5, n).astype(np.int8) if column else np.array(-1, np.int8))
+    if "bias" in form:
+        values["bias"] = rng.uniform(-3, 3, n).astype(ft)
+    judged(cpu_kernel, op, values)
+
+
+def test_dynamic_quantize_matmul_beyond_the_corpus(cpu_kernel):
+    """DynamicQuantizeMatMul: A quantized by the kernels' dynamic quantizer, per-column b parameters, a bias."""
+    op = next(o for o in OPERATORS if o.section == "ms-scale-products" and o.kind.value == "dynamic-quantize")
+    rng = np.random.default_rng(671)
+    values = dict(A=rng.normal(0, 2, (2, 3, 5)).astype(np.float32), B=rng.integers(0, 256, (5, 4)).astype(np.uint8),
+                  b_scale=rng.uniform(0.001, 0.05, 4).astype(np.float32), b_zero_point=np.arange(4, dtype=np.uint8) + 126,
+                  bias=rng.uniform(-1, 1, 4).astype(np.float32))
+    judged(cpu_kernel, op, values)
+    judged(cpu_kernel, op, {k: v for k, v in values.items() if k != "bias"})

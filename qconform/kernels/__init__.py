@@ -131,6 +131,11 @@ ENTRY_POINTS: dict[str, tuple[tuple[str, str], ...]] = {
     "matmul_integer": (("a", "in"), ("ak", "i32"), ("a_off", "in"), ("b", "in"), ("bk", "i32"), ("b_off", "in"),
                        ("nb", "i64"), ("mdim", "i64"), ("kdim", "i64"), ("ndim", "i64"), ("az", "in"), ("bz", "in"),
                        ("y", "out")),
+    # com.microsoft MatMulIntegerToFloat / DynamicQuantizeMatMul: y in the float kind pk.
+    "scaled_matmul": (("a", "in"), ("ak", "i32"), ("a_off", "in"), ("b", "in"), ("bk", "i32"), ("b_off", "in"),
+                      ("nb", "i64"), ("mdim", "i64"), ("kdim", "i64"), ("ndim", "i64"), ("az", "in"), ("azs", "i32"),
+                      ("bz", "in"), ("as_", "in"), ("bs_", "in"), ("bias", "in"), ("has_bias", "i32"), ("pk", "i32"),
+                      ("y", "out")),
     # com.microsoft QGemm: A' and B' planned on the host; requant=0 (no y_scale): float32 Y.
     "qgemm": (("a", "in"), ("ak", "i32"), ("b", "in"), ("bk", "i32"), ("mdim", "i64"), ("kdim", "i64"),
               ("ndim", "i64"), ("c", "in"), ("alpha", "in"), ("as_", "in"), ("az", "in"), ("bs_", "in"), ("bz", "in"),

@@ -664,6 +664,35 @@ QK_FN qk_u32 qk_qgemm1(const void *a, int ak, qk_i64 a0, const void *b, int bk, 
   return requant ? qk_q_finish(v, yc, ok, QK_F32, 1, 0) : qk_f2u(v);
 }
 
+/* x rounded once to float kind k (QK_F32, QK_F16, QK_BF16), ties to even, overflow to +-Inf, as a
+ * double (x exact in double). */
+QK_FN double qk_fl(double x, int k) {
+  return qk_value_f64(qk_encode_f64(x, qk_info(k), 0, 0), k);
+}
+
+/* One output element of com.microsoft MatMulIntegerToFloat / DynamicQuantizeMatMul in the reading
+ * scales-multiplied-first (qconform/docs/semantics.md#ms-scale-products, the oracle's first): acc the
+ * exact sum of (a[k] - az[k]) * (b[k] - bz) (a's zero point per tensor, azs = 0, or per k, azs = 1; the
+ * oracle refuses sums beyond int32, so int64 holds it), then in the output kind pk: fl(acc),
+ * fl(a_scale * b_scale), fl(fl(acc) * that + 0) (the product "+ 0", so an exact zero is +0), and with a
+ * bias fl(scaled + bias). Each step's double value is exact (factors of at most 24 bits, a sum of two
+ * values of pk: double rounding is innocuous, 53 >= 2 * 24 + 2). */
+QK_FN qk_u32 qk_scaled_mm1(const void *a, int ak, qk_i64 a0, const void *b, int bk, qk_i64 b0, qk_i64 bstride,
+                           qk_i64 kdim, const void *az, int azs, qk_u32 bzb, double as, double bs, int has_bias,
+                           double bias, int pk) {
+  int bad = 0;
+  qk_i64 bz = qk_grid_int(bzb, bk, &bad), acc = 0, kk;
+  double v;
+  for (kk = 0; kk < kdim; kk++) {
+    qk_i64 da = qk_grid_int(qk_load(a, a0 + kk, qk_bytes(ak)), ak, &bad) -
+                qk_grid_int(qk_load(az, azs ? kk : 0, qk_bytes(ak)), ak, &bad);
+    acc += da * (qk_grid_int(qk_load(b, b0 + kk * bstride, qk_bytes(bk)), bk, &bad) - bz);
+  }
+  v = qk_fl(qk_fl((double)acc, pk) * qk_fl(as * bs, pk) + 0.0, pk);
+  if (has_bias) v = qk_fl(v + bias, pk);
+  return qk_encode_f64(v, qk_info(pk), 0, 0);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Convolutions: ConvInteger and QLinearConv, 1-D to 3-D (fewer spatial axes are size-1 axes).
  *
@@ -849,6 +878,25 @@ QK_FN void qk_dql_compute(float lo, float hi, int qmin, int qmax, qk_u32 *scale_
                        qk_u2f(qk_load(bs_, c_, 4)), ysv, yc, ok, requant));                   \
   } while (0)
 
+/* MatMulIntegerToFloat / DynamicQuantizeMatMul: the operands as QK_MMI_ELEM reads them; az one code
+ * (azs = 0) or kdim codes (azs = 1); as_ one code of kind pk, bs_ per (batch, column), bias ndim codes of
+ * kind pk (has_bias = 0: none); y codes of kind pk. */
+#define QK_SMM_ARGS                                                                           \
+  const void *a, int ak, const qk_i64 *a_off, const void *b, int bk, const qk_i64 *b_off, qk_i64 nb, \
+      qk_i64 mdim, qk_i64 kdim, qk_i64 ndim, const void *az, int azs, const void *bz, const void *as_, \
+      const void *bs_, const void *bias, int has_bias, int pk, void *y
+
+#define QK_SMM_ELEM(i)                                                                        \
+  do {                                                                                        \
+    qk_i64 t_ = (i) / (mdim * ndim), r_ = ((i) / ndim) % mdim, c_ = (i) % ndim;               \
+    qk_store(y, (i), qk_bytes(pk),                                                            \
+             qk_scaled_mm1(a, ak, a_off[t_] + r_ * kdim, b, bk, b_off[t_] + c_, ndim, kdim, az, azs, \
+                           qk_load(bz, t_ * ndim + c_, qk_bytes(bk)),                         \
+                           qk_value_f64(qk_load(as_, 0, qk_bytes(pk)), pk),                   \
+                           qk_value_f64(qk_load(bs_, t_ * ndim + c_, qk_bytes(pk)), pk), has_bias, \
+                           has_bias ? qk_value_f64(qk_load(bias, c_, qk_bytes(pk)), pk) : 0.0, pk)); \
+  } while (0)
+
 /* A convolution: geom holds QK_CG_LEN numbers; xz, xs, ys, yz one code each, wz, ws and bias (int32
  * codes) M each; n output elements. ConvInteger passes requant = 0 and ok = QK_INT32 (xs, ws, ys, yz,
  * bias are then not read). */
@@ -897,6 +945,12 @@ extern "C" __global__ void qk_qgemm_kernel(QK_QGEMM_ARGS) {
   QK_QGEMM_SETUP;
   for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < mdim * ndim; i += (qk_i64)gridDim.x * blockDim.x)
     QK_QGEMM_ELEM(i);
+}
+
+extern "C" __global__ void qk_scaled_matmul_kernel(QK_SMM_ARGS) {
+  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < nb * mdim * ndim;
+       i += (qk_i64)gridDim.x * blockDim.x)
+    QK_SMM_ELEM(i);
 }
 
 extern "C" __global__ void qk_conv_kernel(QK_CONV_ARGS) {
@@ -998,6 +1052,11 @@ int qk_matmul_integer(QK_MMI_ARGS) {
 int qk_qgemm(QK_QGEMM_ARGS) {
   QK_QGEMM_SETUP;
   for (qk_i64 i = 0; i < mdim * ndim; i++) QK_QGEMM_ELEM(i);
+  return 0;
+}
+
+int qk_scaled_matmul(QK_SMM_ARGS) {
+  for (qk_i64 i = 0; i < nb * mdim * ndim; i++) QK_SMM_ELEM(i);
   return 0;
 }
 
