@@ -186,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     promote = esub.add_parser("promote", help="turn a saved draft into a corpus case (family 'explored')")
     promote.add_argument("file", type=Path, help="a JSON draft saved by pytest --explore")
     promote.add_argument("--dir", type=Path, default=None, help="destination (default qconform/golden/explored)")
+    graphs = esub.add_parser("graphs", add_help=False,
+                             help="draw QDQ graphs as a quantiser would and keep those a runner computes otherwise "
+                                  "(qconform explore graphs --help)")
     from qconform.apps import backend_export
 
     xport = sub.add_parser("export", help="the golden corpus in other tools' layouts")
@@ -217,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:2] == ["explore", "graphs"]:  # its own options (qconform.apps.explore_graphs)
+        from qconform.apps import explore_graphs
+
+        return explore_graphs.main(argv[2:])
     args, extra = parser.parse_known_args(argv)
     if extra and args.cmd != "certify":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

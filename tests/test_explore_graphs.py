@@ -104,3 +104,14 @@ def test_a_differing_graph_is_promoted_as_a_corpus_draft(tmp_path, capsys):
     (draft,) = explored.generate(tmp_path / "explored")
     assert draft.family == "explored" and draft.is_graph and draft.name.startswith("x")
     assert draft.id in capsys.readouterr().out
+
+
+def test_the_graph_explorer_is_a_qconform_command(capsys):
+    """``qconform explore graphs`` is the explorer's own command line (its options, its help)."""
+    import pytest
+
+    from qconform import cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["explore", "graphs", "--help"])
+    assert exit_.value.code == 0 and "qconform explore graphs" in capsys.readouterr().out

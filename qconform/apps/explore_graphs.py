@@ -1,4 +1,4 @@
-"""``python -m qconform.apps.explore_graphs``: a seeded, bounded random search over QDQ graphs (issue 64).
+"""``qconform explore graphs`` (or ``python -m qconform.apps.explore_graphs``): a seeded, bounded random search over QDQ graphs (issue 64).
 
 Each draw is a corpus pattern with its parameters drawn again as a quantisation tool would
 (``qconform.generators.explored_graphs``); the oracle gives it every permitted reading and the
@@ -187,7 +187,7 @@ def render(s: Summary) -> str:
 def main(argv: list[str] | None = None) -> int:
     from qconform.runner import identity, parse_options, resolve
 
-    p = argparse.ArgumentParser(prog="python -m qconform.apps.explore_graphs", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="qconform explore graphs", description=__doc__.splitlines()[0])
     p.add_argument("--runner", required=True)
     p.add_argument("--runner-opt", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--reference", default=DEFAULT_REFERENCE, help="runner a differing graph is judged on too "
