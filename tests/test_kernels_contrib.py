@@ -130,3 +130,28 @@ def test_dynamic_quantize_matmul_beyond_the_corpus(cpu_kernel):
                   bias=rng.uniform(-1, 1, 4).astype(np.float32))
     judged(cpu_kernel, op, values)
     judged(cpu_kernel, op, {k: v for k, v in values.items() if k != "bias"})
+
+
+def _scale(rng: np.random.Generator, lo: int, hi: int) -> np.ndarray:
+    """A float32 scale of a random 24-bit (or short, tie-making) significand and exponent in [lo, hi]."""
+    bits = int(rng.choice([1, 3, 24]))
+    m = int(rng.integers(1 << (bits - 1), 1 << bits)) | 1
+    return np.array(np.float32(np.ldexp(float(m), int(rng.integers(lo, hi + 1)) - bits)))
+
+
+@pytest.mark.parametrize("gap", ["near", "wide", "beyond-90", "tiny-quotient"])
+def test_qlinear_add_rounds_the_exact_value(cpu_kernel, gap):
+    """QLinearAdd's exact-rational reading: every pair of 8-bit codes against B's fixed code set, scales whose
+    exponents lie close (ties of short significands), far apart (the smaller term decides a tie or is
+    a sticky bit beyond 90 binades) and quotients far below one."""
+    op = _section("ms-qlinear-add")
+    rng = np.random.default_rng(zlib.crc32(gap.encode()))
+    ranges = {"near": ((-4, 0), (-4, 0), (-3, 0)), "wide": ((-30, -20), (-70, -60), (-28, -22)),
+              "beyond-90": ((0, 4), (-120, -100), (-2, 2)), "tiny-quotient": ((-60, -50), (-62, -52), (-20, -10))}
+    a = np.arange(-128, 128, dtype=np.int8).reshape(16, 16)
+    for trial in range(6):
+        b = rng.integers(-128, 128, (16, 1)).astype(np.int8)
+        a_s, b_s, c_s = (_scale(rng, *r) for r in ranges[gap])
+        judged(cpu_kernel, op, dict(A=a, A_scale=a_s, A_zero_point=np.array(int(rng.integers(-5, 5)), np.int8), B=b,
+                                    B_scale=-b_s if trial % 2 else b_s, B_zero_point=np.array(3, np.int8),
+                                    C_scale=c_s, C_zero_point=np.array(int(rng.integers(-20, 20)), np.int8)))

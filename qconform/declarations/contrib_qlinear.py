@@ -55,7 +55,7 @@ _BINARY_TABLE = _table((("A", "T", False), ("A_scale", _F, False), ("A_zero_poin
 
 QLINEAR_ADD = Operator(
     MS_DOMAIN, "QLinearAdd", (1,), Kind.REQUANTIZE, _BINARY_INPUTS, ("C",), "ms-qlinear-add", ADD_READINGS,
-    output_like="C_zero_point", kernel=False, kernel_reason=_NO_KERNEL, schema=_BINARY_TABLE)
+    output_like="C_zero_point", kernel=True, schema=_BINARY_TABLE)
 QLINEAR_MUL = Operator(
     MS_DOMAIN, "QLinearMul", (1,), Kind.REQUANTIZE, _BINARY_INPUTS, ("C",), "ms-qlinear-mul", MUL_READINGS,
     output_like="C_zero_point", kernel=True, schema=_BINARY_TABLE)

@@ -136,6 +136,10 @@ ENTRY_POINTS: dict[str, tuple[tuple[str, str], ...]] = {
                       ("nb", "i64"), ("mdim", "i64"), ("kdim", "i64"), ("ndim", "i64"), ("az", "in"), ("azs", "i32"),
                       ("bz", "in"), ("as_", "in"), ("bs_", "in"), ("bias", "in"), ("has_bias", "i32"), ("pk", "i32"),
                       ("y", "out")),
+    # com.microsoft QLinearAdd (exact-rational): the operands' elements by offset (broadcast planned on the host).
+    "qlinear_add": (("a", "in"), ("a_off", "in"), ("b", "in"), ("b_off", "in"), ("tk", "i32"), ("az", "in"),
+                    ("bz", "in"), ("as_", "in"), ("bs_", "in"), ("cs_", "in"), ("yz", "in"), ("ok", "i32"), ("n", "i64"),
+                    ("y", "out")),
     # com.microsoft QGemm: A' and B' planned on the host; requant=0 (no y_scale): float32 Y.
     "qgemm": (("a", "in"), ("ak", "i32"), ("b", "in"), ("bk", "i32"), ("mdim", "i64"), ("kdim", "i64"),
               ("ndim", "i64"), ("c", "in"), ("alpha", "in"), ("as_", "in"), ("az", "in"), ("bs_", "in"), ("bz", "in"),

@@ -1,5 +1,7 @@
-"""onnxruntime's element-wise quantized binary ops as the kernels run them (the declaration whose
-section is ``ms-qlinear-mul``: C = ((A − A_zp)·(B − B_zp))·(A_s·B_s)/C_s + C_zp, semantics.md#ms-qlinear-mul).
+"""onnxruntime's element-wise quantized binary ops as the kernels run them, by declared section:
+``ms-qlinear-mul`` (C = ((A − A_zp)·(B − B_zp))·(A_s·B_s)/C_s + C_zp) and ``ms-qlinear-add`` (C =
+RNE((A_s·(A − A_zp) + B_s·(B − B_zp)) / C_s) + C_zp from the exact value, reading exact-rational: qkernels.h's
+``qlinear_add`` entry point, the same broadcast offsets).
 
 The product of two codes' differences is the quantized matmul's accumulator over K = 1, and the text
 requantises it with the quantized matmul's readings, so the kernel is qkernels.h's ``qlinear_matmul``
@@ -24,7 +26,9 @@ from qconform.oracle.integer import ACCUMULATIONS as ORACLE_ACCUMULATIONS
 from qconform.runner import Unsupported
 
 #: The declarations' sections these plans compute (the formula, not the op's name, decides).
-SECTIONS = ("ms-qlinear-mul",)
+SECTIONS = ("ms-qlinear-mul", "ms-qlinear-add")
+#: QLinearAdd's reading the ``qlinear_add`` entry point computes (the oracle's first).
+ADD_FIRST = "exact-rational"
 DATA = ("int8", "uint8")
 SCALE = ("float32",)
 
@@ -76,6 +80,13 @@ class BinaryPlan:
                     yz=one(yz, self.out_type), ok=KIND[self.out_type], rq=REQUANTISATIONS["multiplier-float32"],
                     wrap=self.wrap, saturate=1, fnuz_inf_saturates=0)
         out = {"y": (storage_dtype(dtypes.get(self.out_type)), size)}
+        if self.decl.section == "ms-qlinear-add":
+            if ta != tb:
+                raise InvalidModel(f"{a_name} {ta} and {b_name} {tb}: one type T")
+            args = dict(a=args["a"], a_off=args["a_off"], b=args["b"], b_off=args["b_off"], tk=KIND[ta], az=one(az, ta),
+                        bz=one(bz, tb), as_=one(as_, "float32"), bs_=one(bs, "float32"), cs_=args["ys"], yz=args["yz"],
+                        ok=args["ok"], n=size)
+            return Launch("qlinear_add", args, out, size), shape
         return Launch("qlinear_matmul", args, out, size), shape
 
     def run(self, feeds: Mapping[str, np.ndarray], execute: Execute) -> list[np.ndarray]:
@@ -97,6 +108,10 @@ def read(node: Node, decl: Operator, who: str) -> BinaryPlan:
     need(who, ys.name, types.get(ys.name), SCALE)
     out = types.get(decl.output_like) or types[data[0]]
     need(who, "output", out, DATA)
+    if decl.section == "ms-qlinear-add":
+        if decl.readings[0] != ADD_FIRST:
+            raise Unsupported(f"{who}: reading {decl.readings[0]} not implemented ({ADD_FIRST})")
+        return BinaryPlan(node, decl, out, 0)
     first = node.oracle.requantisations("float32")[0]
     if first not in REQUANTISATIONS:
         raise Unsupported(f"{who}: requantisation reading {first} not implemented")

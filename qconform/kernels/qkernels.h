@@ -694,6 +694,103 @@ QK_FN qk_u32 qk_scaled_mm1(const void *a, int ak, qk_i64 a0, const void *b, int 
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * com.microsoft QLinearAdd, reading exact-rational (qconform/docs/semantics.md#ms-qlinear-add, the
+ * oracle's first): C = RNE((A_s·(A − A_zp) + B_s·(B − B_zp)) / C_s) + C_zp, saturated, the quotient
+ * rounded once from its exact value. Every float32 scale is m·2^e (m a signed integer of 24 bits),
+ * so the value is N·2^P / m_c with N an integer held in 128 bits; the rounding reads N's bits.
+ * ------------------------------------------------------------------------------------------- */
+QK_FN void qk_f32_parts(qk_u32 bits, qk_i64 *m, int *e) {
+  qk_u32 ef = (bits >> 23) & 0xFFu, mant = bits & 0x7FFFFFu;
+  qk_i64 v = ef ? (qk_i64)(mant | 0x800000u) : (qk_i64)mant;
+  *e = ef ? (int)ef - 150 : -149;
+  *m = (bits >> 31) ? -v : v;
+}
+
+QK_FN qk_i128 qk_i128_shl(qk_i128 a, int s) { /* 0 <= s < 128, no overflow */
+  qk_i128 r;
+  if (s == 0) return a;
+  if (s >= 64) { r.hi = a.lo << (s - 64); r.lo = 0u; return r; }
+  r.hi = (a.hi << s) | (a.lo >> (64 - s));
+  r.lo = a.lo << s;
+  return r;
+}
+
+QK_FN int qk_u128_bitlen(qk_i128 a) { /* a >= 0 */
+  return a.hi ? 128 - qk_clz64(a.hi) : (a.lo ? 64 - qk_clz64(a.lo) : 0);
+}
+
+QK_FN int qk_u128_bit(qk_i128 a, int i) { /* bit i of a >= 0; 0 beyond 127 */
+  return i >= 128 ? 0 : (int)(((i >= 64 ? a.hi >> (i - 64) : a.lo >> i)) & 1u);
+}
+
+QK_FN int qk_u128_low_nonzero(qk_i128 a, int i) { /* whether any bit below i is set */
+  if (i <= 0) return 0;
+  if (i >= 128) return (a.hi | a.lo) != 0u;
+  if (i >= 64) return a.lo != 0u || (i > 64 && (a.hi & ((~(qk_u64)0) >> (128 - i))) != 0u);
+  return (a.lo & ((~(qk_u64)0) >> (64 - i))) != 0u;
+}
+
+/* RNE(N · 2^p / mc) for mc != 0, clamped to +-2^40 (every such value saturates an 8-bit output alike). */
+QK_FN double qk_round_ratio(qk_i128 n, int p, qk_i64 mc) {
+  int neg = ((n.hi >> 63) != 0u) != (mc < 0), len, up, tie;
+  qk_i128 u = (n.hi >> 63) ? qk_i128_neg(n) : n;
+  qk_u64 d = (qk_u64)(mc < 0 ? -mc : mc), t, qi, r;
+  const double huge = 1099511627776.0;
+  len = qk_u128_bitlen(u);
+  if (len == 0) return 0.0;
+  if (len + p > 63) return neg ? -huge : huge; /* |q| >= 2^62 / 2^24 */
+  if (p >= 0) {
+    t = qk_i128_shl(u, p).lo;
+    qi = t / d; r = t % d;
+    up = 2u * r > d; tie = 2u * r == d;
+  } else {
+    int s = -p, half = qk_u128_bit(u, s - 1), sticky = qk_u128_low_nonzero(u, s - 1);
+    qk_u64 diff;
+    t = s >= 128 ? 0u : (s >= 64 ? u.hi >> (s - 64) : ((u.lo >> s) | (s ? u.hi << (64 - s) : 0u)));
+    qi = t / d; r = t % d;
+    /* exact = qi + (r + F / 2^s) / d, F = u mod 2^s: compare 2r + 2F/2^s with d */
+    if (2u * r >= d) { up = 2u * r > d || half || sticky; tie = 2u * r == d && !half && !sticky; }
+    else {
+      diff = d - 2u * r;
+      up = diff == 1u && half && sticky;
+      tie = diff == 1u && half && !sticky;
+    }
+  }
+  if (tie) up = (int)(qi & 1u);
+  qi += (qk_u64)up;
+  return neg ? -(double)qi : (double)qi;
+}
+
+/* The exact sum X·2^ea + Y·2^eb as N·2^e0 (|X|, |Y| < 2^33): exact where the exponents differ by
+ * at most 90; beyond, the smaller term (less than half a unit of the larger's 58 bits) becomes one
+ * unit of sticky of the same sign one bit further down, which keeps every rounding of N·2^p/mc. */
+QK_FN qk_i128 qk_exact_sum(qk_i64 x, int ea, qk_i64 y, int eb, int *e0) {
+  qk_i128 hi, lo;
+  qk_i64 xh = x, xl = y;
+  int eh = ea, el = eb, d;
+  if (x == 0 || (y != 0 && eb > ea)) { xh = y; xl = x; eh = eb; el = ea; }
+  hi.lo = (qk_u64)xh; hi.hi = xh < 0 ? ~(qk_u64)0 : 0u;
+  if (xl == 0) { *e0 = eh; return hi; }
+  d = eh - el;
+  if (d <= 90) {
+    lo.lo = (qk_u64)xl; lo.hi = xl < 0 ? ~(qk_u64)0 : 0u;
+    *e0 = el;
+    return qk_i128_add(qk_i128_shl(hi, d), lo);
+  }
+  lo.lo = (qk_u64)(xl < 0 ? -1 : 1); lo.hi = xl < 0 ? ~(qk_u64)0 : 0u;
+  *e0 = eh - 59;
+  return qk_i128_add(qk_i128_shl(hi, 59), lo);
+}
+
+QK_FN qk_u32 qk_qladd1(qk_u32 ab, qk_u32 bb, int tk, qk_i64 az, qk_i64 bz, qk_i64 ma, int ea, qk_i64 mb, int eb,
+                       qk_i64 mc, int ec, qk_q_ctx yc, int ok) {
+  qk_kind_info f = qk_info(tk);
+  int e0;
+  qk_i128 n = qk_exact_sum(ma * (qk_int_value(ab, f) - az), ea, mb * (qk_int_value(bb, f) - bz), eb, &e0);
+  return qk_q_finish_f64(qk_round_ratio(n, e0 - ec, mc), yc, ok, 1, 0);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Convolutions: ConvInteger and QLinearConv, 1-D to 3-D (fewer spatial axes are size-1 axes).
  *
  * The host plans the geometry (qconform/kernels/contraction.py, from the oracle's conv_geometry:
@@ -897,6 +994,27 @@ QK_FN void qk_dql_compute(float lo, float hi, int qmin, int qmax, qk_u32 *scale_
                            has_bias ? qk_value_f64(qk_load(bias, c_, qk_bytes(pk)), pk) : 0.0, pk)); \
   } while (0)
 
+/* QLinearAdd: a_off / b_off the element each output element reads (broadcast planned on the host);
+ * az, bz, yz one code each, as_, bs_, cs_ one float32 code each; tk the kind of A and B. */
+#define QK_QLADD_ARGS                                                                         \
+  const void *a, const qk_i64 *a_off, const void *b, const qk_i64 *b_off, int tk, const void *az, \
+      const void *bz, const void *as_, const void *bs_, const void *cs_, const void *yz, int ok, qk_i64 n, void *y
+
+#define QK_QLADD_SETUP                                                                        \
+  qk_i64 ma_, mb_, mc_;                                                                       \
+  int ea_, eb_, ec_;                                                                          \
+  const qk_i64 azv = qk_int_value(qk_load(az, 0, 1), qk_info(tk));                            \
+  const qk_i64 bzv = qk_int_value(qk_load(bz, 0, 1), qk_info(tk));                            \
+  const qk_q_ctx yc = qk_q_params(0u, QK_F32, qk_load(yz, 0, qk_bytes(ok)), ok, QK_F32);      \
+  qk_f32_parts(qk_load(as_, 0, 4), &ma_, &ea_);                                               \
+  qk_f32_parts(qk_load(bs_, 0, 4), &mb_, &eb_);                                               \
+  qk_f32_parts(qk_load(cs_, 0, 4), &mc_, &ec_)
+
+#define QK_QLADD_ELEM(i)                                                                      \
+  qk_store(y, (i), qk_bytes(ok),                                                              \
+           qk_qladd1(qk_load(a, a_off[i], 1), qk_load(b, b_off[i], 1), tk, azv, bzv, ma_, ea_, mb_, eb_, \
+                     mc_, ec_, yc, ok))
+
 /* A convolution: geom holds QK_CG_LEN numbers; xz, xs, ys, yz one code each, wz, ws and bias (int32
  * codes) M each; n output elements. ConvInteger passes requant = 0 and ok = QK_INT32 (xs, ws, ys, yz,
  * bias are then not read). */
@@ -951,6 +1069,12 @@ extern "C" __global__ void qk_scaled_matmul_kernel(QK_SMM_ARGS) {
   for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < nb * mdim * ndim;
        i += (qk_i64)gridDim.x * blockDim.x)
     QK_SMM_ELEM(i);
+}
+
+extern "C" __global__ void qk_qlinear_add_kernel(QK_QLADD_ARGS) {
+  QK_QLADD_SETUP;
+  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
+    QK_QLADD_ELEM(i);
 }
 
 extern "C" __global__ void qk_conv_kernel(QK_CONV_ARGS) {
@@ -1057,6 +1181,12 @@ int qk_qgemm(QK_QGEMM_ARGS) {
 
 int qk_scaled_matmul(QK_SMM_ARGS) {
   for (qk_i64 i = 0; i < nb * mdim * ndim; i++) QK_SMM_ELEM(i);
+  return 0;
+}
+
+int qk_qlinear_add(QK_QLADD_ARGS) {
+  QK_QLADD_SETUP;
+  for (qk_i64 i = 0; i < n; i++) QK_QLADD_ELEM(i);
   return 0;
 }
 
