@@ -155,3 +155,27 @@ def test_qlinear_add_rounds_the_exact_value(cpu_kernel, gap):
         judged(cpu_kernel, op, dict(A=a, A_scale=a_s, A_zero_point=np.array(int(rng.integers(-5, 5)), np.int8), B=b,
                                     B_scale=-b_s if trial % 2 else b_s, B_zero_point=np.array(3, np.int8),
                                     C_scale=c_s, C_zero_point=np.array(int(rng.integers(-20, 20)), np.int8)))
+
+
+@pytest.mark.parametrize("bits", [2, 3, 4, 5, 6, 7, 8])
+@pytest.mark.parametrize("zero", ["default", "packed", "float"])
+def test_matmul_nbits_reads_every_width_and_zero_point_form(cpu_kernel, bits, zero):
+    """MatMulNBits: B's codes as one bit stream per row (K not a multiple of block_size, so the last
+    blob is padded), zero points absent (2^(bits-1)), packed or of A's type, a bias, a batch of A; values
+    chosen exact (power-of-two scales, small integer A) as the oracle's cases are."""
+    from qconform.declarations.contrib_blocked import pack_stream
+
+    op = _section("ms-matmulnbits")
+    rng = np.random.default_rng(zlib.crc32(f"{bits}/{zero}".encode()))
+    k, n, bs = 40, 3, 16
+    kb, blob = -(-k // bs), bs * bits // 8
+    q = rng.integers(0, 1 << bits, (n, kb * bs))
+    b = pack_stream(q, bits, kb * blob).reshape(n, kb, blob)
+    values = dict(A=rng.integers(-3, 4, (2, 1, k)).astype(np.float32), B=b,
+                  scales=np.exp2(rng.integers(-6, 0, (n, kb))).astype(np.float32),
+                  bias=rng.integers(-8, 8, n).astype(np.float32))
+    if zero == "packed":
+        values["zero_points"] = pack_stream(rng.integers(0, 1 << bits, (n, kb)), bits, -(-kb * bits // 8))
+    elif zero == "float":
+        values["zero_points"] = rng.integers(0, 1 << bits, (n, kb)).astype(np.float32)
+    judged(cpu_kernel, op, values, dict(K=k, N=n, bits=bits, block_size=bs))

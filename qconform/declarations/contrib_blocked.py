@@ -66,7 +66,7 @@ MATMUL_NBITS = Operator(
     MS_DOMAIN, "MatMulNBits", (1,), Kind.INTEGER,
     (Input("A", D), Input("B", W), Input("scales", S, "B"), Input("zero_points", Z, "B"),
      Input("g_idx", W), Input("bias", B)), ("Y",),
-    "ms-matmulnbits", (), kernel=False, kernel_reason=_NO_KERNEL,  # no "matmul" contraction: B is [N, K] blobs
+    "ms-matmulnbits", (), kernel=True,  # no "matmul" contraction: B is [N, K] blobs
     arithmetic_attrs=("K", "N", "bits", "block_size", "accuracy_level"),
     schema={"inputs": (("A", "T1", False), ("B", "T2", False), ("scales", "T1", False),
                        ("zero_points", "T3", True), ("g_idx", "T4", True), ("bias", "T1", True)),

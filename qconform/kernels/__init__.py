@@ -140,6 +140,10 @@ ENTRY_POINTS: dict[str, tuple[tuple[str, str], ...]] = {
     "qlinear_add": (("a", "in"), ("a_off", "in"), ("b", "in"), ("b_off", "in"), ("tk", "i32"), ("az", "in"),
                     ("bz", "in"), ("as_", "in"), ("bs_", "in"), ("cs_", "in"), ("yz", "in"), ("ok", "i32"), ("n", "i64"),
                     ("y", "out")),
+    # com.microsoft MatMulNBits: B and packed zero points read as bit streams by the kernel.
+    "matmul_nbits": (("a", "in"), ("ak", "i32"), ("b", "in"), ("rowbytes", "i64"), ("s", "in"), ("z", "in"),
+                     ("zmode", "i32"), ("zrow", "i64"), ("bias", "in"), ("has_bias", "i32"), ("rows", "i64"),
+                     ("kdim", "i64"), ("ndim", "i64"), ("bits", "i32"), ("bs", "i64"), ("kb", "i64"), ("y", "out")),
     # com.microsoft QGemm: A' and B' planned on the host; requant=0 (no y_scale): float32 Y.
     "qgemm": (("a", "in"), ("ak", "i32"), ("b", "in"), ("bk", "i32"), ("mdim", "i64"), ("kdim", "i64"),
               ("ndim", "i64"), ("c", "in"), ("alpha", "in"), ("as_", "in"), ("az", "in"), ("bs_", "in"), ("bz", "in"),

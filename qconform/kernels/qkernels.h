@@ -791,6 +791,43 @@ QK_FN qk_u32 qk_qladd1(qk_u32 ab, qk_u32 bb, int tk, qk_i64 az, qk_i64 bz, qk_i6
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * com.microsoft MatMulNBits (qconform/docs/semantics.md#ms-matmulnbits): Y[m, n] = sum over k of
+ * A[m, k] * (q[n, k] - zp[n, k / block]) * scale[n, k / block] (+ bias[n]). B's row n is one bit stream
+ * of `bits`-bit codes, low-order bits of each byte first (#ms-matmulnbits-layout); the zero points are
+ * such a stream per row (zmode 1), values of A's type (zmode 2), or 2^(bits-1) (zmode 0). The oracle
+ * keeps only cases whose every product and sum is exact in A's type for every order, so double holds
+ * each step exactly and the one rounding to A's type is exact too; the sum starts from -0, so it is the
+ * sum that starts from its first term (a zero's sign as the oracle's).
+ * ------------------------------------------------------------------------------------------- */
+QK_FN qk_u32 qk_stream_code(const unsigned char *row, qk_i64 j, int bits) {
+  qk_i64 off = j * bits;
+  int shift = (int)(off & 7);
+  qk_u32 v = (qk_u32)row[off >> 3] >> shift;
+  if (shift + bits > 8) v |= (qk_u32)row[(off >> 3) + 1] << (8 - shift);
+  return v & ((1u << bits) - 1u);
+}
+
+QK_FN qk_u32 qk_nbits1(const void *a, int ak, qk_i64 a0, const unsigned char *brow, const void *s, qk_i64 s0,
+                       const void *z, int zmode, qk_i64 zrow, qk_i64 n, qk_i64 kdim, int bits, qk_i64 bs,
+                       const void *bias, int has_bias) {
+  double acc = -0.0, zv = (double)(1u << (bits - 1));
+  qk_i64 kk, blk = -1;
+  double w = 0.0, sv = 0.0;
+  for (kk = 0; kk < kdim; kk++) {
+    if (kk / bs != blk) {
+      blk = kk / bs;
+      sv = qk_value_f64(qk_load(s, s0 + blk, qk_bytes(ak)), ak);
+      if (zmode == 1) zv = (double)qk_stream_code((const unsigned char *)z + n * zrow, blk, bits);
+      else if (zmode == 2) zv = qk_value_f64(qk_load(z, s0 + blk, qk_bytes(ak)), ak);
+    }
+    w = ((double)qk_stream_code(brow, kk, bits) - zv) * sv;
+    acc += qk_value_f64(qk_load(a, a0 + kk, qk_bytes(ak)), ak) * w;
+  }
+  if (has_bias) acc += qk_value_f64(qk_load(bias, n, qk_bytes(ak)), ak);
+  return qk_encode_f64(acc, qk_info(ak), 0, 0);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Convolutions: ConvInteger and QLinearConv, 1-D to 3-D (fewer spatial axes are size-1 axes).
  *
  * The host plans the geometry (qconform/kernels/contraction.py, from the oracle's conv_geometry:
@@ -1015,6 +1052,20 @@ QK_FN void qk_dql_compute(float lo, float hi, int qmin, int qmax, qk_u32 *scale_
            qk_qladd1(qk_load(a, a_off[i], 1), qk_load(b, b_off[i], 1), tk, azv, bzv, ma_, ea_, mb_, eb_, \
                      mc_, ec_, yc, ok))
 
+/* MatMulNBits: a [rows, kdim] codes of kind ak, b [ndim, rowbytes] packed, s [ndim, kb] of kind ak, z as
+ * zmode says (packed rows of zrow bytes, or [ndim, kb] of kind ak), bias ndim codes; y [rows, ndim]. */
+#define QK_NBITS_ARGS                                                                         \
+  const void *a, int ak, const void *b, qk_i64 rowbytes, const void *s, const void *z, int zmode, qk_i64 zrow, \
+      const void *bias, int has_bias, qk_i64 rows, qk_i64 kdim, qk_i64 ndim, int bits, qk_i64 bs, qk_i64 kb, void *y
+
+#define QK_NBITS_ELEM(i)                                                                      \
+  do {                                                                                        \
+    qk_i64 r_ = (i) / ndim, c_ = (i) % ndim;                                                  \
+    qk_store(y, (i), qk_bytes(ak),                                                            \
+             qk_nbits1(a, ak, r_ * kdim, (const unsigned char *)b + c_ * rowbytes, s, c_ * kb, z, zmode, zrow, \
+                       c_, kdim, bits, bs, bias, has_bias));                                  \
+  } while (0)
+
 /* A convolution: geom holds QK_CG_LEN numbers; xz, xs, ys, yz one code each, wz, ws and bias (int32
  * codes) M each; n output elements. ConvInteger passes requant = 0 and ok = QK_INT32 (xs, ws, ys, yz,
  * bias are then not read). */
@@ -1075,6 +1126,11 @@ extern "C" __global__ void qk_qlinear_add_kernel(QK_QLADD_ARGS) {
   QK_QLADD_SETUP;
   for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
     QK_QLADD_ELEM(i);
+}
+
+extern "C" __global__ void qk_matmul_nbits_kernel(QK_NBITS_ARGS) {
+  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < rows * ndim; i += (qk_i64)gridDim.x * blockDim.x)
+    QK_NBITS_ELEM(i);
 }
 
 extern "C" __global__ void qk_conv_kernel(QK_CONV_ARGS) {
@@ -1187,6 +1243,11 @@ int qk_scaled_matmul(QK_SMM_ARGS) {
 int qk_qlinear_add(QK_QLADD_ARGS) {
   QK_QLADD_SETUP;
   for (qk_i64 i = 0; i < n; i++) QK_QLADD_ELEM(i);
+  return 0;
+}
+
+int qk_matmul_nbits(QK_NBITS_ARGS) {
+  for (qk_i64 i = 0; i < rows * ndim; i++) QK_NBITS_ELEM(i);
   return 0;
 }
 
