@@ -179,3 +179,40 @@ def test_matmul_nbits_reads_every_width_and_zero_point_form(cpu_kernel, bits, ze
     elif zero == "float":
         values["zero_points"] = rng.integers(0, 1 << bits, (n, kb)).astype(np.float32)
     judged(cpu_kernel, op, values, dict(K=k, N=n, bits=bits, block_size=bs))
+
+
+@pytest.mark.parametrize("form", ["int4-zero-points-gather-axis-1", "uint8-bits-2-packed", "uint8-bits-4-packed",
+                                  "uint8-bits-8", "float8e4m3fn-block-0", "uint4-default-zero"])
+@pytest.mark.parametrize("out", ["float32", "float16", "bfloat16"])
+def test_gather_block_quantized_beyond_the_corpus(cpu_kernel, form, out):
+    """GatherBlockQuantized: negative and out-of-range indices (+0 rows), each data form (int4/uint4 per
+    element, uint8 rows packed at 2 and 4 bits, float8 with one block), zero points given or default,
+    multiply-in-output-type for each output type."""
+    op = _section("ms-gather-block-quantized")
+    rng = np.random.default_rng(zlib.crc32(f"{form}/{out}".encode()))
+    ft = dtypes.get(out).dtype
+    indices = np.array([[0, -1], [2, 7]], np.int64)
+    attrs: dict = dict(block_size=16)
+    if form.startswith("uint8"):
+        bits = int(form.split("-")[2])
+        data = rng.integers(0, 256, (3, 8 * bits)).astype(np.uint8)  # 64 logical codes per row
+        attrs.update(bits=bits, gather_axis=0, quantize_axis=1)
+        scales = rng.uniform(0.01, 2, (3, 4)).astype(ft)
+        values = dict(data=data, indices=indices, scales=scales)
+    elif form.startswith("float8"):
+        t = dtypes.get("float8e4m3fn")
+        data = t.from_bits(rng.integers(0, 256, (3, 40)).astype(np.uint8))
+        attrs.update(block_size=0, quantize_axis=1)
+        values = dict(data=data, indices=indices, scales=rng.uniform(0.01, 2, (3, 1)).astype(ft))
+    else:
+        t = dtypes.get(form.split("-")[0])
+        lo, hi = (int(v) for v in t.qrange)
+        data = rng.integers(lo, hi + 1, (5, 3, 40)).astype(t.dtype)
+        values = dict(data=data, indices=indices, scales=rng.uniform(0.01, 2, (5, 3, 3)).astype(ft))
+        if "zero-points" in form:
+            values["zero_points"] = rng.integers(lo, hi + 1, (5, 3, 3)).astype(t.dtype)
+            attrs.update(gather_axis=1, quantize_axis=2)
+            values["indices"] = np.array([[0, -1], [2, 3]], np.int64)
+        else:
+            attrs.update(gather_axis=0, quantize_axis=2)
+    judged(cpu_kernel, op, values, attrs)

@@ -20,7 +20,6 @@ from qconform.case import MS_DOMAIN
 from qconform.declarations.operator import Input, Kind, Operator, Role
 
 D, W, S, Z, B = Role.DATA, Role.WEIGHT, Role.SCALE, Role.ZERO_POINT, Role.BIAS
-_NO_KERNEL = "qconform's own kernels do not implement onnxruntime's weight-only and dynamic ops (issue 65)"
 _FLOATS = ("float32", "float16", "bfloat16")
 
 #: Reading names of the float scale products of MatMulIntegerToFloat and DynamicQuantizeMatMul
@@ -80,7 +79,7 @@ GATHER_BLOCK_QUANTIZED = Operator(
     (Input("data", W), Input("indices", D), Input("scales", S, "data"), Input("zero_points", Z, "data")),
     ("output",), "ms-gather-block-quantized",
     _DQ_READINGS + FILL_READINGS + tuple(f"{r}+{FILL_READINGS[0]}" for r in _DQ_READINGS[1:]), output_like="scales",
-    kernel=False, kernel_reason=_NO_KERNEL, arithmetic_attrs=("bits", "block_size", "gather_axis", "quantize_axis"),
+    kernel=True, arithmetic_attrs=("bits", "block_size", "gather_axis", "quantize_axis"),
     schema={"inputs": (("data", "T1", False), ("indices", "Tind", False), ("scales", "T2", False),
                        ("zero_points", "T1", True)),
             "outputs": (("output", "T2"),),

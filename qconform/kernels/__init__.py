@@ -144,6 +144,10 @@ ENTRY_POINTS: dict[str, tuple[tuple[str, str], ...]] = {
     "matmul_nbits": (("a", "in"), ("ak", "i32"), ("b", "in"), ("rowbytes", "i64"), ("s", "in"), ("z", "in"),
                      ("zmode", "i32"), ("zrow", "i64"), ("bias", "in"), ("has_bias", "i32"), ("rows", "i64"),
                      ("kdim", "i64"), ("ndim", "i64"), ("bits", "i32"), ("bs", "i64"), ("kb", "i64"), ("y", "out")),
+    # com.microsoft GatherBlockQuantized: the gather and the block indices planned on the host.
+    "gather_block_quantized": (("data", "in"), ("dk", "i32"), ("pbits", "i32"), ("last", "i64"), ("rowbytes", "i64"),
+                               ("src", "in"), ("sidx", "in"), ("s", "in"), ("z", "in"), ("zmode", "i32"),
+                               ("dz", "i64"), ("ok", "i32"), ("n", "i64"), ("y", "out")),
     # com.microsoft QGemm: A' and B' planned on the host; requant=0 (no y_scale): float32 Y.
     "qgemm": (("a", "in"), ("ak", "i32"), ("b", "in"), ("bk", "i32"), ("mdim", "i64"), ("kdim", "i64"),
               ("ndim", "i64"), ("c", "in"), ("alpha", "in"), ("as_", "in"), ("az", "in"), ("bs_", "in"), ("bz", "in"),

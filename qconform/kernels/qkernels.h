@@ -827,6 +827,22 @@ QK_FN qk_u32 qk_nbits1(const void *a, int ak, qk_i64 a0, const unsigned char *br
   return qk_encode_f64(acc, qk_info(ak), 0, 0);
 }
 
+/* One output element of com.microsoft GatherBlockQuantized in the reading multiply-in-output-type
+ * (qconform/docs/semantics.md#ms-gather-block-quantized, the oracle's first): fl(fl(v - zp) * scale) in
+ * the output kind ok, v the data element src (packed uint8 data, pbits > 0: code src of the row streams
+ * of `last` codes in rowbytes bytes, low-order bits first), zp the code zi of z (zmode 1) or dz; an
+ * out-of-range index (src < 0) gives +0 (the first fill reading). Each double step is exact. */
+QK_FN qk_u32 qk_gbq1(const void *data, int dk, int pbits, qk_i64 last, qk_i64 rowbytes, qk_i64 src, qk_i64 si,
+                     const void *s, const void *z, int zmode, qk_i64 dz, int ok) {
+  double v, zp, sv;
+  if (src < 0) return 0u;
+  if (pbits) v = (double)qk_stream_code((const unsigned char *)data + (src / last) * rowbytes, src % last, pbits);
+  else v = qk_value_f64(qk_load(data, src, qk_bytes(dk)), dk);
+  zp = zmode ? qk_value_f64(qk_load(z, si, qk_bytes(dk)), dk) : (double)dz;
+  sv = qk_value_f64(qk_load(s, si, qk_bytes(ok)), ok);
+  return qk_encode_f64(qk_fl(qk_fl(v - zp, ok) * sv, ok), qk_info(ok), 0, 0);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Convolutions: ConvInteger and QLinearConv, 1-D to 3-D (fewer spatial axes are size-1 axes).
  *
@@ -1066,6 +1082,15 @@ QK_FN void qk_dql_compute(float lo, float hi, int qmin, int qmax, qk_u32 *scale_
                        c_, kdim, bits, bs, bias, has_bias));                                  \
   } while (0)
 
+/* GatherBlockQuantized: src and sidx one int64 per output element (the gather and the blocks planned on
+ * the host; src -1: an index out of range). */
+#define QK_GBQ_ARGS                                                                           \
+  const void *data, int dk, int pbits, qk_i64 last, qk_i64 rowbytes, const qk_i64 *src, const qk_i64 *sidx, \
+      const void *s, const void *z, int zmode, qk_i64 dz, int ok, qk_i64 n, void *y
+
+#define QK_GBQ_ELEM(i)                                                                        \
+  qk_store(y, (i), qk_bytes(ok), qk_gbq1(data, dk, pbits, last, rowbytes, src[i], sidx[i], s, z, zmode, dz, ok))
+
 /* A convolution: geom holds QK_CG_LEN numbers; xz, xs, ys, yz one code each, wz, ws and bias (int32
  * codes) M each; n output elements. ConvInteger passes requant = 0 and ok = QK_INT32 (xs, ws, ys, yz,
  * bias are then not read). */
@@ -1131,6 +1156,11 @@ extern "C" __global__ void qk_qlinear_add_kernel(QK_QLADD_ARGS) {
 extern "C" __global__ void qk_matmul_nbits_kernel(QK_NBITS_ARGS) {
   for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < rows * ndim; i += (qk_i64)gridDim.x * blockDim.x)
     QK_NBITS_ELEM(i);
+}
+
+extern "C" __global__ void qk_gather_block_quantized_kernel(QK_GBQ_ARGS) {
+  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
+    QK_GBQ_ELEM(i);
 }
 
 extern "C" __global__ void qk_conv_kernel(QK_CONV_ARGS) {
@@ -1248,6 +1278,11 @@ int qk_qlinear_add(QK_QLADD_ARGS) {
 
 int qk_matmul_nbits(QK_NBITS_ARGS) {
   for (qk_i64 i = 0; i < rows * ndim; i++) QK_NBITS_ELEM(i);
+  return 0;
+}
+
+int qk_gather_block_quantized(QK_GBQ_ARGS) {
+  for (qk_i64 i = 0; i < n; i++) QK_GBQ_ELEM(i);
   return 0;
 }
 
