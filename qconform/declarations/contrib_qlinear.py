@@ -19,7 +19,11 @@ from qconform.declarations.operator import Input, Kind, Operator, Role
 D, W, S, Z, B = Role.DATA, Role.WEIGHT, Role.SCALE, Role.ZERO_POINT, Role.BIAS
 _F = "tensor(float)"
 _T = {"T": ("uint8", "int8"), _F: ("float32",)}
-_NO_KERNEL = "qconform's own kernels do not implement onnxruntime's contrib ops yet (issue 65: another helper writes them)"
+#: Why the kernels leave the composed ops out (issue 67): the float function's value as the oracle computes it.
+_CORRECTLY_ROUNDED = ("its float function is the exact value rounded once to float32 (semantics.md#qdq-sigmoid, "
+                      "#qdq-softmax): the kernels have no correctly rounded exp in C, and a libm expf is not bit-exact")
+_NOT_YET = ("quantize(f(dequantize(x))) through the graph oracle's readings (semantics.md#ms-qlinear-composed): "
+            "computable exactly, not written yet (issue 67)")
 
 #: QLinearMul's and QGemm's requantisation readings: the quantized matmul's (#qlmm-requant) with float32 scales
 #: (semantics.md#ms-qlinear-mul, #ms-qgemm).
@@ -62,39 +66,39 @@ QLINEAR_MUL = Operator(
 QLINEAR_SIGMOID = Operator(
     MS_DOMAIN, "QLinearSigmoid", (1,), Kind.REQUANTIZE, _unary("X", "X_scale", "X_zero_point", "Y_scale", "Y_zero_point"),
     ("Y",), "ms-qlinear-composed", COMPOSED_READINGS, output_like="Y_zero_point", kernel=False,
-    kernel_reason=_NO_KERNEL, schema=_unary_table("X", "X_scale", "X_zero_point", "Y_scale", "Y_zero_point", {}))
+    kernel_reason=_CORRECTLY_ROUNDED, schema=_unary_table("X", "X_scale", "X_zero_point", "Y_scale", "Y_zero_point", {}))
 QLINEAR_LEAKY_RELU = Operator(
     MS_DOMAIN, "QLinearLeakyRelu", (1,), Kind.REQUANTIZE,
     _unary("X", "X_scale", "X_zero_point", "Y_scale", "Y_zero_point"), ("Y",), "ms-qlinear-composed",
-    COMPOSED_READINGS, output_like="Y_zero_point", kernel=False, kernel_reason=_NO_KERNEL,
+    COMPOSED_READINGS, output_like="Y_zero_point", kernel=False, kernel_reason=_NOT_YET,
     arithmetic_attrs=("alpha",),
     schema=_unary_table("X", "X_scale", "X_zero_point", "Y_scale", "Y_zero_point", {"alpha": 0.009999999776482582}))
 POOL_ATTRS = ("auto_pad", "ceil_mode", "channels_last", "count_include_pad", "kernel_shape", "pads", "strides")
 QLINEAR_AVERAGE_POOL = Operator(
     MS_DOMAIN, "QLinearAveragePool", (1,), Kind.REQUANTIZE,
     _unary("X", "x_scale", "x_zero_point", "y_scale", "y_zero_point"), ("Y",), "ms-qlinear-pool",
-    COMPOSED_READINGS, output_like="y_zero_point", kernel=False, kernel_reason=_NO_KERNEL, arithmetic_attrs=POOL_ATTRS,
+    COMPOSED_READINGS, output_like="y_zero_point", kernel=False, kernel_reason=_NOT_YET, arithmetic_attrs=POOL_ATTRS,
     schema=_unary_table("X", "x_scale", "x_zero_point", "y_scale", "y_zero_point",
                         {"ceil_mode": 0, "pads": None, "auto_pad": "NOTSET", "strides": None, "kernel_shape": None,
                          "channels_last": 0, "count_include_pad": 0}))
 QLINEAR_GLOBAL_AVERAGE_POOL = Operator(
     MS_DOMAIN, "QLinearGlobalAveragePool", (1,), Kind.REQUANTIZE,
     _unary("X", "x_scale", "x_zero_point", "y_scale", "y_zero_point"), ("Y",), "ms-qlinear-pool",
-    COMPOSED_READINGS, output_like="y_zero_point", kernel=False, kernel_reason=_NO_KERNEL,
+    COMPOSED_READINGS, output_like="y_zero_point", kernel=False, kernel_reason=_NOT_YET,
     arithmetic_attrs=("channels_last",),
     schema=_unary_table("X", "x_scale", "x_zero_point", "y_scale", "y_zero_point", {"channels_last": 0},
                         xz_optional=False, yz_optional=False))
 QLINEAR_SOFTMAX = Operator(
     MS_DOMAIN, "QLinearSoftmax", (1,), Kind.REQUANTIZE,
     _unary("X", "X_scale", "x_zero_point", "y_scale", "y_zero_point"), ("Y",), "ms-qlinear-composed",
-    COMPOSED_READINGS, output_like="y_zero_point", kernel=False, kernel_reason=_NO_KERNEL,
+    COMPOSED_READINGS, output_like="y_zero_point", kernel=False, kernel_reason=_CORRECTLY_ROUNDED,
     arithmetic_attrs=("axis", "opset"),
     schema=_unary_table("X", "X_scale", "x_zero_point", "y_scale", "y_zero_point", {"opset": None, "axis": -1},
                         yz_optional=False))
 QLINEAR_CONCAT = Operator(
     MS_DOMAIN, "QLinearConcat", (1,), Kind.REQUANTIZE,
     (Input("Y_scale", S, "y"), Input("Y_zero_point", Z, "y"), Input("inputs", D)), ("Y",), "ms-qlinear-concat",
-    COMPOSED_READINGS, output_like="Y_zero_point", kernel=False, kernel_reason=_NO_KERNEL, arithmetic_attrs=("axis",),
+    COMPOSED_READINGS, output_like="Y_zero_point", kernel=False, kernel_reason=_NOT_YET, arithmetic_attrs=("axis",),
     schema=_table((("Y_scale", "TF", False), ("Y_zero_point", "T8", False), ("inputs", "TV", False)), (("Y", "T8"),),
                   {"axis": None}, {"T8": ("uint8", "int8"), "TF": ("float32",), "TV": ("uint8", "int8", "float32")},
                   variadic=("inputs",)))
