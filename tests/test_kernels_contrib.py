@@ -216,3 +216,18 @@ def test_gather_block_quantized_beyond_the_corpus(cpu_kernel, form, out):
         else:
             attrs.update(gather_axis=0, quantize_axis=2)
     judged(cpu_kernel, op, values, attrs)
+
+
+@pytest.mark.parametrize("alpha", [0.01, 0.5, -1.25, 3.0])
+@pytest.mark.parametrize("t", ["int8", "uint8"])
+def test_qlinear_leaky_relu_every_code(cpu_kernel, alpha, t):
+    """QLinearLeakyRelu: every code of X through dequantize, alpha·x in float32, quantize (ties of the
+    quotient at scales of powers of two), then scales that are not."""
+    op = next(o for o in OPERATORS if o.section == "ms-qlinear-composed" and "alpha" in o.arithmetic_attrs)
+    et = dtypes.get(t)
+    x = np.arange(int(et.qrange[0]), int(et.qrange[1]) + 1).astype(et.dtype)
+    values = dict(X=x, X_scale=np.array(np.float32(0.25)), X_zero_point=np.array(int(et.qrange[0]) + 100, et.dtype),
+                  Y_scale=np.array(np.float32(0.5)), Y_zero_point=np.array(int(et.qrange[0]) + 90, et.dtype))
+    judged(cpu_kernel, op, values, dict(alpha=alpha))
+    values.update(X_scale=np.array(np.float32(0.0371)), Y_scale=np.array(np.float32(0.113)))
+    judged(cpu_kernel, op, values, dict(alpha=alpha))

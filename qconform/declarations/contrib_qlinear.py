@@ -70,8 +70,7 @@ QLINEAR_SIGMOID = Operator(
 QLINEAR_LEAKY_RELU = Operator(
     MS_DOMAIN, "QLinearLeakyRelu", (1,), Kind.REQUANTIZE,
     _unary("X", "X_scale", "X_zero_point", "Y_scale", "Y_zero_point"), ("Y",), "ms-qlinear-composed",
-    COMPOSED_READINGS, output_like="Y_zero_point", kernel=False, kernel_reason=_NOT_YET,
-    arithmetic_attrs=("alpha",),
+    COMPOSED_READINGS, output_like="Y_zero_point", kernel=True, arithmetic_attrs=("alpha",),
     schema=_unary_table("X", "X_scale", "X_zero_point", "Y_scale", "Y_zero_point", {"alpha": 0.009999999776482582}))
 POOL_ATTRS = ("auto_pad", "ceil_mode", "channels_last", "count_include_pad", "kernel_shape", "pads", "strides")
 QLINEAR_AVERAGE_POOL = Operator(

@@ -148,6 +148,8 @@ ENTRY_POINTS: dict[str, tuple[tuple[str, str], ...]] = {
     "gather_block_quantized": (("data", "in"), ("dk", "i32"), ("pbits", "i32"), ("last", "i64"), ("rowbytes", "i64"),
                                ("src", "in"), ("sidx", "in"), ("s", "in"), ("z", "in"), ("zmode", "i32"),
                                ("dz", "i64"), ("ok", "i32"), ("n", "i64"), ("y", "out")),
+    # LeakyRelu on float32 codes (QLinearLeakyRelu: dequantize, this, quantize).
+    "leaky_relu": (("x", "in"), ("alpha", "in"), ("n", "i64"), ("y", "out")),
     # com.microsoft QGemm: A' and B' planned on the host; requant=0 (no y_scale): float32 Y.
     "qgemm": (("a", "in"), ("ak", "i32"), ("b", "in"), ("bk", "i32"), ("mdim", "i64"), ("kdim", "i64"),
               ("ndim", "i64"), ("c", "in"), ("alpha", "in"), ("as_", "in"), ("az", "in"), ("bs_", "in"), ("bz", "in"),

@@ -1091,6 +1091,15 @@ QK_FN void qk_dql_compute(float lo, float hi, int qmin, int qmax, qk_u32 *scale_
 #define QK_GBQ_ELEM(i)                                                                        \
   qk_store(y, (i), qk_bytes(ok), qk_gbq1(data, dk, pbits, last, rowbytes, src[i], sidx[i], s, z, zmode, dz, ok))
 
+/* LeakyRelu between QLinearLeakyRelu's dequantize and quantize launches (qconform/docs/semantics.md#ms-qlinear-composed,
+ * the graph oracle's float op): x < 0 ? fl32(alpha * x) : x on float32 codes, alpha one float32 code. */
+#define QK_LEAKY_ARGS const void *x, const void *alpha, qk_i64 n, void *y
+#define QK_LEAKY_ELEM(i)                                                                      \
+  do {                                                                                        \
+    float v_ = qk_u2f(qk_load(x, (i), 4));                                                    \
+    qk_store(y, (i), 4, qk_f2u(v_ < 0.0f ? qk_u2f(qk_load(alpha, 0, 4)) * v_ : v_));          \
+  } while (0)
+
 /* A convolution: geom holds QK_CG_LEN numbers; xz, xs, ys, yz one code each, wz, ws and bias (int32
  * codes) M each; n output elements. ConvInteger passes requant = 0 and ok = QK_INT32 (xs, ws, ys, yz,
  * bias are then not read). */
@@ -1161,6 +1170,11 @@ extern "C" __global__ void qk_matmul_nbits_kernel(QK_NBITS_ARGS) {
 extern "C" __global__ void qk_gather_block_quantized_kernel(QK_GBQ_ARGS) {
   for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
     QK_GBQ_ELEM(i);
+}
+
+extern "C" __global__ void qk_leaky_relu_kernel(QK_LEAKY_ARGS) {
+  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
+    QK_LEAKY_ELEM(i);
 }
 
 extern "C" __global__ void qk_conv_kernel(QK_CONV_ARGS) {
@@ -1283,6 +1297,11 @@ int qk_matmul_nbits(QK_NBITS_ARGS) {
 
 int qk_gather_block_quantized(QK_GBQ_ARGS) {
   for (qk_i64 i = 0; i < n; i++) QK_GBQ_ELEM(i);
+  return 0;
+}
+
+int qk_leaky_relu(QK_LEAKY_ARGS) {
+  for (qk_i64 i = 0; i < n; i++) QK_LEAKY_ELEM(i);
   return 0;
 }
 

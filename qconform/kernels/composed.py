@@ -1,0 +1,81 @@
+"""onnxruntime's ops defined as quantize(f(dequantize(x))) whose float function the kernels compute
+exactly (semantics.md#ms-qlinear-composed): three launches, the ``dequantize`` entry point (x to float32,
+the DequantizeLinear-21 reading the kernels compute), the float op's entry point, and ``quantize``
+(QuantizeLinear-21 with a float32 scale: the quotient in float32, round half to even, saturate).
+Which float op the oracle composes is read off its version class (``float_op``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from qconform import dtypes
+from qconform.declarations.operator import Operator, Role
+from qconform.kernels import KIND, Launch, ParamIndex, codes, from_codes, storage_dtype
+from qconform.kernels.node import Execute, Node, checked, need
+from qconform.oracle.base import InvalidModel
+from qconform.runner import Unsupported
+
+SECTIONS = ("ms-qlinear-composed",)
+#: The float ops the kernels compute, by the oracle's name for them, and their entry points.
+FLOAT_OPS = {"LeakyRelu": "leaky_relu"}
+DATA = ("int8", "uint8")
+_INDEX = dict(zip(("inner", "axis_len", "block", "s_outer", "s_axis", "s_inner"), ParamIndex().args))
+
+
+def covers(node: Node) -> bool:
+    return getattr(node.oracle, "float_op", None) in FLOAT_OPS
+
+
+@dataclass
+class ComposedPlan:
+    node: Node
+    decl: Operator
+    xt: str
+    out_t: str
+
+    def run(self, feeds: Mapping[str, np.ndarray], execute: Execute) -> list[np.ndarray]:
+        return checked(lambda: self._run(feeds, execute))
+
+    def _run(self, feeds: Mapping[str, np.ndarray], execute: Execute) -> list[np.ndarray]:
+        d, arrays = self.decl, self.node.arrays(feeds)
+        x_name = d.of_role(Role.DATA)[0].name
+        (xs_in, xz_in), (ys_in, yz_in) = d.params_of(x_name), d.params_of("y")
+        x, xs, xz, ys, yz = (d.arg(arrays, i.name) for i in (d.input(x_name), xs_in, xz_in, ys_in, yz_in))
+        if x is None or xs is None or ys is None:
+            raise InvalidModel(f"{d.label} needs {x_name} and the scales of {x_name} and Y")
+        for v, inp in ((xs, xs_in), (xz, xz_in), (ys, ys_in), (yz, yz_in)):
+            if v is not None and not (v.size == 1 and v.ndim <= 1):
+                raise InvalidModel(f"{inp.name} of shape {v.shape}: a scalar (per tensor) only")
+        f32, n = dtypes.get("float32"), int(x.size)
+        zero = lambda t: np.zeros(1, storage_dtype(dtypes.get(t)))  # noqa: E731
+        xf = execute(Launch("dequantize", dict(x=codes(x, dtypes.get(self.xt)), xk=KIND[self.xt],
+                                               s=codes(xs.reshape(1), f32), sk=KIND["float32"],
+                                               zp=zero(self.xt) if xz is None else codes(xz.reshape(1), dtypes.get(self.xt)),
+                                               ok=KIND["float32"], n=n, **_INDEX), {"y": (np.dtype(np.uint32), n)}, n))["y"]
+        alpha = np.float32(self.node.attrs.get("alpha", self.decl.schema["attrs"]["alpha"]))
+        yf = execute(Launch(FLOAT_OPS[self.node.oracle.float_op], dict(x=xf, alpha=codes(np.array([alpha]), f32), n=n),
+                            {"y": (np.dtype(np.uint32), n)}, n))["y"]
+        out = dtypes.get(self.out_t)
+        y = execute(Launch("quantize", dict(x=yf, xk=KIND["float32"], s=codes(ys.reshape(1), f32), sk=KIND["float32"],
+                                            zp=zero(self.out_t) if yz is None else codes(yz.reshape(1), out),
+                                            ok=KIND[self.out_t], prec=KIND["float32"], saturate=1, fnuz_inf_saturates=1,
+                                            n=n, **_INDEX), {"y": (storage_dtype(out), n)}, n))["y"]
+        return [from_codes(y, out, x.shape)]
+
+
+def read(node: Node, decl: Operator, who: str) -> ComposedPlan:
+    if not covers(node):
+        raise Unsupported(f"{who}: the float function of {decl.label} is not implemented")
+    types = dict(zip((i.name for i in decl.inputs), node.types))
+    x_name = decl.of_role(Role.DATA)[0].name
+    need(who, x_name, types.get(x_name), DATA)
+    out = types.get(decl.output_like) or types[x_name]
+    need(who, "output", out, DATA)
+    for name in (decl.params_of(x_name)[0].name, decl.params_of("y")[0].name):
+        need(who, name, types.get(name), ("float32",))
+    return ComposedPlan(node, decl, types[x_name], out)
+
+
+__all__ = ["ComposedPlan", "FLOAT_OPS", "SECTIONS", "covers", "read"]
