@@ -231,3 +231,22 @@ def test_qlinear_leaky_relu_every_code(cpu_kernel, alpha, t):
     judged(cpu_kernel, op, values, dict(alpha=alpha))
     values.update(X_scale=np.array(np.float32(0.0371)), Y_scale=np.array(np.float32(0.113)))
     judged(cpu_kernel, op, values, dict(alpha=alpha))
+
+
+def test_qlinear_concat_requantises_each_input(cpu_kernel):
+    """QLinearConcat: three inputs of different scales and zero points along a middle axis, each
+    dequantized, concatenated, quantized with Y's parameters (ties at power-of-two scales)."""
+    op = _section("ms-qlinear-concat")
+    rng = np.random.default_rng(6701)
+    triples = []
+    for i, (scale, zp) in enumerate(((0.5, 3), (0.0371, 250), (2.0, 0))):
+        triples += [rng.integers(0, 256, (2, i + 1, 4)).astype(np.uint8), np.array(np.float32(scale)), np.array(zp, np.uint8)]
+    from qconform.case import Arg, Draft
+    from qconform.oracle import evaluate
+
+    names = ["Y_scale", "Y_zero_point"] + [f"{k}{i}" for i in range(3) for k in ("x", "s", "z")]
+    vals = [np.array(np.float32(0.25)), np.array(128, np.uint8)] + triples
+    args = tuple(Arg(n, dtypes.get(v.dtype).name, v) for n, v in zip(names, vals))
+    case = evaluate(Draft(op.op, op.versions[-1], "kernel-test", "beyond", "case", args, {"axis": -2}, domain=op.domain))
+    outcome = compare(case, prepare(cpu_kernel, build_model(case))(case.feeds), profile="strict")
+    assert outcome.verdict == "pass", outcome.message(case)

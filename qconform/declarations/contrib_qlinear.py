@@ -97,7 +97,7 @@ QLINEAR_SOFTMAX = Operator(
 QLINEAR_CONCAT = Operator(
     MS_DOMAIN, "QLinearConcat", (1,), Kind.REQUANTIZE,
     (Input("Y_scale", S, "y"), Input("Y_zero_point", Z, "y"), Input("inputs", D)), ("Y",), "ms-qlinear-concat",
-    COMPOSED_READINGS, output_like="Y_zero_point", kernel=False, kernel_reason=_NOT_YET, arithmetic_attrs=("axis",),
+    COMPOSED_READINGS, output_like="Y_zero_point", kernel=True, arithmetic_attrs=("axis",),
     schema=_table((("Y_scale", "TF", False), ("Y_zero_point", "T8", False), ("inputs", "TV", False)), (("Y", "T8"),),
                   {"axis": None}, {"T8": ("uint8", "int8"), "TF": ("float32",), "TV": ("uint8", "int8", "float32")},
                   variadic=("inputs",)))

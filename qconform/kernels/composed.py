@@ -12,16 +12,17 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.declarations.operator import Operator, Role
-from qconform.kernels import KIND, Launch, ParamIndex, codes, from_codes, storage_dtype
+from qconform.kernels import KIND, Launch, ParamIndex, codes, from_codes, param_index, storage_dtype
 from qconform.kernels.node import Execute, Node, checked, need
 from qconform.oracle.base import InvalidModel
 from qconform.runner import Unsupported
 
-SECTIONS = ("ms-qlinear-composed",)
+SECTIONS = ("ms-qlinear-composed", "ms-qlinear-concat")
 #: The float ops the kernels compute, by the oracle's name for them, and their entry points.
 FLOAT_OPS = {"LeakyRelu": "leaky_relu"}
 DATA = ("int8", "uint8")
-_INDEX = dict(zip(("inner", "axis_len", "block", "s_outer", "s_axis", "s_inner"), ParamIndex().args))
+_INDEX = ("inner", "axis_len", "block", "s_outer", "s_axis", "s_inner")
+_PER_TENSOR = dict(zip(_INDEX, ParamIndex().args))
 
 
 def covers(node: Node) -> bool:
@@ -53,7 +54,8 @@ class ComposedPlan:
         xf = execute(Launch("dequantize", dict(x=codes(x, dtypes.get(self.xt)), xk=KIND[self.xt],
                                                s=codes(xs.reshape(1), f32), sk=KIND["float32"],
                                                zp=zero(self.xt) if xz is None else codes(xz.reshape(1), dtypes.get(self.xt)),
-                                               ok=KIND["float32"], n=n, **_INDEX), {"y": (np.dtype(np.uint32), n)}, n))["y"]
+                                               ok=KIND["float32"], n=n, **_PER_TENSOR),
+                            {"y": (np.dtype(np.uint32), n)}, n))["y"]
         alpha = np.float32(self.node.attrs.get("alpha", self.decl.schema["attrs"]["alpha"]))
         yf = execute(Launch(FLOAT_OPS[self.node.oracle.float_op], dict(x=xf, alpha=codes(np.array([alpha]), f32), n=n),
                             {"y": (np.dtype(np.uint32), n)}, n))["y"]
@@ -61,11 +63,71 @@ class ComposedPlan:
         y = execute(Launch("quantize", dict(x=yf, xk=KIND["float32"], s=codes(ys.reshape(1), f32), sk=KIND["float32"],
                                             zp=zero(self.out_t) if yz is None else codes(yz.reshape(1), out),
                                             ok=KIND[self.out_t], prec=KIND["float32"], saturate=1, fnuz_inf_saturates=1,
-                                            n=n, **_INDEX), {"y": (storage_dtype(out), n)}, n))["y"]
+                                            n=n, **_PER_TENSOR),
+                           {"y": (storage_dtype(out), n)}, n))["y"]
         return [from_codes(y, out, x.shape)]
 
 
-def read(node: Node, decl: Operator, who: str) -> ComposedPlan:
+@dataclass
+class ConcatPlan:
+    """QLinearConcat: each (tensor, scale, zero point) triple dequantized, the float32 codes concatenated
+    along ``axis`` on the host (layout only), the result quantized with Y's scale and zero point
+    (semantics.md#ms-qlinear-concat)."""
+
+    node: Node
+    out_t: str
+
+    def run(self, feeds: Mapping[str, np.ndarray], execute: Execute) -> list[np.ndarray]:
+        return checked(lambda: self._run(feeds, execute))
+
+    def _run(self, feeds: Mapping[str, np.ndarray], execute: Execute) -> list[np.ndarray]:
+        arrays, types = self.node.arrays(feeds), self.node.types
+        ys, yz, rest = arrays[0], arrays[1], arrays[2:]
+        if ys is None or yz is None or not rest or len(rest) % 3 or any(a is None for a in rest):
+            raise InvalidModel("QLinearConcat takes Y_scale, Y_zero_point, then (tensor, scale, zero point) triples")
+        if "axis" not in self.node.attrs:
+            raise InvalidModel("QLinearConcat's axis attribute is required")
+        f32 = dtypes.get("float32")
+        parts = []
+        for i in range(0, len(rest), 3):
+            x, s, z = rest[i:i + 3]
+            xt = types[2 + i]
+            if types[4 + i] != xt:
+                raise InvalidModel(f"zero point type {types[4 + i]} differs from x type {xt}")
+            idx = param_index(x.shape, s.shape, 1, 0)
+            if z.shape != s.shape:
+                raise InvalidModel(f"zero point shape {z.shape} differs from scale shape {s.shape}")
+            n = int(x.size)
+            xf = execute(Launch("dequantize", dict(x=codes(x, dtypes.get(xt)), xk=KIND[xt], s=codes(s, f32),
+                                                   sk=KIND["float32"], zp=codes(z, dtypes.get(xt)), ok=KIND["float32"],
+                                                   n=n, **dict(zip(_INDEX, idx.args))),
+                                {"y": (np.dtype(np.uint32), n)}, n))["y"]
+            parts.append(xf.reshape(x.shape))
+        try:
+            yf = np.ascontiguousarray(np.concatenate(parts, axis=int(self.node.attrs["axis"])))
+        except (ValueError, np.exceptions.AxisError) as exc:
+            raise InvalidModel(f"the inputs do not concatenate: {exc}") from None
+        out, n = dtypes.get(self.out_t), int(yf.size)
+        idx = param_index(yf.shape, ys.shape, 1, 0)
+        if yz.shape != ys.shape:
+            raise InvalidModel(f"Y_zero_point shape {yz.shape} differs from Y_scale shape {ys.shape}")
+        y = execute(Launch("quantize", dict(x=yf.reshape(-1), xk=KIND["float32"], s=codes(ys, f32), sk=KIND["float32"],
+                                            zp=codes(yz, out), ok=KIND[self.out_t], prec=KIND["float32"], saturate=1,
+                                            fnuz_inf_saturates=1, n=n, **dict(zip(_INDEX, idx.args))),
+                           {"y": (storage_dtype(out), n)}, n))["y"]
+        return [from_codes(y, out, yf.shape)]
+
+
+def read(node: Node, decl: Operator, who: str) -> ComposedPlan | ConcatPlan:
+    if decl.section == "ms-qlinear-concat":
+        out = node.types[1]
+        need(who, "output", out, DATA)
+        need(who, "Y_scale", node.types[0], ("float32",))
+        for t in node.types[2::3]:  # each triple's tensor (its scale and zero point follow it)
+            need(who, "input", t, DATA)
+        for t in node.types[3::3]:
+            need(who, "input scale", t, ("float32",))
+        return ConcatPlan(node, out)
     if not covers(node):
         raise Unsupported(f"{who}: the float function of {decl.label} is not implemented")
     types = dict(zip((i.name for i in decl.inputs), node.types))
@@ -78,4 +140,4 @@ def read(node: Node, decl: Operator, who: str) -> ComposedPlan:
     return ComposedPlan(node, decl, types[x_name], out)
 
 
-__all__ = ["ComposedPlan", "FLOAT_OPS", "SECTIONS", "covers", "read"]
+__all__ = ["ComposedPlan", "ConcatPlan", "FLOAT_OPS", "SECTIONS", "covers", "read"]
