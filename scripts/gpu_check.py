@@ -160,10 +160,14 @@ def corpus_step(check: Check) -> None:
 
 def compute_globs() -> list[str]:
     """The compute ops in the kernels' scope, as certify --case globs: every operator whose declaration
-    says the kernels implement it and that contracts (a matmul or a convolution)."""
+    says the kernels implement it and that contracts (a matmul or a convolution), and onnxruntime's
+    com.microsoft contrib ops in the scope (issue 67: QLinearAdd/Mul, MatMulNBits, GatherBlockQuantized,
+    the composed ones), whose own QuantizeLinear/DequantizeLinear are left to the whole-corpus step."""
+    from qconform.case import MS_DOMAIN
     from qconform.declarations.operators import OPERATORS
 
-    return [f"{o.label}-*" for o in OPERATORS if o.kernel and o.contraction]
+    contrib = lambda o: o.domain == MS_DOMAIN and o.kind.value not in ("quantize", "dequantize")  # noqa: E731
+    return [f"{o.label}-*" for o in OPERATORS if o.kernel and (o.contraction or contrib(o))]
 
 
 def compute_step(check: Check) -> None:
