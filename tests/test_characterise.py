@@ -43,6 +43,10 @@ TRIGGERS = {
     # an exact requantisation differs from the graph where its exact value is a tie, which the graph's
     # float32 steps hide: said through the pattern's exact value
     "fixed_point": ("pattern-exact-half-up", "the pattern's exact value"),
+    # a MatMulNBits kernel that zeroes large blocks: every element whose value is not +0 moves
+    "blocked": ("nbits-large-block-zeros", "is not +0"),
+    # the zero point added before rounding moves exactly the ties (said through the value rounded)
+    "contrib_qlinear": ("qlinear-mul-zero-point-before-rounding", "a tie"),
 }
 
 
