@@ -20,6 +20,7 @@ from qconform.declarations.operator import Operator, Role
 from qconform.kernels import KIND, Launch, codes, from_codes, storage_dtype
 from qconform.kernels.node import Execute, Node, checked, need
 from qconform.oracle.base import InvalidModel
+from qconform.oracle.contrib_blocked import gbq_attributes
 
 SECTIONS = ("ms-gather-block-quantized",)
 DATA = ("int4", "uint4", "uint8", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "float4e2m1")
@@ -41,33 +42,12 @@ class GbqPlan:
         data, indices, s, z = (d.arg(arrays, x) for x in (data_name, idx_name, s_in.name, z_in.name))
         t = dtypes.get(self.data_t)
         r = data.ndim
-        if r < 1:
-            raise InvalidModel("data of rank 0: rank r >= 1")
-        ga, qa = int(attrs.get("gather_axis", 0)), int(attrs.get("quantize_axis", 1))
-        if not (-r <= ga < r and -r <= qa < r):
-            raise InvalidModel(f"gather_axis {ga} / quantize_axis {qa} outside [-{r}, {r - 1}]")
-        ga, qa = ga % r, qa % r
-        bs, bits = int(attrs.get("block_size", 128)), int(attrs.get("bits", 4))
+        ga, qa, bs, bits = gbq_attributes(self.data_t, r, attrs, z is not None)
         pbits, last, rowbytes, shape = 0, 1, 1, tuple(data.shape)
-        if t.is_float:
-            if z is not None:
-                raise InvalidModel("zero_points must not be provided when data is an FP8 or FP4 type")
-            if bs != 0 and (bs < 16 or bs & (bs - 1)):
-                raise InvalidModel(f"block_size={bs}: a power of 2 not smaller than 16, or 0")
-        else:
-            if bs < 16 or bs & (bs - 1):
-                raise InvalidModel(f"block_size={bs}: a power of 2 not smaller than 16 (0 only for FP8/FP4 data)")
-            if self.data_t == "uint8":
-                if bits not in (2, 4, 8):
-                    raise InvalidModel(f"bits={bits}: must be 2, 4 or 8")
-                if ga != 0:
-                    raise InvalidModel("for uint8 data, the gather_axis must be 0")
-                if bits < 8:
-                    if ga == qa:
-                        raise InvalidModel("uint8 data with bits < 8: gather_axis and quantize_axis must differ")
-                    pbits, rowbytes = bits, data.shape[-1]
-                    last = data.shape[-1] * 8 // bits
-                    shape = tuple(data.shape[:-1]) + (last,)
+        if not t.is_float and self.data_t == "uint8" and bits < 8:
+            pbits, rowbytes = bits, data.shape[-1]
+            last = data.shape[-1] * 8 // bits
+            shape = tuple(data.shape[:-1]) + (last,)
         dim = shape[qa]
         nblk = 1 if bs == 0 else -(-dim // bs)
         if s.ndim != r:

@@ -201,6 +201,36 @@ class MatMulNBits(OpOracle):
         return ev
 
 
+
+def gbq_attributes(data_type: str, rank: int, attrs, has_zero_points: bool) -> tuple[int, int, int, int]:
+    """GatherBlockQuantized's gather axis, quantize axis, block size and bits, normalised, as its
+    schema constrains them (InvalidModel otherwise): the one check the oracle and qconform's kernels
+    both make."""
+    t = dtypes.get(data_type)
+    if rank < 1:
+        raise InvalidModel("data of rank 0: rank r >= 1")
+    ga, qa = int(attrs.get("gather_axis", 0)), int(attrs.get("quantize_axis", 1))
+    if not (-rank <= ga < rank and -rank <= qa < rank):
+        raise InvalidModel(f"gather_axis {ga} / quantize_axis {qa} outside [-{rank}, {rank - 1}]")
+    ga, qa = ga % rank, qa % rank
+    bs, bits = int(attrs.get("block_size", 128)), int(attrs.get("bits", 4))
+    if t.is_float:
+        if has_zero_points:
+            raise InvalidModel("zero_points must not be provided when data is an FP8 or FP4 type")
+        if bs != 0 and (bs < 16 or bs & (bs - 1)):
+            raise InvalidModel(f"block_size={bs}: a power of 2 not smaller than 16, or 0")
+        return ga, qa, bs, bits
+    if bs < 16 or bs & (bs - 1):
+        raise InvalidModel(f"block_size={bs}: a power of 2 not smaller than 16 (0 only for FP8/FP4 data)")
+    if data_type == "uint8":
+        if bits not in (2, 4, 8):
+            raise InvalidModel(f"bits={bits}: must be 2, 4 or 8")
+        if ga != 0:
+            raise InvalidModel("for uint8 data, the gather_axis must be 0")
+        if bits < 8 and ga == qa:
+            raise InvalidModel("uint8 data with bits < 8: gather_axis and quantize_axis must differ")
+    return ga, qa, bs, bits
+
 class GatherBlockQuantized(OpOracle):
     domain = MS_DOMAIN
     op = "GatherBlockQuantized"
@@ -218,39 +248,15 @@ class GatherBlockQuantized(OpOracle):
         data, _, scales, zp = (list(draft.inputs) + [None] * 4)[:4]
         t = dtypes.get(data.type)
         r = data.value.ndim
-        if r < 1:
-            raise InvalidModel("data of rank 0: rank r >= 1")
-        ga, qa = int(draft.attrs.get("gather_axis", 0)), int(draft.attrs.get("quantize_axis", 1))
-        if not (-r <= ga < r and -r <= qa < r):
-            raise InvalidModel(f"gather_axis {ga} / quantize_axis {qa} outside [-{r}, {r - 1}]")
-        ga, qa = ga % r, qa % r
-        bs, bits = int(draft.attrs.get("block_size", 128)), int(draft.attrs.get("bits", 4))
+        ga, qa, bs, bits = gbq_attributes(data.type, r, draft.attrs, zp is not None)
         info = ""
-        if t.is_float:
+        if not t.is_float and data.type == "uint8" and bits < 8:
+            last = data.value.shape[-1] * 8 // bits
+            values = unpack_stream(data.value, bits, last).astype(np.float64)
             if zp is not None:
-                raise InvalidModel("zero_points must not be provided when data is an FP8 or FP4 type")
-            if bs != 0 and (bs < 16 or bs & (bs - 1)):
-                raise InvalidModel(f"block_size={bs}: a power of 2 not smaller than 16, or 0")
-            values = _values(data)
+                info = "a uint8 zero point with bits < 8: the text does not say whether it is packed"
         else:
-            if bs < 16 or bs & (bs - 1):
-                raise InvalidModel(f"block_size={bs}: a power of 2 not smaller than 16 (0 only for FP8/FP4 data)")
-            if data.type == "uint8":
-                if bits not in (2, 4, 8):
-                    raise InvalidModel(f"bits={bits}: must be 2, 4 or 8")
-                if ga != 0:
-                    raise InvalidModel("for uint8 data, the gather_axis must be 0")
-                if bits < 8:
-                    if ga == qa:
-                        raise InvalidModel("uint8 data with bits < 8: gather_axis and quantize_axis must differ")
-                    last = data.value.shape[-1] * 8 // bits
-                    values = unpack_stream(data.value, bits, last).astype(np.float64)
-                    if zp is not None:
-                        info = "a uint8 zero point with bits < 8: the text does not say whether it is packed"
-                else:
-                    values = _values(data)
-            else:
-                values = _values(data)
+            values = _values(data)
         shape = values.shape
         d = shape[qa]
         nblk = 1 if bs == 0 else -(-d // bs)
