@@ -73,8 +73,11 @@ ATTRIBUTE = "__version__"  # the imported module's ``__version__``
 
 #: The cases the project's tests observe for a third-party runtime: a whole-corpus pass takes minutes
 #: to tens of minutes there, so its facts are asserted complete on this slice (plus every fact's
-#: example), and ``qconform facts drift --whole`` lists what the rest of the corpus adds.
-THIRD_PARTY_CHECK = ("*-21/*/basic/*", "*-21/*/specials/*", "*-21/*/ties/*",
+#: example), and ``qconform facts drift --whole`` lists what the rest of the corpus adds. Single-node
+#: cases only ("[!q]": not the qdq.* patterns, 2,037 of these families' cases since the patterns went
+#: to depth, where a runtime's fused arithmetic and its refusals count by the hundred): the patterns
+#: are the whole-corpus drift's (not yet reviewed into these runtimes' facts: issue 64's note).
+THIRD_PARTY_CHECK = ("[!q]*-21/*/basic/*", "*-21/*/specials/*", "[!q]*-21/*/ties/*",
                      f"{operators.QLINEAR_MATMUL.label}-10/*/basic/*", f"{operators.DYNAMIC_QUANTIZE_LINEAR.label}-11/*")
 
 
