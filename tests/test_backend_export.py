@@ -26,7 +26,7 @@ from qconform.apps import backend_export as bx
 from qconform.report.export import dirname
 
 MULTI_F32 = "DequantizeLinear-13/int32-float32/precision/wide-differences"  # 2 readings, float32 out
-MULTI_F8 = "QuantizeLinear-19/float32-float8e4m3fn/basic/per-tensor"  # 2 readings, float8 out
+MULTI_F8 = "QuantizeLinear-19/float16-float8e4m3fn/precision/near-ties"  # 2 readings, float8 out
 MULTI_QMM = "QLinearMatMul-10/uint8-int8-int8-float32/accumulator/beyond-2^31"  # 2 readings, '^' in the id
 INT4 = "QuantizeLinear-21/float32-int4/basic/per-tensor"
 INT8 = "QuantizeLinear-13/float32-int8/basic/per-tensor"

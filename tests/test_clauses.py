@@ -18,7 +18,7 @@ def _by_id(corpus, cid):
 
 def test_scale_shape_1_on_a_longer_axis_is_information_never_pass_or_fail(corpus):
     """Finding 1: x [2,3,5], axis 1, scale [1] is invalid by the text ("a 1-D tensor of length Di")."""
-    info = [c for c in corpus.cases if c.information]
+    info = [c for c in corpus.cases if c.information and not c.domain]  # com.microsoft's: their own tests
     assert len(info) == 224 and {c.name for c in (c.draft for c in info)} == {"scale-shape-1"}
     assert all("1-D tensor of length Di" in c.information for c in info)
     valid = [c for c in corpus.cases if c.draft.name == "scale-shape-1-axis-length-1"]
@@ -115,7 +115,7 @@ def test_dynamic_quantize_zero_range_requires_only_what_the_formula_gives(corpus
     ("block-sizes", {"granularity-block-sizes"}, {"QuantizeLinear", "DequantizeLinear"}),
 ])
 def test_each_new_family_is_in_the_corpus_with_its_clause(corpus, family, clause, ops):
-    cases = [c for c in corpus.cases if c.family == family]
+    cases = [c for c in corpus.cases if c.family == family and not c.domain]  # com.microsoft ops reuse names
     assert {c.op for c in cases} == ops
     if clause is not None:
         assert {c.clause for c in cases} == clause

@@ -85,7 +85,7 @@ class BinaryPlan:
                 raise InvalidModel(f"{a_name} {ta} and {b_name} {tb}: one type T")
             args = dict(a=args["a"], a_off=args["a_off"], b=args["b"], b_off=args["b_off"], tk=KIND[ta], az=one(az, ta),
                         bz=one(bz, tb), as_=one(as_, "float32"), bs_=one(bs, "float32"), cs_=args["ys"], yz=args["yz"],
-                        ok=args["ok"], n=size)
+                        ok=KIND[self.out_type], n=size)
             return Launch("qlinear_add", args, out, size), shape
         return Launch("qlinear_matmul", args, out, size), shape
 
