@@ -110,20 +110,22 @@ def table(cases: Iterable, width: int = 120) -> str:
             cells.append(str(n) if n else ("!" if f in applies else "."))
         table_rows.append((key, types, cells))
     cell = max([len(str(i + 1)) for i in range(len(fams))] + [len(c) for *_, cs in table_rows for c in cs]) + 1
-    # the label column yields to the family columns, down to its indent: many families, a wide table
-    label = max(min(max(len(t) for _, t, _ in table_rows) + 2, width - cell * len(fams)), 4)
+    label = min(max(len(t) for _, t, _ in table_rows) + 2, width // 3)
+    per = max(1, (width - label) // cell)  # families per block: more than fit one line go to the next block
     legend = ", ".join(f"{i + 1} {f}" for i, f in enumerate(fams))
     rows = textwrap.wrap(f"families: {legend}", width)
-    rows.append(f"{'op-version / types':{label}}" + "".join(f"{i + 1:>{cell}}" for i in range(len(fams))))
-    last = None
-    for key, types, cells in table_rows:
-        if key != last:
-            rows.append(key)
-            last = key
-        if len(types) > label - 2:  # a very long type list gets a line of its own
-            rows.append(f"  {types}")
-            types = ""
-        rows.append(f"  {types:{label - 2}}" + "".join(f"{c:>{cell}}" for c in cells))
+    for lo in range(0, len(fams), per):
+        cols = range(lo, min(lo + per, len(fams)))
+        rows.append(f"{'op-version / types':{label}}" + "".join(f"{i + 1:>{cell}}" for i in cols))
+        last = None
+        for key, types, cells in table_rows:
+            if key != last:
+                rows.append(key)
+                last = key
+            if len(types) > label - 2:  # a very long type list gets a line of its own
+                rows.append(f"  {types}")
+                types = ""
+            rows.append(f"  {types:{label - 2}}" + "".join(f"{cells[i]:>{cell}}" for i in cols))
     rows.append(f"{len(table_rows)} combinations, {sum(have.values())} cases; {gaps} applicable (combination, "
                 f"family) pair(s) without a case")
     return "\n".join(rows)
