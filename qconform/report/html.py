@@ -48,8 +48,8 @@ pre{white-space:pre-wrap;overflow-wrap:anywhere} td,th{overflow-wrap:anywhere}
 .scopes td.sv{color:#fff;white-space:nowrap;font-weight:600;width:1%} .scopes td.sv.light{color:#212121}
 .scopes details summary{cursor:pointer} .scopes table{width:100%;font-size:12px;margin:4px 0}
 .expl{display:none} .rollup td{font-size:12px;padding:1px 4px;line-height:1.2}
-.chips{display:flex;flex-wrap:wrap;gap:4px;margin:8px 0} .chip{color:#fff;border-radius:3px;padding:1px 6px;
- font-size:12px;white-space:nowrap} .chip.light{color:#212121} .printonly{display:none}
+.chips{display:flex;flex-wrap:wrap;gap:3px;margin:8px 0} .chip{color:#fff;border-radius:3px;padding:1px 5px;
+ font-size:11px;white-space:nowrap} .chip.light{color:#212121} .printonly{display:none}
 @media print{body{margin:0;max-width:none;font-size:11px} .filters,button{display:none}
  .caselist{display:none} .printonly{display:block} .expl{display:inline}
  details.f,details.ty{break-inside:avoid} tr{break-inside:avoid} .scopes th{position:static}
@@ -176,10 +176,15 @@ def _scope_cell(sc: dict) -> str:
     return f'<td class="sv{light}" style="background:{SCOPE_COLOURS[word]}">{_e(label)}</td>'
 
 
+def _short(op_version: str) -> str:
+    """An op version as a chip names it: com.microsoft's domain as "ms." (the full name is its title)."""
+    return op_version.replace("com.microsoft.", "ms.", 1)
+
+
 def _chips(scoped: list[dict]) -> str:
     """Every op version's verdict in a few lines: on the first screen, beside the identity."""
-    chips = "".join(f'<span class="chip{" light" if sc["verdict"] in LIGHT else ""}" '
-                    f'style="background:{SCOPE_COLOURS[sc["verdict"]]}"><b>{_e(sc["op_version"])}</b> '
+    chips = "".join(f'<span class="chip{" light" if sc["verdict"] in LIGHT else ""}" title="{_e(sc["op_version"])}" '
+                    f'style="background:{SCOPE_COLOURS[sc["verdict"]]}"><b>{_e(_short(sc["op_version"]))}</b> '
                     f'{_e(sc["verdict"])}</span>' for sc in scoped)
     return f'<div class="chips" id="verdicts">{chips}</div>'
 
