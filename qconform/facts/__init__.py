@@ -20,6 +20,10 @@ Kinds (what a fact's example must show):
 * ``unsupported`` the runner reports Unsupported, with a reason matching ``message`` (how it refuses).
 * ``must-reject`` the source runs a model the spec makes invalid (information; the example is a probe).
 
+An erratum marked ``intermittent = true`` is one whose outcome varies from run to run on the same
+version and platform (a read past the end of an input that traps or not by what the process held
+before): it accounts for a disagreement when one occurs, and its example may pass or fail.
+
 Examples: a corpus case id; ``probe:NAME`` for a draft in ``qconform.facts.probes``; a node test
 name (source ``onnx-node-tests``); a test function in tests/test_floats.py (source ``ml_dtypes``).
 """

@@ -79,6 +79,11 @@ class Fact:
     reading: str = ""  # the reading followed (kinds reading / oracle-gap)
     message: str = ""  # regex the runner's reason must match (kind unsupported)
     evidence: str = ""  # where else it is documented (upstream issue, guide), optional
+    #: the source's outcome on these cases varies from run to run (an erratum only: a read past the end
+    #: of an input that traps or not by what the process held before). Such a fact accounts for a
+    #: disagreement when one occurs, and its example may pass or fail; the certificate still counts
+    #: every disagreement it sees.
+    intermittent: bool = False
 
     def covers(self, case_id: str) -> bool:
         return any(fnmatchcase(case_id, p) for p in self.cases)

@@ -145,6 +145,8 @@ def shows(fact: Fact, results: dict[str, Result]) -> tuple[bool, str]:
     r = results[example]
     seen = f"{example}: {r.verdict}" + (f" (reading {r.reading})" if r.reading else "") + \
            (f": {r.message.splitlines()[0]}" if r.message else "")
+    if fact.intermittent:  # observed either way; what it says is that the outcome varies
+        return r.disagrees or r.verdict == PASS, seen
     if fact.kind in ("erratum", "oracle-gap"):
         return r.disagrees, seen
     if fact.kind == "reading":

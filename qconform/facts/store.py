@@ -25,7 +25,7 @@ class FactsError(ValueError):
 # Reading and validating
 # ----------------------------------------------------------------------------------------------
 _FACT_KEYS = ("id", "kind", "versions", "platform", "op_versions", "cases", "example", "reading", "message",
-              "does", "spec", "evidence")
+              "intermittent", "does", "spec", "evidence")
 _REQUIRED = ("id", "kind", "op_versions", "example", "does", "spec")
 
 
@@ -78,8 +78,13 @@ def _fact(source: str, raw: dict, where: str, known_readings: set[str]) -> Fact:
             raise FactsError(f"{where}: message is not a regular expression: {exc}") from None
     if kind == "must-reject" and not str(raw["example"]).startswith(PROBE):
         raise FactsError(f"{where}: a must-reject fact's example is a probe:NAME")
+    intermittent = raw.get("intermittent", False)
+    if not isinstance(intermittent, bool):
+        raise FactsError(f"{where}: intermittent is true or false, got {intermittent!r}")
+    if intermittent and kind != "erratum":
+        raise FactsError(f"{where}: only an erratum is intermittent (an outcome that varies from run to run)")
     return Fact(fid, source, kind, versions, cond, raw["op_versions"], cases, raw["example"], raw["does"],
-                raw["spec"], reading, message, str(raw.get("evidence", "")))
+                raw["spec"], reading, message, str(raw.get("evidence", "")), intermittent)
 
 
 def parse(source: str, text: str, path: Path | None = None, known_readings: set[str] | None = None) -> FactFile:
@@ -239,6 +244,9 @@ def dump(ff: FactFile) -> str:
             value = getattr(f, key)
             if key == "cases":
                 lines.append("cases = [" + ", ".join(_q(c) for c in value) + "]")
+            elif isinstance(value, bool):
+                if value:
+                    lines.append(f"{key} = true")
             elif value or key in ("id", "kind", "versions"):
                 lines.append(f"{key} = {_q(str(value))}")
         lines.append("")
