@@ -75,18 +75,28 @@ def test_a_node_process_that_dies_mid_run_is_an_error_and_is_replaced(runner):
     before = run(small)[0]
     assert before.dtype == np.uint8 and before.shape == (1, 2, 4)
 
-    proc = runner._holder["server"].proc  # the live Node process
+    # An earlier case's complaint on stderr (a run-time shape error) is not part of a later case's error.
+    srv = runner._holder["server"]
+    with pytest.raises(Exception):
+        run({"a": small["a"], "b": rng.integers(0, 256, (1, 4, 4), dtype=np.uint8)})
+    deadline = time.monotonic() + 60
+    while not any("Non-zero status code" in line for line in srv.tail) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert any("Non-zero status code" in line for line in srv.tail), list(srv.tail)
+
+    proc = srv.proc  # the live Node process
     big = {"a": rng.integers(0, 256, (8, 2048, 2048), dtype=np.uint8),
            "b": rng.integers(0, 256, (8, 2048, 2048), dtype=np.uint8)}
     killer = threading.Timer(1.5, proc.kill)
     killer.start()
     t0 = time.monotonic()
     try:
-        with pytest.raises(RuntimeError, match=r"the Node process died \(killed by SIGKILL\)"):
+        with pytest.raises(RuntimeError, match=r"the Node process died \(killed by SIGKILL\)") as died:
             run(big)
     finally:
         killer.cancel()
     assert time.monotonic() - t0 < 60  # an error, not a hang
+    assert "Non-zero status code" not in str(died.value), str(died.value)
     assert proc.poll() is not None
 
     # The next run starts a fresh process and re-creates this prepared model's session there.

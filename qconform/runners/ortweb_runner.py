@@ -349,6 +349,7 @@ class OrtWebRunner(BaseRunner):
         if self._pending_release:
             req = {**req, "release": self._pending_release}
             self._pending_release = []
+        srv.tail.clear()  # an error names what this request wrote, not the earlier cases' warnings
         try:
             reply = srv.request(req, self.timeout)
         except _Died as exc:
