@@ -22,8 +22,6 @@ _T = {"T": ("uint8", "int8"), _F: ("float32",)}
 #: Why the kernels leave the composed ops out (issue 67): the float function's value as the oracle computes it.
 _CORRECTLY_ROUNDED = ("its float function is the exact value rounded once to float32 (semantics.md#qdq-sigmoid, "
                       "#qdq-softmax): the kernels have no correctly rounded exp in C, and a libm expf is not bit-exact")
-_NOT_YET = ("quantize(f(dequantize(x))) through the graph oracle's readings (semantics.md#ms-qlinear-composed): "
-            "computable exactly, not written yet (issue 67)")
 
 #: QLinearMul's and QGemm's requantisation readings: the quantized matmul's (#qlmm-requant) with float32 scales
 #: (semantics.md#ms-qlinear-mul, #ms-qgemm).
@@ -76,15 +74,14 @@ POOL_ATTRS = ("auto_pad", "ceil_mode", "channels_last", "count_include_pad", "ke
 QLINEAR_AVERAGE_POOL = Operator(
     MS_DOMAIN, "QLinearAveragePool", (1,), Kind.REQUANTIZE,
     _unary("X", "x_scale", "x_zero_point", "y_scale", "y_zero_point"), ("Y",), "ms-qlinear-pool",
-    COMPOSED_READINGS, output_like="y_zero_point", kernel=False, kernel_reason=_NOT_YET, arithmetic_attrs=POOL_ATTRS,
+    COMPOSED_READINGS, output_like="y_zero_point", kernel=True, arithmetic_attrs=POOL_ATTRS,
     schema=_unary_table("X", "x_scale", "x_zero_point", "y_scale", "y_zero_point",
                         {"ceil_mode": 0, "pads": None, "auto_pad": "NOTSET", "strides": None, "kernel_shape": None,
                          "channels_last": 0, "count_include_pad": 0}))
 QLINEAR_GLOBAL_AVERAGE_POOL = Operator(
     MS_DOMAIN, "QLinearGlobalAveragePool", (1,), Kind.REQUANTIZE,
     _unary("X", "x_scale", "x_zero_point", "y_scale", "y_zero_point"), ("Y",), "ms-qlinear-pool",
-    COMPOSED_READINGS, output_like="y_zero_point", kernel=False, kernel_reason=_NOT_YET,
-    arithmetic_attrs=("channels_last",),
+    COMPOSED_READINGS, output_like="y_zero_point", kernel=True, arithmetic_attrs=("channels_last",),
     schema=_unary_table("X", "x_scale", "x_zero_point", "y_scale", "y_zero_point", {"channels_last": 0},
                         xz_optional=False, yz_optional=False))
 QLINEAR_SOFTMAX = Operator(

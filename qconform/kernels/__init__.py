@@ -154,6 +154,9 @@ ENTRY_POINTS: dict[str, tuple[tuple[str, str], ...]] = {
     "qgemm": (("a", "in"), ("ak", "i32"), ("b", "in"), ("bk", "i32"), ("mdim", "i64"), ("kdim", "i64"),
               ("ndim", "i64"), ("c", "in"), ("alpha", "in"), ("as_", "in"), ("az", "in"), ("bs_", "in"), ("bz", "in"),
               ("ys", "in"), ("yz", "in"), ("ok", "i32"), ("requant", "i32"), ("y", "out")),
+    # The average pools on float32 codes (QLinearAveragePool, QLinearGlobalAveragePool: dequantize, this,
+    # quantize); geom: POOL_GEOMETRY's numbers; status one byte per element (qkernels.h's QK_POOL_*).
+    "avg_pool": (("x", "in"), ("geom", "in"), ("include", "i32"), ("n", "i64"), ("y", "out"), ("status", "out")),
     # ConvInteger (requant=0, ok int32) and QLinearConv (requant=1); geom: CONV_GEOMETRY's numbers.
     "conv": (("x", "in"), ("xk", "i32"), ("w", "in"), ("wk", "i32"), ("geom", "in"), ("xz", "in"), ("wz", "in"),
              ("bias", "in"), ("ws", "in"), ("xs", "in"), ("ys", "in"), ("sk", "i32"), ("yz", "in"), ("ok", "i32"),
@@ -163,6 +166,10 @@ ENTRY_POINTS: dict[str, tuple[tuple[str, str], ...]] = {
 #: numbers each (spatial axes 1..3, a 1-D or 2-D convolution padded with size-1 axes).
 CONV_GEOMETRY: tuple[tuple[str, int], ...] = (("n", 1), ("c", 1), ("m", 1), ("group", 1), ("d", 3), ("k", 3),
                                                ("o", 3), ("s", 3), ("dil", 3), ("pad", 3))
+#: The avg_pool entry point's geometry array, in the header's QK_PG_* order: N, C, then three numbers each
+#: (spatial axes 1..3, fewer axes padded with size-1 axes); begin and end are the stated pads.
+POOL_GEOMETRY: tuple[tuple[str, int], ...] = (("n", 1), ("c", 1), ("d", 3), ("k", 3), ("o", 3), ("s", 3), ("dil", 3),
+                                               ("begin", 3), ("end", 3))
 #: Device entry points that run as one block of this many threads (a reduction), not a grid-stride loop.
 SINGLE_BLOCK: dict[str, int] = {"dql_params": 256}  # qkernels.h's QK_DQL_THREADS
 
@@ -178,5 +185,5 @@ class Launch:
     work: int
 
 
-__all__ = ["CONV_GEOMETRY", "ENTRY_POINTS", "HEADER", "cache_root", "KIND", "KINDS", "Launch", "PRECISIONS", "SINGLE_BLOCK", "STYLE", "ParamIndex",
+__all__ = ["CONV_GEOMETRY", "POOL_GEOMETRY", "ENTRY_POINTS", "HEADER", "cache_root", "KIND", "KINDS", "Launch", "PRECISIONS", "SINGLE_BLOCK", "STYLE", "ParamIndex",
            "codes", "from_codes", "kind", "param_index", "storage_dtype"]

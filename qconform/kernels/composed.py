@@ -31,6 +31,8 @@ def covers(node: Node) -> bool:
 
 @dataclass
 class ComposedPlan:
+    """dequantize, the float function (``middle``: one launch on float32 codes, or more), quantize."""
+
     node: Node
     decl: Operator
     xt: str
@@ -56,16 +58,22 @@ class ComposedPlan:
                                                zp=zero(self.xt) if xz is None else codes(xz.reshape(1), dtypes.get(self.xt)),
                                                ok=KIND["float32"], n=n, **_PER_TENSOR),
                             {"y": (np.dtype(np.uint32), n)}, n))["y"]
-        alpha = np.float32(self.node.attrs.get("alpha", self.decl.schema["attrs"]["alpha"]))
-        yf = execute(Launch(FLOAT_OPS[self.node.oracle.float_op], dict(x=xf, alpha=codes(np.array([alpha]), f32), n=n),
-                            {"y": (np.dtype(np.uint32), n)}, n))["y"]
-        out = dtypes.get(self.out_t)
+        yf, shape = self.middle(xf, tuple(x.shape), execute)
+        out, n = dtypes.get(self.out_t), int(yf.size)
         y = execute(Launch("quantize", dict(x=yf, xk=KIND["float32"], s=codes(ys.reshape(1), f32), sk=KIND["float32"],
                                             zp=zero(self.out_t) if yz is None else codes(yz.reshape(1), out),
                                             ok=KIND[self.out_t], prec=KIND["float32"], saturate=1, fnuz_inf_saturates=1,
                                             n=n, **_PER_TENSOR),
                            {"y": (storage_dtype(out), n)}, n))["y"]
-        return [from_codes(y, out, x.shape)]
+        return [from_codes(y, out, shape)]
+
+    def middle(self, xf: np.ndarray, shape: tuple[int, ...], execute: Execute) -> tuple[np.ndarray, tuple[int, ...]]:
+        """The float function on x's float32 codes (flat, x's ``shape``): y's codes and shape."""
+        n, f32 = int(xf.size), dtypes.get("float32")
+        alpha = np.float32(self.node.attrs.get("alpha", self.decl.schema["attrs"]["alpha"]))
+        yf = execute(Launch(FLOAT_OPS[self.node.oracle.float_op], dict(x=xf, alpha=codes(np.array([alpha]), f32), n=n),
+                            {"y": (np.dtype(np.uint32), n)}, n))["y"]
+        return yf, shape
 
 
 @dataclass
@@ -130,6 +138,11 @@ def read(node: Node, decl: Operator, who: str) -> ComposedPlan | ConcatPlan:
         return ConcatPlan(node, out)
     if not covers(node):
         raise Unsupported(f"{who}: the float function of {decl.label} is not implemented")
+    return ComposedPlan(node, decl, *unary_types(node, decl, who))
+
+
+def unary_types(node: Node, decl: Operator, who: str) -> tuple[str, str]:
+    """(x's type, y's type) of a unary composed op, refused unless the kernels cover them."""
     types = dict(zip((i.name for i in decl.inputs), node.types))
     x_name = decl.of_role(Role.DATA)[0].name
     need(who, x_name, types.get(x_name), DATA)
@@ -137,7 +150,7 @@ def read(node: Node, decl: Operator, who: str) -> ComposedPlan | ConcatPlan:
     need(who, "output", out, DATA)
     for name in (decl.params_of(x_name)[0].name, decl.params_of("y")[0].name):
         need(who, name, types.get(name), ("float32",))
-    return ComposedPlan(node, decl, types[x_name], out)
+    return types[x_name], out
 
 
-__all__ = ["ComposedPlan", "ConcatPlan", "FLOAT_OPS", "SECTIONS", "covers", "read"]
+__all__ = ["ComposedPlan", "ConcatPlan", "FLOAT_OPS", "SECTIONS", "covers", "read", "unary_types"]

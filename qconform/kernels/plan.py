@@ -21,7 +21,7 @@ from qconform.case import MS_DOMAIN, ONNX_DOMAIN
 from qconform.declarations import operators
 from qconform.declarations.operator import Kind
 from qconform.kernels import KIND, PRECISIONS, Launch, ParamIndex, codes, from_codes, param_index, storage_dtype
-from qconform.kernels import composed, contraction, elementwise, gbq, gemm, nbits, scaled
+from qconform.kernels import composed, contraction, elementwise, gbq, gemm, nbits, pools, scaled
 from qconform.kernels.node import ACCUMULATIONS, REQUANTISATIONS, Execute, MatmulShapes, Node, checked, need
 from qconform.oracle import dynamic_quantize
 from qconform.oracle.base import InvalidModel, OpOracle, oracle_for, output_type
@@ -51,10 +51,10 @@ CONTRACTIONS = {o.key: o for o in operators.OPERATORS
                 if o.kernel and o.section not in scaled.SECTIONS
                 and (o.contraction == "conv" or (o.contraction == "matmul" and o.kind is Kind.INTEGER))}
 KNOWN_ATTRS.update({key: set(o.arithmetic_attrs) for key, o in CONTRACTIONS.items()})
-#: The element-wise requantising ops (qconform/kernels/elementwise.py) QGemm (gemm.py) and the scaled integer matmuls (scaled.py), MatMulNBits (nbits.py) and GatherBlockQuantized (gbq.py), by their declared section.
+#: The element-wise requantising ops (qconform/kernels/elementwise.py) QGemm (gemm.py) and the scaled integer matmuls (scaled.py), MatMulNBits (nbits.py), GatherBlockQuantized (gbq.py), the composed ops (composed.py) and the pools (pools.py), by their declared section.
 ELEMENTWISE = {o.key: o for o in operators.OPERATORS
                if o.kernel and o.section in elementwise.SECTIONS + gemm.SECTIONS + scaled.SECTIONS + nbits.SECTIONS
-               + gbq.SECTIONS + composed.SECTIONS}
+               + gbq.SECTIONS + composed.SECTIONS + pools.SECTIONS}
 KNOWN_ATTRS.update({key: set(o.arithmetic_attrs) for key, o in ELEMENTWISE.items()})
 
 
@@ -99,7 +99,7 @@ def read_plan(model: onnx.ModelProto, who: str) -> Plan:
         return contraction.read(node, CONTRACTIONS[(node.domain, node.op)], who)
     if (node.domain, node.op) in ELEMENTWISE:
         decl = ELEMENTWISE[(node.domain, node.op)]
-        module = next(m for m in (elementwise, gemm, scaled, nbits, gbq, composed) if decl.section in m.SECTIONS)
+        module = next(m for m in (elementwise, gemm, scaled, nbits, gbq, composed, pools) if decl.section in m.SECTIONS)
         return module.read(node, decl, who)
     if node.op == "QLinearMatMul":
         return _matmul_plan(node, who)

@@ -918,6 +918,65 @@ QK_FN qk_u32 qk_conv1(const void *x, int xk, const void *w, int wk, const qk_i64
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Average pools: com.microsoft QLinearAveragePool and QLinearGlobalAveragePool between their
+ * dequantize and quantize launches (qconform/docs/semantics.md#ms-qlinear-pool), on float32 codes,
+ * 1-D to 3-D (fewer spatial axes are size-1 axes). The host plans the windows
+ * (qconform/kernels/pools.py, from the oracle's pool_geometry) into QK_PG_LEN int64 numbers.
+ * ------------------------------------------------------------------------------------------- */
+enum {
+  QK_PG_N, QK_PG_C,
+  QK_PG_D = 2,      /* input spatial sizes, 3 */
+  QK_PG_K = 5,      /* kernel sizes, 3 */
+  QK_PG_O = 8,      /* output sizes, 3 */
+  QK_PG_S = 11,     /* strides, 3 */
+  QK_PG_DIL = 14,   /* dilations, 3 */
+  QK_PG_BEGIN = 17, /* stated pads at the beginning, 3 */
+  QK_PG_END = 20,   /* stated pads at the end, 3 (ceil_mode's added positions lie beyond them) */
+  QK_PG_LEN = 23
+};
+/* The status an element of the pool writes beside its value. */
+enum { QK_POOL_OK, QK_POOL_INEXACT, QK_POOL_EMPTY };
+
+/* Output element i of (N, C, O1, O2, O3): "the output of each pooling window is divided by the number
+ * of elements (exclude pad when attribute count_include_pad is zero)". The window's input elements are
+ * summed in double: wherever the text gives the window one value its terms are multiples of one power
+ * of two adding up to under 2^24 of it (#qdq-sum-order), so every partial sum is exact and the sum is
+ * a float32. The count is the input elements or, with include, every position within the input and
+ * its stated padding. The mean is then one IEEE float32 division of two exact operands (div.rn.f32):
+ * the exact quotient rounded once, as the oracle's. *status: QK_POOL_INEXACT where the sum is not a
+ * float32 (an order would round it: no value the text gives), QK_POOL_EMPTY where the count is 0. */
+QK_FN qk_u32 qk_avg_pool1(const void *x, const qk_i64 *g, qk_i64 i, int include, unsigned char *status) {
+  const qk_i64 o3n = g[QK_PG_O + 2], o2n = g[QK_PG_O + 1], o1n = g[QK_PG_O];
+  const qk_i64 d1 = g[QK_PG_D], d2 = g[QK_PG_D + 1], d3 = g[QK_PG_D + 2];
+  const qk_i64 o3 = i % o3n, o2 = (i / o3n) % o2n, o1 = (i / (o3n * o2n)) % o1n, nc = i / (o3n * o2n * o1n);
+  const qk_i64 base = nc * d1 * d2 * d3;
+  qk_i64 k1, k2, k3, real = 0, stated = 0, count;
+  double sum = 0.0;
+  float s;
+  for (k1 = 0; k1 < g[QK_PG_K]; k1++) {
+    const qk_i64 p1 = o1 * g[QK_PG_S] + k1 * g[QK_PG_DIL] - g[QK_PG_BEGIN];
+    const int in1 = p1 >= 0 && p1 < d1, st1 = p1 < d1 + g[QK_PG_END];
+    for (k2 = 0; k2 < g[QK_PG_K + 1]; k2++) {
+      const qk_i64 p2 = o2 * g[QK_PG_S + 1] + k2 * g[QK_PG_DIL + 1] - g[QK_PG_BEGIN + 1];
+      const int in2 = p2 >= 0 && p2 < d2, st2 = p2 < d2 + g[QK_PG_END + 1];
+      for (k3 = 0; k3 < g[QK_PG_K + 2]; k3++) {
+        const qk_i64 p3 = o3 * g[QK_PG_S + 2] + k3 * g[QK_PG_DIL + 2] - g[QK_PG_BEGIN + 2];
+        const int in3 = p3 >= 0 && p3 < d3, st3 = p3 < d3 + g[QK_PG_END + 2];
+        if (in1 && in2 && in3) {
+          sum += (double)qk_u2f(qk_load(x, base + (p1 * d2 + p2) * d3 + p3, 4));
+          real++;
+        }
+        stated += st1 && st2 && st3;
+      }
+    }
+  }
+  count = include ? stated : real;
+  s = (float)sum;
+  *status = count == 0 ? QK_POOL_EMPTY : ((double)s == sum ? QK_POOL_OK : QK_POOL_INEXACT);
+  return qk_f2u(count == 0 ? 0.0f : s / (float)count); /* count < 2^24 (the host checks): exact in float32 */
+}
+
+/* ---------------------------------------------------------------------------------------------
  * DynamicQuantizeLinear: the range, then scale and zero point in float32 in the text's order;
  * y is then QuantizeLinear with them (qk_quantize / qk_quantize_kernel).
  * ------------------------------------------------------------------------------------------- */
@@ -1100,6 +1159,12 @@ QK_FN void qk_dql_compute(float lo, float hi, int qmin, int qmax, qk_u32 *scale_
     qk_store(y, (i), 4, qk_f2u(v_ < 0.0f ? qk_u2f(qk_load(alpha, 0, 4)) * v_ : v_));          \
   } while (0)
 
+/* An average pool: geom holds QK_PG_LEN numbers; x float32 codes (N, C, D1, D2, D3), y float32 codes and
+ * status one byte per output element (N, C, O1, O2, O3). */
+#define QK_POOL_ARGS const void *x, const qk_i64 *geom, int include, qk_i64 n, void *y, void *status
+#define QK_POOL_ELEM(i) \
+  qk_store(y, (i), 4, qk_avg_pool1(x, geom, (i), include, (unsigned char *)status + (i)))
+
 /* A convolution: geom holds QK_CG_LEN numbers; xz, xs, ys, yz one code each, wz, ws and bias (int32
  * codes) M each; n output elements. ConvInteger passes requant = 0 and ok = QK_INT32 (xs, ws, ys, yz,
  * bias are then not read). */
@@ -1175,6 +1240,11 @@ extern "C" __global__ void qk_gather_block_quantized_kernel(QK_GBQ_ARGS) {
 extern "C" __global__ void qk_leaky_relu_kernel(QK_LEAKY_ARGS) {
   for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
     QK_LEAKY_ELEM(i);
+}
+
+extern "C" __global__ void qk_avg_pool_kernel(QK_POOL_ARGS) {
+  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
+    QK_POOL_ELEM(i);
 }
 
 extern "C" __global__ void qk_conv_kernel(QK_CONV_ARGS) {
@@ -1302,6 +1372,11 @@ int qk_gather_block_quantized(QK_GBQ_ARGS) {
 
 int qk_leaky_relu(QK_LEAKY_ARGS) {
   for (qk_i64 i = 0; i < n; i++) QK_LEAKY_ELEM(i);
+  return 0;
+}
+
+int qk_avg_pool(QK_POOL_ARGS) {
+  for (qk_i64 i = 0; i < n; i++) QK_POOL_ELEM(i);
   return 0;
 }
 
