@@ -77,6 +77,7 @@ TAG = "@qconform-ortweb "
 _JS_OF_ONNX = {
     TP.FLOAT: "float32", TP.FLOAT16: "float16", TP.INT8: "int8", TP.UINT8: "uint8",
     TP.INT16: "int16", TP.UINT16: "uint16", TP.INT32: "int32", TP.INT4: "int4", TP.UINT4: "uint4",
+    TP.INT64: "int64",  # BigInt64Array (GatherBlockQuantized's indices)
 }
 _ONNX_OF_JS = {v: k for k, v in _JS_OF_ONNX.items()}
 #: Tensor types onnxruntime-web may report that qconform's type registry lacks: plain numpy.
