@@ -119,3 +119,44 @@ def test_sampled_counts_say_so():
     rows = Rows(n, {"a": np.arange(n) % 7}, dev)
     thin = ch._thin(rows, 1000)
     assert thin.n == 1000 and thin.deviating.sum() == dev.sum()
+
+
+class _LastCodeHigh:
+    """cpu-ref, but the last element of every output comes back one code higher (wrapping): a
+    runtime whose loop tail is off by one, on an op no deviation model covers (QLinearConcat)."""
+
+    name = "cpu-ref-last-code-high"
+
+    def __init__(self) -> None:
+        from qconform.runners.cpu_ref import CpuRefRunner
+
+        self.ref = CpuRefRunner()
+
+    def describe(self) -> dict:
+        return {**self.ref.describe(), "name": self.name}
+
+    def prepare(self, model):
+        run = self.ref.prepare(model)
+
+        def deviating(feeds):
+            outs = [np.array(o, copy=True) for o in run(feeds)]
+            for o in outs:
+                flat = o.reshape(-1)
+                if flat.size and flat.dtype.kind in "iu":
+                    flat[-1] = (flat[-1:].astype(np.int64) + 1).astype(flat.dtype)[0]
+            return outs
+
+        return deviating
+
+
+def test_a_variadic_op_failure_is_characterised(corpus):
+    """QLinearConcat's list members (X0, X0_scale, ...) are not declared one by one: the features
+    read its declared inputs and the characterisation describes the failure instead of raising."""
+    cases = [c for c in corpus.cases if c.op == "QLinearConcat"][:40]
+    by_id = {c.id: c for c in cases}
+    run = run_cases(_LastCodeHigh(), cases, diagnose=False)
+    assert any(r["verdict"] == "fail" for r in run.records)
+    section = ch.report_section(run.records, lambda ids: {i: by_id[i] for i in ids if i in by_id}, None)
+    assert "problem" not in section, section.get("problem")
+    groups = [g for g in section["groups"] if g["op"] == "QLinearConcat"]
+    assert groups and all(g["descriptions"] for g in groups), groups

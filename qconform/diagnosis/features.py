@@ -154,7 +154,8 @@ class Features:
             self.group_facts(out, case, 1)
             return Rows(1, out, np.zeros(1, bool))
         chosen = next((r for r in case.readings if r.name == reading), case.readings[0])
-        node = final_node(case.draft) if case.is_graph else case.draft  # a pattern: its last Q/DQ node's view
+        # a pattern: the view of the Q/DQ node that writes its first output (the one operands are read for)
+        node = final_node(case.draft, case.output_names[0]) if case.is_graph else case.draft
         seen = look(node) if node is not None else None
         parts = []
         for i, (name, expected) in enumerate(zip(case.output_names, chosen.outputs)):
@@ -201,8 +202,11 @@ class Features:
             roles = [("x", x, None), ("the scale", s, param_bits(s, shape, seen)),
                      ("the zero point", zp, param_bits(zp, shape, seen))]
         elif decl is not None and decl.kind in (Kind.REQUANTIZE, Kind.INTEGER):
-            roles = [(a.name, a, _param_by_output(decl.input(a.name), decl, a, shape)) for a in ins
-                     if a is not None and decl.input(a.name).role in (Role.SCALE, Role.ZERO_POINT)]
+            # declared inputs only: a variadic list's members (QLinearConcat's X0, X0_scale, ...) are
+            # not declared one by one, and each scale of the list covers only its slice of the output
+            declared = {i.name: i for i in decl.inputs}
+            roles = [(a.name, a, _param_by_output(declared[a.name], decl, a, shape)) for a in ins
+                     if a is not None and a.name in declared and declared[a.name].role in (Role.SCALE, Role.ZERO_POINT)]
         else:  # the dynamic quantizer, a graph: the inputs shaped like the output
             roles = [(a.name if case.is_graph else "x", a, None) for a in ins if a is not None]
         for role, arg, bits in roles:

@@ -99,21 +99,23 @@ def look(draft: Draft) -> Seen | None:
     return seen
 
 
-def final_node(draft: Draft) -> Draft | None:
-    """A pattern's last node, when it is a QuantizeLinear or DequantizeLinear, as a draft of its own
-    with the values the graph computes for its inputs (the primary reading, node by node): its
-    outputs are the pattern's, element for element, so what it sees is what the pattern's last
-    rounding sees. None otherwise."""
+def final_node(draft: Draft, output: str) -> Draft | None:
+    """The pattern's node that writes graph output ``output``, when it is a QuantizeLinear or
+    DequantizeLinear, as a draft of its own with the values the graph computes for its inputs (the
+    primary reading, node by node): its output is that one of the pattern's, element for element, so
+    what it sees is what that output's last rounding sees. None otherwise. Found by what the node
+    writes, not by its place: a Split pattern's last node writes its last output, not its first."""
     from qconform.case import Arg
     from qconform.oracle.graph import ORACLE, QDQ_OPS
 
-    last = draft.graph[-1] if draft.graph else None
+    at = next((i for i, n in enumerate(draft.graph or ()) if output in n.outputs), None)
+    last = draft.graph[at] if at is not None else None
     if last is None or last.op not in QDQ_OPS:
         return None
     inputs = {a.name: a.value for a in draft.inputs if a is not None}
     try:
         with np.errstate(all="ignore"):
-            states = ORACLE.run_nodes(draft.graph[:-1], {"": draft.opset}, inputs, draft.id, primary_only=True)
+            states = ORACLE.run_nodes(draft.graph[:at], {"": draft.opset}, inputs, draft.id, primary_only=True)
     except Exception:  # noqa: BLE001 - a pattern the graph oracle refuses has no last node to see
         return None
     values = states[0][1]
