@@ -670,9 +670,9 @@ def test_conv_geometry_matches_the_header():
     """The geometry array's layout is the header's QK_CG_* enum."""
     import re
 
-    from qconform.kernels import CONV_GEOMETRY, HEADER
+    from qconform.kernels import CONV_GEOMETRY, source
 
-    enum = dict((k, int(v)) for k, v in re.findall(r"QK_CG_(\w+) = (\d+)", HEADER.read_text()))
+    enum = dict((k, int(v)) for k, v in re.findall(r"QK_CG_(\w+) = (\d+)", source()))
     offset = 0
     for name, count in CONV_GEOMETRY:
         if name.upper() in enum:
@@ -734,20 +734,20 @@ def test_gpu_kernel_reports_unsupported_without_a_device():
     assert runner.describe()["device"].startswith("cuda")
 
 
-def test_gpu_kernel_shares_the_header():
+def test_gpu_kernel_shares_the_source():
     import qconform.runners.gpu_kernel as g
-    from qconform.kernels import HEADER
+    from qconform.kernels import PARTS, source
 
-    assert g.HEADER == HEADER and "extern \"C\" __global__ void qk_quantize_kernel" in HEADER.read_text()
+    assert g.PARTS == PARTS and "extern \"C\" __global__ void qk_quantize_kernel" in source()
 
 
 def test_single_block_launch_matches_the_header():
     """The device's one-block reduction is launched with the block size the header's loop assumes."""
     import re
 
-    from qconform.kernels import HEADER, SINGLE_BLOCK
+    from qconform.kernels import SINGLE_BLOCK, source
 
-    (threads,) = re.findall(r"#define QK_DQL_THREADS (\d+)", HEADER.read_text())
+    (threads,) = re.findall(r"#define QK_DQL_THREADS (\d+)", source())
     assert SINGLE_BLOCK == {"dql_params": int(threads)}
 
 

@@ -131,10 +131,10 @@ def test_the_oracles_refusals_are_the_kernels(cpu_kernel, attrs, why):
 
 def test_pool_geometry_and_status_match_the_header():
     """The geometry array's layout is the header's QK_PG_* enum; the status bytes its QK_POOL_* enum."""
-    from qconform.kernels import HEADER, POOL_GEOMETRY
+    from qconform.kernels import POOL_GEOMETRY, source
     from qconform.kernels.pools import POOL_STATUS
 
-    text = HEADER.read_text()
+    text = source()
     enum = dict((k, int(v)) for k, v in re.findall(r"QK_PG_(\w+) = (\d+)", text))
     offset = 0
     for name, count in POOL_GEOMETRY:

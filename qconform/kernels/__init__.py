@@ -1,4 +1,4 @@
-"""qconform's own reference kernels: ``qkernels.h``, one C source for the host and the device.
+"""qconform's own reference kernels: ``qkernels.h`` and its parts (``PARTS``), one C source for the host and the device.
 
 ``build`` compiles it with gcc for the ``cpu-kernel`` runner; ``ptx`` compiles it with NVRTC to the
 one linted PTX that ``qconform/runners/gpu_kernel.py`` loads through CuPy; ``plan`` reads a node into
@@ -18,8 +18,18 @@ import numpy as np
 from qconform import dtypes
 from qconform.oracle.granularity import expand, granularity
 
-#: The one C source of the kernels, for the host (build.py) and the device (ptx.py).
-HEADER = Path(__file__).with_name("qkernels.h")
+#: The kernels' one C source, in parts by concern (none over 600 lines), in the order they form the one
+#: translation unit that both compilers read through ``source()``: build.py's gcc and ptx.py's NVRTC
+#: (which resolves no #include from disk). ``qkernels.h`` comes first: the rules, kinds and rounding.
+PARTS: tuple[Path, ...] = tuple(Path(__file__).with_name(name) for name in (
+    "qkernels.h", "qk_contraction.h", "qk_blocked.h", "qk_windows.h", "qk_entries.h"))
+
+
+def source() -> str:
+    """The assembled translation unit: each part after a ``#line`` directive naming it, so a compiler's
+    message points into the part; the host build key and the PTX (its digest, its lint) are of this text."""
+    texts = (p.read_text() for p in PARTS)
+    return "".join(f'#line 1 "{p.name}"\n{t}' + ("" if t.endswith("\n") else "\n") for p, t in zip(PARTS, texts))
 
 
 def cache_root() -> Path:
@@ -162,11 +172,11 @@ ENTRY_POINTS: dict[str, tuple[tuple[str, str], ...]] = {
              ("bias", "in"), ("ws", "in"), ("xs", "in"), ("ys", "in"), ("sk", "i32"), ("yz", "in"), ("ok", "i32"),
              ("requant", "i32"), ("wrap", "i32"), ("n", "i64"), ("y", "out")),
 }
-#: The conv entry point's geometry array, in the header's QK_CG_* order: N, C, M, group, then three
+#: The conv entry point's geometry array, in the source's QK_CG_* order: N, C, M, group, then three
 #: numbers each (spatial axes 1..3, a 1-D or 2-D convolution padded with size-1 axes).
 CONV_GEOMETRY: tuple[tuple[str, int], ...] = (("n", 1), ("c", 1), ("m", 1), ("group", 1), ("d", 3), ("k", 3),
                                                ("o", 3), ("s", 3), ("dil", 3), ("pad", 3))
-#: The avg_pool entry point's geometry array, in the header's QK_PG_* order: N, C, then three numbers each
+#: The avg_pool entry point's geometry array, in the source's QK_PG_* order: N, C, then three numbers each
 #: (spatial axes 1..3, fewer axes padded with size-1 axes); begin and end are the stated pads.
 POOL_GEOMETRY: tuple[tuple[str, int], ...] = (("n", 1), ("c", 1), ("d", 3), ("k", 3), ("o", 3), ("s", 3), ("dil", 3),
                                                ("begin", 3), ("end", 3))
@@ -185,5 +195,5 @@ class Launch:
     work: int
 
 
-__all__ = ["CONV_GEOMETRY", "POOL_GEOMETRY", "ENTRY_POINTS", "HEADER", "cache_root", "KIND", "KINDS", "Launch", "PRECISIONS", "SINGLE_BLOCK", "STYLE", "ParamIndex",
-           "codes", "from_codes", "kind", "param_index", "storage_dtype"]
+__all__ = ["CONV_GEOMETRY", "POOL_GEOMETRY", "ENTRY_POINTS", "PARTS", "cache_root", "KIND", "KINDS", "Launch", "PRECISIONS", "SINGLE_BLOCK", "STYLE", "ParamIndex",
+           "codes", "source", "from_codes", "kind", "param_index", "storage_dtype"]

@@ -1,8 +1,9 @@
-"""Build ``qkernels.h`` with the host C compiler at first use, cache it, load it with ctypes.
+"""Build the kernels' source (``qkernels.h`` and its parts, assembled by ``qconform.kernels.source``) with
+the host C compiler at first use, cache it, load it with ctypes.
 
 The shared library lives in ``$XDG_CACHE_HOME/qconform/kernels/<key>/`` (default
-``~/.cache/qconform``; ``QCONFORM_CACHE_DIR`` overrides the root), where ``key`` hashes the header,
-the flags and the compiler's own version line, so a changed header or compiler builds anew and
+``~/.cache/qconform``; ``QCONFORM_CACHE_DIR`` overrides the root), where ``key`` hashes the assembled source,
+the flags and the compiler's own version line, so a changed part or compiler builds anew and
 concurrent processes (pytest-xdist workers) never load a half-written file (build to a temporary
 name, then rename). A machine without a C compiler gets ``Unsupported("no C compiler: ...")``.
 """
@@ -16,10 +17,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from qconform.kernels import ENTRY_POINTS, HEADER, cache_root
+from qconform.kernels import ENTRY_POINTS, cache_root, source
 from qconform.runner import Unsupported
 
-#: No fast-math, no FMA contraction: the header's arithmetic is IEEE float32 as written.
+#: No fast-math, no FMA contraction: the source's arithmetic is IEEE float32 as written.
 #: -ftree-vectorize -fno-trapping-math let gcc vectorize the branch-free integer-output loops (with
 #: trapping math on, a float comparison that may raise "invalid" on NaN blocks if-conversion). Not
 #: trapping changes which exception flags may be raised, never a value: nothing here reads the flags,
@@ -50,14 +51,14 @@ def _compiler_id(cc: str) -> str:
 
 def build_key(cc: str, extra: tuple[str, ...] = ()) -> str:
     h = hashlib.sha256()
-    h.update(HEADER.read_bytes())
+    h.update(source().encode())
     h.update("\0".join(CFLAGS + extra).encode())
     h.update(_compiler_id(cc).encode())
     return h.hexdigest()[:20]
 
 
 def build(force: bool = False, extra: tuple[str, ...] = ()) -> Path:
-    """Compile the header into the cache (if not there yet); returns the library's path.
+    """Compile the source into the cache (if not there yet); returns the library's path.
 
     ``extra`` flags build a variant (tests build one per x86-64 ISA level with -DQK_NO_CLONES, to
     check every vector width the clones use, not only the one this CPU picks)."""
@@ -69,11 +70,11 @@ def build(force: bool = False, extra: tuple[str, ...] = ()) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=out_dir)
     os.close(fd)
-    cmd = [cc, *CFLAGS, *extra, "-o", tmp, str(HEADER), "-lm"]
+    cmd = [cc, *CFLAGS, *extra, "-o", tmp, "-", "-lm"]  # the assembled source on stdin
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(cmd, input=source(), capture_output=True, text=True, timeout=300)
         if proc.returncode != 0:
-            raise RuntimeError(f"compiling {HEADER.name} failed ({' '.join(cmd)}):\n{proc.stderr}")
+            raise RuntimeError(f"compiling the kernels' source failed ({' '.join(cmd)}):\n{proc.stderr}")
         os.replace(tmp, lib)
     finally:
         if os.path.exists(tmp):
@@ -101,4 +102,4 @@ def load(extra: tuple[str, ...] = ()) -> ctypes.CDLL:
     return dll
 
 
-__all__ = ["CFLAGS", "HEADER", "build", "build_key", "cache_root", "find_compiler", "load"]
+__all__ = ["CFLAGS", "build", "build_key", "cache_root", "find_compiler", "load"]

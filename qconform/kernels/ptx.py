@@ -1,4 +1,5 @@
-"""The one way the GPU kernels are made: ``build`` compiles ``qkernels.h`` to PTX with NVRTC and
+"""The one way the GPU kernels are made: ``build`` compiles the kernels' source (``qkernels.h`` and its
+parts, assembled by ``qconform.kernels.source``) to PTX with NVRTC and
 lints it; ``approved`` lints a PTX text again and writes the file a CUDA module is loaded from.
 
 The lint, the tests and the gpu-kernel runner all call ``build``; the runner loads the file
@@ -28,7 +29,8 @@ from pathlib import Path
 
 from qconform import tools
 from qconform.kernels import ENTRY_POINTS as ABI
-from qconform.kernels import HEADER, cache_root
+from qconform.kernels import cache_root
+from qconform.kernels import source as kernel_source
 from qconform.runner import Unsupported
 
 ARCHS = ("sm_80", "sm_89", "sm_90", "sm_100")
@@ -83,12 +85,12 @@ def _check(rc: int, what: str, log: str = "") -> None:
 
 
 def _compile(arch: str, flags: tuple[str, ...], source: str | None) -> str:
-    """NVRTC's PTX of ``source`` (default: the header) for ``arch``; only ``build`` calls it."""
+    """NVRTC's PTX of ``source`` (default: the kernels' assembled source) for ``arch``; only ``build`` calls it."""
     m = re.fullmatch(r"sm_(\d+a?)", arch)
     if not m:
         raise ValueError(f"arch {arch!r}: use sm_80, sm_89, sm_90, sm_100 ...")
     lib = nvrtc()
-    src = (source if source is not None else HEADER.read_text()).encode()
+    src = (source if source is not None else kernel_source()).encode()
     prog = ctypes.c_void_p()
     _check(lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"qkernels.cu", 0, None, None), "create")
     try:
@@ -170,7 +172,7 @@ class Ptx:
 
 
 def build(arch: str = "sm_90", flags: tuple[str, ...] | list[str] = FLAGS, source: str | None = None) -> Ptx:
-    """PTX of the header (or ``source``) for ``arch`` (``sm_XX``: compiled as compute_XX), linted.
+    """PTX of the kernels' source (or ``source``) for ``arch`` (``sm_XX``: compiled as compute_XX), linted.
 
     ``flags`` replaces the IEEE flags (``("--use_fast_math",)`` shows the lint failing)."""
     text = _compile(arch, tuple(flags), source)

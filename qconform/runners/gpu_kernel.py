@@ -1,6 +1,6 @@
 """gpu-kernel: qconform's own kernels (qconform/kernels/qkernels.h) on a CUDA device via CuPy.
 
-The same header the cpu-kernel runner builds with gcc, made into PTX by the one build of
+The same source the cpu-kernel runner builds with gcc (``qkernels.h`` and its parts), made into PTX by the one build of
 qconform/kernels/ptx.py (NVRTC with ``--fmad=false``, precise division, no flush-to-zero; linted)
 for the device's own architecture, and loaded from the file ``ptx.approved`` wrote after linting it
 again: ``cupy.RawModule(path=...)``. The GPU therefore runs exactly the PTX the lint read; its
@@ -25,7 +25,7 @@ import numpy as np
 import onnx
 
 import qconform
-from qconform.kernels import ENTRY_POINTS, HEADER, SINGLE_BLOCK, Launch, ptx
+from qconform.kernels import ENTRY_POINTS, PARTS, SINGLE_BLOCK, Launch, ptx
 from qconform.kernels.plan import read_plan
 from qconform.runner import BaseRunner, Prepared, Unsupported
 
@@ -118,4 +118,4 @@ class GpuKernelRunner(BaseRunner):
         return lambda feeds: plan.run(feeds, self.execute)
 
 
-__all__ = ["GpuKernelRunner", "HEADER", "ModuleSource", "module_source"]
+__all__ = ["GpuKernelRunner", "PARTS", "ModuleSource", "module_source"]
