@@ -41,6 +41,7 @@ import functools
 from qconform.diagnosis.models import rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul, fused, fixed_point
 from qconform.diagnosis.models import blocked
 from qconform.diagnosis.models import contrib_qlinear
+from qconform.diagnosis.models import qnn_htp
 from qconform.diagnosis.models.base import Deviation, Spec, compose, deviating_oracle
 from qconform.diagnosis.models.common import swap_slots
 from qconform.diagnosis.models.dequantize import bfloat16_half_up_if_odd
@@ -174,6 +175,8 @@ ORDER = (
     "pattern-exact-half-away",
     "pattern-exact-half-even",
     "moved-codes-unrequantised",
+    "resize-nearest-neighbor-flags-only",
+    "max-pool-pads-read-as-zero",
     "nbits-row-stride-from-k",
     "nbits-zero-points-packed-across-rows",
     "nbits-large-block-zeros",
@@ -194,7 +197,7 @@ ORDER = (
     "softmax-int8-saturation-wraps",
 )
 STEPS = (rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul,
-         fused, fixed_point, blocked, contrib_qlinear)
+         fused, fixed_point, blocked, contrib_qlinear, qnn_htp)
 
 
 def _registry() -> dict[str, Deviation]:

@@ -1,0 +1,158 @@
+"""What Qualcomm's QNN HTP computes where the QNN execution provider hands it a QDQ pattern as one of
+QNN's own operators whose parameters are not ONNX's: each model reads the EP's translation from its
+public source (onnxruntime/onnxruntime-qnn, ``core/providers/qnn/builder/opbuilder``) and computes
+the QNN operator as its public definition states, on the pattern's codes.
+
+- ``resize-nearest-neighbor-flags-only``: a rank-4 nearest Resize becomes QNN's
+  ``ResizeNearestNeighbor`` with two flags (``align_corners``, ``half_pixel_centers``), the
+  operator TensorFlow defines: ``nearest_mode`` is dropped and ``pytorch_half_pixel`` keeps neither
+  flag. The codes moved are requantised once, exactly, rounded half away from zero, as the HTP's
+  other data-movement patterns are (``pattern-exact-half-away``).
+- ``max-pool-pads-read-as-zero``: a MaxPool's ``pads`` go to QNN's ``PoolMax2d`` as ``pad_amount``,
+  an operator with no pad value; the HTP's padded positions hold the zero point (the real value 0),
+  not −∞ as the ONNX text's padding is (measured on its 16-bit kernels, where a window of negative
+  values then gives 0).
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from qconform import dtypes
+from qconform.case import Draft, Node
+from qconform.diagnosis.models.base import Deviation
+from qconform.diagnosis.models.fused_kernels import _pack, _saturate
+from qconform.diagnosis.models.fused_pattern import pattern
+from qconform.oracle.arith import as_float64, round_fraction
+
+
+def _attr(attrs, name: str, default: str) -> str:
+    v = attrs.get(name, default)
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def nearest_neighbor_indices(n_in: int, n_out: int, align_corners: bool, half_pixel_centers: bool) -> list[int]:
+    """The source index of each output position along one axis, as TensorFlow's ResizeNearestNeighbor
+    computes it (tensorflow/core/kernels/image/resize_nearest_neighbor_op.cc): the scale in float32
+    (``CalculateResizeScale``: (in − 1)/(out − 1) with align_corners and out > 1, else in/out), the
+    position y·scale or (y + 0.5)·scale in float32, then roundf (half away) with align_corners or floorf
+    without, at most in − 1 (and at least 0 with half-pixel centres)."""
+    f = np.float32
+    scale = f(n_in - 1) / f(n_out - 1) if align_corners and n_out > 1 else f(n_in) / f(n_out)
+    out = []
+    for y in range(n_out):
+        v = float((f(y) + f(0.5)) * f(scale) if half_pixel_centers else f(y) * f(scale))
+        i = math.floor(v + 0.5) if align_corners else math.floor(v)  # v >= 0: roundf is half up
+        out.append(max(0, min(i, n_in - 1)))
+    return out
+
+
+def _nearest_rank4(d: Draft) -> bool:
+    """DQ(x) → Resize(mode nearest) → Q on a 4-D integer tensor, per tensor on both sides: what the QNN
+    EP translates to ResizeNearestNeighbor on the HTP (resize_op_builder.cc: input rank 4, nearest)."""
+    p = pattern(d) if d.graph else None
+    if p is None or p.op != "Resize" or not p.operands or p.operands[0] is None:
+        return False
+    x = p.operands[0]
+    if any(o is not None for o in p.operands[1:]) or _attr(p.attrs, "mode", "nearest") != "nearest":
+        return False
+    return np.ndim(x.codes) == 4 and dtypes.get(x.type).is_integer and dtypes.get(p.y_type).is_integer \
+        and np.size(x.scale) == 1 and np.size(p.y_scale) == 1
+
+
+class ResizeNearestNeighborFlagsOnly:
+    """DQ(x) → Resize(nearest, rank 4) → Q as QNN's ResizeNearestNeighbor: the output shape the text
+    gives (the oracle's own Resize), each output pixel the input code TensorFlow's index rule picks
+    with align_corners = (coordinate_transformation_mode == align_corners) and half_pixel_centers =
+    (== half_pixel); then (x − z_x)·s_x/s_y exactly, rounded half away from zero, plus z_y, saturated."""
+
+    def fused(self, draft, inputs):
+        if not _nearest_rank4(draft):
+            return None
+        from qconform.oracle.graph import ORACLE
+
+        p = pattern(draft)
+        x = p.operands[0]
+        codes = np.asarray(as_float64(x.codes, x.type)).astype(np.int64)
+        ins = [codes.astype(np.float32)] + [None if v is None else np.asarray(v) for v in p.others[1:]]
+        node = Node(p.op, tuple(f"in{i}" for i in range(len(ins))), ("out",), dict(p.attrs))
+        shape = np.shape(ORACLE.float_node(node, ins, "shape")[0][1][0])  # the text's output shape
+        mode = _attr(p.attrs, "coordinate_transformation_mode", "half_pixel")
+        ac, hp = mode == "align_corners", mode == "half_pixel"
+        rows = nearest_neighbor_indices(codes.shape[2], shape[2], ac, hp)
+        cols = nearest_neighbor_indices(codes.shape[3], shape[3], ac, hp)
+        moved = codes[:, :, rows][:, :, :, cols]
+        zx = int(np.asarray(as_float64(x.zero, x.type)).reshape(-1)[0])
+        ratio = Fraction(float(np.asarray(x.scale, np.float64).reshape(-1)[0])) \
+            / Fraction(float(np.asarray(p.y_scale, np.float64).reshape(-1)[0]))
+        q = np.vectorize(lambda c: round_fraction((int(c) - zx) * ratio, "half-away"), otypes=[np.int64])(moved)
+        y = _saturate(q + int(as_float64(p.y_zero, p.y_type)), p.y_type)
+        return [("spec", [_pack(y, p.y_type)])]
+
+
+def _max_pool(d: Draft) -> bool:
+    """DQ(x) → MaxPool → Q between integer codes, per tensor, with padding or ceil_mode (a window that
+    can read outside the input)."""
+    p = pattern(d) if d.graph else None
+    if p is None or p.op != "MaxPool" or not p.operands or p.operands[0] is None:
+        return False
+    x, a = p.operands[0], p.attrs
+    padded = any(a.get("pads", ())) or bool(a.get("ceil_mode", 0)) or _attr(a, "auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER")
+    return padded and dtypes.get(x.type).is_integer and dtypes.get(p.y_type).is_integer \
+        and np.size(x.scale) == 1 and np.size(p.y_scale) == 1 and float(np.asarray(x.scale).reshape(-1)[0]) > 0
+
+
+class MaxPoolPadsReadAsZero:
+    """DQ(x) → MaxPool → Q with every position outside the input (stated pads, SAME padding,
+    ceil_mode's added positions) holding x's zero point, the code of the real value 0; the window's
+    maximum code requantised once, exactly, rounded half away from zero, plus z_y, saturated."""
+
+    def fused(self, draft, inputs):
+        if not _max_pool(draft):
+            return None
+        from qconform.oracle.graph_ops import pool_windows
+
+        p = pattern(draft)
+        x = p.operands[0]
+        zx = int(np.asarray(as_float64(x.zero, x.type)).reshape(-1)[0])
+        windows, _, _ = pool_windows(np.asarray(as_float64(x.codes, x.type)), p.attrs, float(zx))
+        top = windows.max(axis=-1).astype(np.int64)
+        ratio = Fraction(float(np.asarray(x.scale, np.float64).reshape(-1)[0])) \
+            / Fraction(float(np.asarray(p.y_scale, np.float64).reshape(-1)[0]))
+        q = np.vectorize(lambda c: round_fraction((int(c) - zx) * ratio, "half-away"), otypes=[np.int64])(top)
+        y = _saturate(q + int(as_float64(p.y_zero, p.y_type)), p.y_type)
+        return [("spec", [_pack(y, p.y_type)])]
+
+
+QNN_EP = "onnxruntime/onnxruntime-qnn onnxruntime/core/providers/qnn/builder/opbuilder"
+
+DEVIATIONS = [
+    Deviation("resize-nearest-neighbor-flags-only", frozenset({"Resize"}),
+              "Your runtime runs a 4-D nearest Resize as a ResizeNearestNeighbor with only align_corners and "
+              "half_pixel_centers: nearest_mode is ignored (the source index is floor((y + 0.5)·in/out) for "
+              "half_pixel, floor(y·in/out) for asymmetric and pytorch_half_pixel, round(y·(in − 1)/(out − 1)) for "
+              "align_corners), where the text rounds the mapped coordinate as nearest_mode says; the codes moved "
+              "are requantised rounding half away from zero.",
+              f"Qualcomm QNN HTP (onnxruntime-qnn 2.7.0, QNN SDK 2.51.0) measured here: {QNN_EP}/resize_op_builder.cc "
+              "translates every rank-4 nearest Resize on the NPU to QNN's ResizeNearestNeighbor with the parameters "
+              "align_corners (mode == align_corners) and half_pixel_centers (mode == half_pixel) and no nearest_mode; "
+              "the index rule is TensorFlow's ResizeNearestNeighbor (tensorflow/core/kernels/image/"
+              "resize_nearest_neighbor_op.cc: HalfPixelScalerForNN, floorf or roundf, clamped); 64 of the 77 failing "
+              "nearest Resize cases of the corpus are this model bit for bit",
+              "nearest_mode = ceil, half_pixel, 4 → 8: output 1 reads input 1 by the text, input 0 here",
+              ResizeNearestNeighborFlagsOnly, _nearest_rank4, ("basic", "fold", "ties")),
+    Deviation("max-pool-pads-read-as-zero", frozenset({"MaxPool"}),
+              "Your runtime pads a quantized MaxPool with the zero point, the code of the real value 0, where "
+              "the text's padding never wins a maximum: a window of negative values that reaches into the padding "
+              "gives 0; the maximum is requantised rounding half away from zero.",
+              f"Qualcomm QNN HTP (onnxruntime-qnn 2.7.0, QNN SDK 2.51.0) measured here on its 16-bit kernels: "
+              f"{QNN_EP}/pool_op_builder.cc passes ONNX's pads to QNN's PoolMax2d as pad_amount, an operator with no "
+              "pad value, and every int16 and uint16 MaxPool case of the corpus with padding it fails but the "
+              "same-lower ones is this model bit for bit (38 cases; int16 1d-k2-pads: y = −19414 by the text, the code of 0 here)",
+              "int16, kernel 2, pads 1, a row of negative values: the first window is [pad, x0] and gives 0",
+              MaxPoolPadsReadAsZero, _max_pool, ("geometry", "ties")),
+]
+
+__all__ = ["DEVIATIONS", "MaxPoolPadsReadAsZero", "ResizeNearestNeighborFlagsOnly", "nearest_neighbor_indices"]
