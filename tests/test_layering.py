@@ -196,3 +196,14 @@ def test_the_module_table_names_what_the_package_holds():
               {d.name + "/" for d in PKG.iterdir() if d.is_dir() and not d.name.startswith(("_", "."))}
     assert present - named == set(), "in the package, missing from architecture.md's table"
     assert {n for n in named if not (PKG / n.rstrip("/")).exists()} == set(), "in the table, not in the package"
+
+
+def test_the_map_names_every_folder_of_the_package():
+    """Each folder of the package holding modules (``declarations/runtimes/``, ``diagnosis/models/``,
+    ``apps/findings/`` ...) is named in architecture.md, by its path or, inside its parent's row, by
+    its own name."""
+    text = (PKG / "docs" / "architecture.md").read_text(encoding="utf-8")
+    folders = {f.parent.relative_to(PKG) for f in PKG.rglob("*.py") if f.parent != PKG}
+    unnamed = sorted(d.as_posix() for d in folders
+                     if d.parts[0] != "docs" and f"`{d.as_posix()}/`" not in text and f"`{d.name}/`" not in text)
+    assert not unnamed, f"folders architecture.md does not name: {unnamed}"
