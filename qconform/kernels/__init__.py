@@ -22,7 +22,7 @@ from qconform.oracle.granularity import expand, granularity
 #: translation unit that both compilers read through ``source()``: build.py's gcc and ptx.py's NVRTC
 #: (which resolves no #include from disk). ``qkernels.h`` comes first: the rules, kinds and rounding.
 PARTS: tuple[Path, ...] = tuple(Path(__file__).with_name(name) for name in (
-    "qkernels.h", "qk_contraction.h", "qk_blocked.h", "qk_windows.h", "qk_entries.h"))
+    "qkernels.h", "qk_contraction.h", "qk_blocked.h", "qk_windows.h", "qk_functions.h", "qk_entries.h"))
 
 
 def source() -> str:
@@ -164,6 +164,9 @@ ENTRY_POINTS: dict[str, tuple[tuple[str, str], ...]] = {
     "qgemm": (("a", "in"), ("ak", "i32"), ("b", "in"), ("bk", "i32"), ("mdim", "i64"), ("kdim", "i64"),
               ("ndim", "i64"), ("c", "in"), ("alpha", "in"), ("as_", "in"), ("az", "in"), ("bs_", "in"), ("bz", "in"),
               ("ys", "in"), ("yz", "in"), ("ok", "i32"), ("requant", "i32"), ("y", "out")),
+    # Sigmoid on float32 codes (QLinearSigmoid: dequantize, this, quantize); status one byte per element,
+    # qkernels' QK_ROUNDING_*: 1 where the float32 rounding is not proven (the plan refuses the case).
+    "sigmoid": (("x", "in"), ("n", "i64"), ("y", "out"), ("status", "out")),
     # The average pools on float32 codes (QLinearAveragePool, QLinearGlobalAveragePool: dequantize, this,
     # quantize); geom: POOL_GEOMETRY's numbers; status one byte per element (qkernels.h's QK_POOL_*).
     "avg_pool": (("x", "in"), ("geom", "in"), ("include", "i32"), ("n", "i64"), ("y", "out"), ("status", "out")),

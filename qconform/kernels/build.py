@@ -89,7 +89,7 @@ _CTYPES = {"in": ctypes.c_void_p, "out": ctypes.c_void_p, "i32": ctypes.c_int, "
 @functools.cache
 def load(extra: tuple[str, ...] = ()) -> ctypes.CDLL:
     """The compiled library with argument types declared (built at first use): each entry point of
-    ``ENTRY_POINTS`` as ``qk_<name>``, and the two test hooks."""
+    ``ENTRY_POINTS`` as ``qk_<name>``, and the three test hooks."""
     dll = ctypes.CDLL(str(build(extra=extra)))
     for name, params in ENTRY_POINTS.items():
         fn = getattr(dll, f"qk_{name}")
@@ -97,6 +97,8 @@ def load(extra: tuple[str, ...] = ()) -> ctypes.CDLL:
         fn.restype = ctypes.c_int
     dll.qk_describe_kind.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
     dll.qk_describe_kind.restype = ctypes.c_int
+    dll.qk_sigmoid_f64_export.argtypes = [ctypes.c_double]
+    dll.qk_sigmoid_f64_export.restype = ctypes.c_double
     dll.qk_encode_f32_export.argtypes = [ctypes.c_uint32, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     dll.qk_encode_f32_export.restype = ctypes.c_uint32
     return dll

@@ -2,9 +2,13 @@
 exactly (semantics.md#ms-qlinear-composed): three launches, the ``dequantize`` entry point (x to float32,
 the DequantizeLinear-21 reading the kernels compute), the float op's entry point, and ``quantize``
 (QuantizeLinear-21 with a float32 scale: the quotient in float32, round half to even, saturate).
-Which float op the oracle composes is read off its version class (``float_op``)."""
+Which float op the oracle composes is read off its version class (``float_op``). Sigmoid's value is the
+exact one rounded once to float32: the kernel computes it in double with a proven error bound and rounds
+only where the bound decides the float32 (qk_functions.h); elsewhere the case is Unsupported, never guessed.
+The pools reuse this plan with their windows (``pools.py``)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -12,21 +16,27 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.declarations.operator import Operator, Role
-from qconform.kernels import KIND, Launch, ParamIndex, codes, from_codes, param_index, storage_dtype
+from qconform.kernels import ENTRY_POINTS, KIND, Launch, ParamIndex, codes, from_codes, param_index, storage_dtype
 from qconform.kernels.node import Execute, Node, checked, need
 from qconform.oracle.base import InvalidModel
 from qconform.runner import Unsupported
 
 SECTIONS = ("ms-qlinear-composed", "ms-qlinear-concat")
-#: The float ops the kernels compute, by the oracle's name for them, and their entry points.
-FLOAT_OPS = {"LeakyRelu": "leaky_relu"}
 DATA = ("int8", "uint8")
 _INDEX = ("inner", "axis_len", "block", "s_outer", "s_axis", "s_inner")
 _PER_TENSOR = dict(zip(_INDEX, ParamIndex().args))
 
 
+def float_entry(node: Node) -> str | None:
+    """The entry point of the float op the oracle composes (its ``float_op``), named as the op in snake
+    case (LeakyRelu: ``leaky_relu``), where the kernels have one: no second list of the float ops."""
+    op = getattr(node.oracle, "float_op", None)
+    entry = re.sub(r"(?<!^)(?=[A-Z])", "_", op).lower() if op else None
+    return entry if entry in ENTRY_POINTS else None
+
+
 def covers(node: Node) -> bool:
-    return getattr(node.oracle, "float_op", None) in FLOAT_OPS
+    return float_entry(node) is not None
 
 
 @dataclass
@@ -68,12 +78,27 @@ class ComposedPlan:
         return [from_codes(y, out, shape)]
 
     def middle(self, xf: np.ndarray, shape: tuple[int, ...], execute: Execute) -> tuple[np.ndarray, tuple[int, ...]]:
-        """The float function on x's float32 codes (flat, x's ``shape``): y's codes and shape."""
+        """The float function on x's float32 codes (flat, x's ``shape``): y's codes and shape. The entry
+        point's other inputs are the op's float attributes (one float32 code each); an entry point with a
+        status output marks the elements whose float32 rounding its error bound does not decide: the
+        kernels do not guess, the case is Unsupported with that reason."""
         n, f32 = int(xf.size), dtypes.get("float32")
-        alpha = np.float32(self.node.attrs.get("alpha", self.decl.schema["attrs"]["alpha"]))
-        yf = execute(Launch(FLOAT_OPS[self.node.oracle.float_op], dict(x=xf, alpha=codes(np.array([alpha]), f32), n=n),
-                            {"y": (np.dtype(np.uint32), n)}, n))["y"]
-        return yf, shape
+        entry = float_entry(self.node)
+        args: dict[str, object] = dict(x=xf, n=n)
+        outputs = {"y": (np.dtype(np.uint32), n)}
+        for name, kind in ENTRY_POINTS[entry]:
+            if kind == "in" and name != "x":
+                value = np.float32(self.node.attrs.get(name, self.decl.schema["attrs"][name]))
+                args[name] = codes(np.array([value]), f32)
+            elif kind == "out" and name != "y":
+                outputs[name] = (np.dtype(np.uint8), n)
+        res = execute(Launch(entry, args, outputs, n))
+        undecided = int(np.count_nonzero(res["status"])) if "status" in res else 0
+        if undecided:
+            raise Unsupported(f"{undecided} element(s) of {self.decl.label} whose exact {self.node.oracle.float_op} lies "
+                              f"within 2^-40 of a float32 rounding boundary: the kernels' double value (error under "
+                              f"2^-46) does not decide their rounding, and they do not guess")
+        return res["y"], shape
 
 
 @dataclass
@@ -153,4 +178,4 @@ def unary_types(node: Node, decl: Operator, who: str) -> tuple[str, str]:
     return types[x_name], out
 
 
-__all__ = ["ComposedPlan", "ConcatPlan", "FLOAT_OPS", "SECTIONS", "covers", "read", "unary_types"]
+__all__ = ["ComposedPlan", "ConcatPlan", "SECTIONS", "covers", "float_entry", "read", "unary_types"]

@@ -1,4 +1,4 @@
-/* qk_entries.h -- part 5 of qkernels.h's translation unit (qconform/kernels/__init__.py's PARTS):
+/* qk_entries.h -- part 6 of qkernels.h's translation unit (qconform/kernels/__init__.py's PARTS):
  * DynamicQuantizeLinear's range, then every entry point, on the device and on the host, over the
  * element functions of the parts before it. */
 
@@ -185,6 +185,12 @@ QK_FN void qk_dql_compute(float lo, float hi, int qmin, int qmax, qk_u32 *scale_
     qk_store(y, (i), 4, qk_f2u(v_ < 0.0f ? qk_u2f(qk_load(alpha, 0, 4)) * v_ : v_));          \
   } while (0)
 
+/* Sigmoid between QLinearSigmoid's dequantize and quantize launches, on float32 codes: y and one status
+ * byte per element (QK_ROUNDING_*). */
+#define QK_SIGMOID_ARGS const void *x, qk_i64 n, void *y, void *status
+#define QK_SIGMOID_ELEM(i) \
+  qk_store(y, (i), 4, qk_sigmoid1(qk_load(x, (i), 4), (unsigned char *)status + (i)))
+
 /* An average pool: geom holds QK_PG_LEN numbers; x float32 codes (N, C, D1, D2, D3), y float32 codes and
  * status one byte per output element (N, C, O1, O2, O3). */
 #define QK_POOL_ARGS const void *x, const qk_i64 *geom, int include, qk_i64 n, void *y, void *status
@@ -266,6 +272,11 @@ extern "C" __global__ void qk_gather_block_quantized_kernel(QK_GBQ_ARGS) {
 extern "C" __global__ void qk_leaky_relu_kernel(QK_LEAKY_ARGS) {
   for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
     QK_LEAKY_ELEM(i);
+}
+
+extern "C" __global__ void qk_sigmoid_kernel(QK_SIGMOID_ARGS) {
+  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
+    QK_SIGMOID_ELEM(i);
 }
 
 extern "C" __global__ void qk_avg_pool_kernel(QK_POOL_ARGS) {
@@ -401,6 +412,11 @@ int qk_leaky_relu(QK_LEAKY_ARGS) {
   return 0;
 }
 
+int qk_sigmoid(QK_SIGMOID_ARGS) {
+  for (qk_i64 i = 0; i < n; i++) QK_SIGMOID_ELEM(i);
+  return 0;
+}
+
 int qk_avg_pool(QK_POOL_ARGS) {
   for (qk_i64 i = 0; i < n; i++) QK_POOL_ELEM(i);
   return 0;
@@ -429,6 +445,9 @@ int qk_describe_kind(int kind, int *out7) {
   out7[4] = f.bias; out7[5] = f.is_signed; out7[6] = (int)f.max_code;
   return f.style < 0 ? -1 : 0;
 }
+
+/* The double sigmoid before its float32 rounding (tests check its error bound). */
+double qk_sigmoid_f64_export(double x) { return 1.0 / (1.0 + qk_exp_f64(-x)); }
 
 /* One element through each entry point's element function (used by tests of the specials). */
 qk_u32 qk_encode_f32_export(qk_u32 xb, int kind, int saturate, int fnuz_inf_saturates) {

@@ -3,8 +3,8 @@
  * the same element functions), QLinearMatMul, DynamicQuantizeLinear, the integer compute ops
  * (MatMulInteger, ConvInteger, QLinearConv) and onnxruntime's contrib compute ops (QLinearAdd/Mul,
  * QGemm, MatMulIntegerToFloat, DynamicQuantizeMatMul, MatMulNBits, GatherBlockQuantized, and the
- * float functions of QLinearLeakyRelu, QLinearConcat and the average pools between a dequantize and
- * a quantize launch), one output element at a time, written ONCE for the host (gcc:
+ * float functions of QLinearLeakyRelu, QLinearSigmoid, QLinearConcat and the average pools between a
+ * dequantize and a quantize launch), one output element at a time, written ONCE for the host (gcc:
  * qconform/kernels/build.py) and the device (NVRTC: the one linted PTX build of
  * qconform/kernels/ptx.py, loaded by qconform/runners/gpu_kernel.py). The entry points' parameter
  * lists are qconform/kernels/__init__.py's ENTRY_POINTS. Bit-exact with qconform/oracle (the numpy
@@ -12,9 +12,10 @@
  *
  * This file is the first of the source's parts (qconform/kernels/__init__.py's PARTS, none over 600
  * lines): this one (the rules, the kinds, the one rounding, the quantize and dequantize elements,
- * element access), qk_contraction.h, qk_blocked.h, qk_windows.h and qk_entries.h. Both compilers read
- * them as one translation unit, concatenated in that order by qconform.kernels.source() (NVRTC
- * resolves no #include from disk); the build key and the PTX digest cover that text.
+ * element access), qk_contraction.h, qk_blocked.h, qk_windows.h, qk_functions.h (exp and sigmoid in
+ * double, the float32 rounding decided only where proven) and qk_entries.h. Both compilers read them
+ * as one translation unit, concatenated in that order by qconform.kernels.source() (NVRTC resolves
+ * no #include from disk); the build key and the PTX digest cover that text.
  *
  * Rules this file keeps, because each one is a way a quantization kernel goes wrong:
  *   - the quotient is IEEE `x / scale` in float32, round to nearest even (never x * (1/scale));
