@@ -325,3 +325,53 @@ def test_a_report_that_cannot_say_how_to_load_its_runner_is_refused_in_one_line(
     assert not out.exists()
     assert findings.main(_args(["--runners", "my-npu", "--out", str(out)])) == 2
     assert "no script template and no report of it" in capsys.readouterr().err
+
+
+ABORTING_RUNNER = '''
+"""A vendor's runtime that saturates int8 at 126 and aborts its process (an assertion, SIGABRT) on any
+input holding -128: what onnxruntime does on some malformed nodes (fact E327)."""
+import os
+
+import numpy as np
+from qconform.runners.cpu_ref import CpuRefRunner
+
+
+class AbortingNpu(CpuRefRunner):
+    name = "aborting-npu"
+
+    def describe(self):
+        return {"name": self.name, "version": "7.1", "options": {}}
+
+    def prepare(self, model):
+        run = super().prepare(model)
+
+        def go(inputs):
+            if any(np.any(np.asarray(v) == -128) for v in inputs.values()):
+                os.abort()
+            return [np.minimum(o, 126).astype(o.dtype) if o.dtype == np.int8 else o for o in run(inputs)]
+        return go
+'''
+
+
+def test_a_runtime_that_aborts_on_a_case_ends_a_worker_not_the_findings_run(tmp_path: Path) -> None:
+    """The findings observe each candidate case in a worker process: a case that aborts the runtime is
+    observed as crashed (and its group skipped with that reason), and the next case gets a fresh worker."""
+    from qconform import corpus
+    from qconform.apps.findings.observe import IsolatedObserver
+    from qconform.verdicts import CRASHED, FAIL, PASS
+
+    runner_file = tmp_path / "aborting_runner.py"
+    runner_file.write_text(ABORTING_RUNNER, encoding="utf-8")
+    index = corpus.index(corpus.DEFAULT_ROOT)
+    cases = index.cases_of([r.id for r in index.refs if r.id.startswith("DequantizeLinear-10/int8-float32/")])
+    holding = [c for c in cases.values() if any(np.any(v == -128) for v in c.feeds.values())]
+    clean = [c for c in cases.values() if c not in holding]
+    assert holding and clean
+    observer = IsolatedObserver((f"{runner_file}:AbortingNpu", None))
+    try:
+        crashed = observer(holding[0])
+        assert crashed.verdict == CRASHED and "ended the worker process" in crashed.message
+        after = observer(clean[0])  # a fresh worker
+        assert after.verdict in (PASS, FAIL) and after.outputs is not None
+    finally:
+        observer.close()

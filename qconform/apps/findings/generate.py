@@ -9,7 +9,7 @@ from typing import Any
 
 from qconform.apps.findings._common import TRIES
 from qconform.apps.findings.groups import Group, fact_groups, observed_groups
-from qconform.apps.findings.observe import Observation, case_of, observe
+from qconform.apps.findings.observe import IsolatedObserver, Observation, case_of, findings_pipeline, observe
 from qconform.apps.findings.templates import TEMPLATES, generic_template
 from qconform.apps.findings.write import write_finding
 from qconform.verdicts import ERROR, FAIL, Probe
@@ -44,16 +44,17 @@ def generate(runtime: str, out: Path, *, failures: Sequence[Mapping[str, Any]] |
     from qconform.runner import resolve
 
     if runtime in TEMPLATES:
-        tpl, runner = TEMPLATES[runtime], resolve(runtime)
+        tpl, load = TEMPLATES[runtime], (runtime, None)
     else:
         tpl = generic_template(runtime, identity or {})
-        load = (identity or {})["load"]
-        runner = resolve(load["runner"], load.get("options"))
+        entry = (identity or {})["load"]
+        load = (entry["runner"], entry.get("options"))
+    runner = resolve(*load)
     version = tpl.installed_version()
     if version is None:
         raise RuntimeError(f"{runtime}: {tpl.package} is not installed here")
     index = corpus.index(corpus.DEFAULT_ROOT)
-    runner = _pipeline(runner)
+    runner = findings_pipeline(runner)
     outcome = Outcome()
     if runtime in SOURCES and runtime in TEMPLATES and failures is None:
         groups, skipped = fact_groups(runtime, version)
@@ -72,44 +73,49 @@ def generate(runtime: str, out: Path, *, failures: Sequence[Mapping[str, Any]] |
         for g in groups[limit:]:
             outcome.skipped.append((g.key, f"over --max-per-runtime {limit} ({g.cases} failing case(s))"))
         groups = sorted(groups[:limit], key=lambda g: g.key)
-    for g in groups:
-        done = False
-        why = "no candidate case"
-        for ref in g.candidates[:TRIES]:
-            case, must_reject = case_of(ref, index)
-            obs = observe(runner, case, must_reject)
-            if not _disagrees(obs, g, must_reject):
-                why = f"{case.id}: {obs.verdict} here" + (f" ({obs.message.splitlines()[0]})" if obs.message else "")
-                continue
-            try:
-                final, line, output = write_finding(out, g, tpl, case, obs, version, must_reject)
-            except ValueError as exc:  # the template cannot carry a type
-                why = f"{case.id}: {exc}"
-                continue
-            if final is not None:
-                outcome.written.append(g.key)
-                log(f"  {runtime}/{g.key}: {line}")
-                done = True
-                break
-            tail = " | ".join(output.strip().splitlines()[-2:])
-            why = f"{case.id}: repro.py did not show the mismatch: {tail[:300]}"
-        if not done:
-            outcome.skipped.append((g.key, why))
-            log(f"  {runtime}/{g.key}: SKIPPED: {why}")
+    isolated = IsolatedObserver(load)  # a runtime that aborts on a case ends a worker, not this run
+    try:
+        for g in groups:
+            _write_group(g, out, tpl, index, isolated, version, outcome, runtime, log)
+    finally:
+        isolated.close()
     return outcome
 
 
-def _pipeline(runner):
-    """The engine for one runtime's findings: outputs kept, every failure diagnosed."""
-    from qconform.execution import Pipeline
+def _write_group(g: Group, out: Path, tpl, index, isolated: IsolatedObserver, version: str, outcome: Outcome,
+                 runtime: str, log: Callable[[str], None]) -> None:
+    """The group's finding from the first candidate case that still shows it (its script checked),
+    or the reason none did."""
+    done = False
+    why = "no candidate case"
+    for ref in g.candidates[:TRIES]:
+        case, must_reject = case_of(ref, index)
+        obs = isolated(case, must_reject)
+        if not _disagrees(obs, g, must_reject):
+            why = f"{case.id}: {obs.verdict} here" + (f" ({obs.message.splitlines()[0]})" if obs.message else "")
+            continue
+        try:
+            final, line, output = write_finding(out, g, tpl, case, obs, version, must_reject)
+        except ValueError as exc:  # the template cannot carry a type
+            why = f"{case.id}: {exc}"
+            continue
+        if final is not None:
+            outcome.written.append(g.key)
+            log(f"  {runtime}/{g.key}: {line}")
+            done = True
+            break
+        tail = " | ".join(output.strip().splitlines()[-2:])
+        why = f"{case.id}: repro.py did not show the mismatch: {tail[:300]}"
+    if not done:
+        outcome.skipped.append((g.key, why))
+        log(f"  {runtime}/{g.key}: SKIPPED: {why}")
 
-    return runner if isinstance(runner, Pipeline) else Pipeline.local(runner, diagnose=True, keep_outputs=True)
 
 
 def run_corpus(runner, index, select: str | None, log: Callable[[str], None]) -> list[dict]:
     """The records of a runner over the corpus (``select``: fnmatch over case ids), failures diagnosed:
     the engine's record of each case (a crash or timeout read as an error)."""
-    pipeline = _pipeline(runner)
+    pipeline = findings_pipeline(runner)
     records = []
     refs = [r for r in index.refs if not select or fnmatchcase(r.id, select)]
     log(f"  running {len(refs)} case(s)")
@@ -138,7 +144,7 @@ def characterise(records: Sequence[Mapping[str, Any]], index) -> dict[str, Any] 
 def _diagnosed(runner, failures: Sequence[Mapping[str, Any]], index, log, rediagnose: bool = False) -> list[dict]:
     """The failures, each failing one with a diagnosis (run and diagnosed here where the report has
     none; with ``rediagnose`` also where it named no model: a report made before a model existed)."""
-    pipeline = _pipeline(runner)
+    pipeline = findings_pipeline(runner)
     out = []
     todo = [f["id"] for f in failures if f["verdict"] == FAIL
             and (f.get("diagnosis") is None or (rediagnose and not f["diagnosis"]))]

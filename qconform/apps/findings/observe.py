@@ -51,6 +51,59 @@ def observe(runner, case, must_reject: bool = False) -> Observation:
     return Observation(verdict, res.outputs, res.record.problem or "", res.record.diagnosis, res.record.to_dict())
 
 
+def findings_pipeline(runner):
+    """The engine for one runtime's findings: outputs kept, every failure diagnosed."""
+    from qconform.execution import Pipeline
+
+    return runner if isinstance(runner, Pipeline) else Pipeline.local(runner, diagnose=True, keep_outputs=True)
+
+
+_WORKER_PIPELINES: dict[str, Any] = {}  # in a worker process: its runtime's pipeline, resolved once
+
+
+def _observe_by_name(load: tuple[str, dict | None], case, must_reject: bool) -> Observation:
+    """``observe`` in a worker process: the runner resolved there from its name and options."""
+    import json
+
+    from qconform.runner import resolve
+
+    key = json.dumps(load, sort_keys=True, default=str)
+    if key not in _WORKER_PIPELINES:
+        _WORKER_PIPELINES[key] = findings_pipeline(resolve(load[0], load[1]))
+    return observe(_WORKER_PIPELINES[key], case, must_reject)
+
+
+class IsolatedObserver:
+    """``observe`` run in one worker process per runtime, so that a runtime that ends its process
+    (an assertion's SIGABRT, a segfault) ends that worker, not the findings run: the case is then
+    observed as crashed, with how the worker ended, and a fresh worker takes the next one."""
+
+    def __init__(self, load: tuple[str, dict | None]) -> None:
+        self.load = load
+        self._pool = None
+
+    def __call__(self, case, must_reject: bool = False) -> Observation:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
+        from qconform.verdicts import CRASHED
+
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
+        try:
+            return self._pool.submit(_observe_by_name, self.load, case, must_reject).result()
+        except BrokenProcessPool:
+            self.close()
+            return Observation(CRASHED, None, "the runtime ended the worker process (a crash or an abort): "
+                                              "certify reports the case as crashed")
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
 def storable(arr: np.ndarray) -> tuple[np.ndarray, Any]:
     """(what the npz holds, the qconform element type when it is held as codes, else None)."""
     from qconform import adapt, dtypes

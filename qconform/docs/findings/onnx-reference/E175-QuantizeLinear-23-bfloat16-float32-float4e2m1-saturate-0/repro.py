@@ -18,17 +18,6 @@ try:
               for k, a in zip(sess.output_names, outs)}
 except Exception as exc:
     raise SystemExit(f"expected: {expected}\nMISMATCH: the run raised {type(exc).__name__}: {exc}")
-OTHERS = ['zero-point-skipped']  # the other readings the text permits (readings.npz)
-readings = dict(np.load("readings.npz"))
-for reading in OTHERS:
-    keys = {name: f"{reading}/{name}" for name in expected}
-    got = {name: np.asarray(actual[name]) for name in expected}
-    if all((got[n].dtype, got[n].shape) == (readings[k].dtype, readings[k].shape) and not (
-            (got[n].view(f"u{got[n].itemsize}") != readings[k].view(f"u{got[n].itemsize}"))
-            & ~((got[n] != got[n]) & (readings[k] != readings[k])) & ~False).any()
-           for n, k in keys.items()):
-        print(f"OK: the outputs are reading '{reading}', which the text also permits (expected.npz holds another)")
-        raise SystemExit(0)
 bad = 0
 for name, e in expected.items():
     a = np.asarray(actual[name])
