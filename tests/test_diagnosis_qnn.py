@@ -34,10 +34,13 @@ def test_nearest_neighbor_indices_follow_tensorflow_resize_nearest_neighbor():
 
 
 #: Corpus cases each model changes: nearest_mode ceil and floor (dropped), a 16-bit MaxPool whose
-#: padding meets negative values.
+#: padding meets negative values, a cubic Resize whose outside weights the text sets to 0.
 EXPOSED = {
     "resize-nearest-neighbor-flags-only": ["qdq.Resize-21/uint8-uint8/fold/nearest-ceil-half_pixel-up-equal-qparams",
                                            "qdq.Resize-21/int8-int8/basic/nearest-round_prefer_ceil-asymmetric-up-calibrated"],
+    "cubic-resize-exclude-outside-ignored": [
+        "qdq.Resize-21/int8-int8/ties/cubic-a--8.0-asymmetric-exclude-outside-1-scale-ratio-2^1-zero-point-even",
+        "qdq.Resize-21/uint8-uint8/ties/cubic-a-4.0-asymmetric-exclude-outside-1-scale-ratio-2^1-zero-point-odd"],
     "max-pool-pads-read-as-zero": ["qdq.MaxPool-21/int16-int16/geometry/1d-k2-pads",
                                    "qdq.MaxPool-21/int16-int16/geometry/2d-k2-stride-2-ceil-odd"],
 }

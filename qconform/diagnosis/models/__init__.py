@@ -177,6 +177,7 @@ ORDER = (
     "moved-codes-unrequantised",
     "resize-nearest-neighbor-flags-only",
     "max-pool-pads-read-as-zero",
+    "cubic-resize-exclude-outside-ignored",
     "nbits-row-stride-from-k",
     "nbits-zero-points-packed-across-rows",
     "nbits-large-block-zeros",

@@ -7,11 +7,14 @@ the QNN operator as its public definition states, on the pattern's codes.
   ``ResizeNearestNeighbor`` with two flags (``align_corners``, ``half_pixel_centers``), the
   operator TensorFlow defines: ``nearest_mode`` is dropped and ``pytorch_half_pixel`` keeps neither
   flag. The codes moved are requantised once, exactly, rounded half away from zero, as the HTP's
-  other data-movement patterns are (``pattern-exact-half-away``).
+  other data-movement patterns are (the exact half-away model of ``fixed_point``).
 - ``max-pool-pads-read-as-zero``: a MaxPool's ``pads`` go to QNN's ``PoolMax2d`` as ``pad_amount``,
   an operator with no pad value; the HTP's padded positions hold the zero point (the real value 0),
   not −∞ as the ONNX text's padding is (measured on its 16-bit kernels, where a window of negative
   values then gives 0).
+- ``cubic-resize-exclude-outside-ignored``: a cubic Resize with ``exclude_outside = 1`` computed as if
+  it were 0 (measured: the EP passes the parameter to QNN's Resize, the HTP's result is the text's
+  with the outside weights kept), requantised rounding half away from zero.
 """
 from __future__ import annotations
 
@@ -126,6 +129,41 @@ class MaxPoolPadsReadAsZero:
         return [("spec", [_pack(y, p.y_type)])]
 
 
+def _cubic_excluding(d: Draft) -> bool:
+    """DQ(x) → Resize(mode cubic, exclude_outside 1) → Q between integer codes, per tensor."""
+    p = pattern(d) if d.graph else None
+    if p is None or p.op != "Resize" or not p.operands or p.operands[0] is None:
+        return False
+    x = p.operands[0]
+    return _attr(p.attrs, "mode", "nearest") == "cubic" and int(p.attrs.get("exclude_outside", 0)) == 1 \
+        and dtypes.get(x.type).is_integer and dtypes.get(p.y_type).is_integer \
+        and np.size(x.scale) == 1 and np.size(p.y_scale) == 1
+
+
+class CubicResizeExcludeOutsideIgnored:
+    """DQ(x) → Resize(cubic, exclude_outside 1) → Q computed with exclude_outside 0: the oracle's own
+    Resize on the exact dequantized values (x − z_x)·s_x with that one attribute changed, divided by
+    s_y exactly, rounded half away from zero, plus z_y, saturated."""
+
+    def fused(self, draft, inputs):
+        if not _cubic_excluding(draft):
+            return None
+        from qconform.oracle.graph import ORACLE
+
+        p = pattern(draft)
+        x = p.operands[0]
+        sx = float(np.asarray(x.scale, np.float64).reshape(-1)[0])
+        ins = [(x.exact().astype(np.float64) * sx).astype(np.float32)] \
+            + [None if v is None else np.asarray(v) for v in p.others[1:]]
+        attrs = {**p.attrs, "exclude_outside": 0}
+        node = Node(p.op, tuple(f"in{i}" for i in range(len(ins))), ("out",), attrs)
+        v = np.asarray(ORACLE.float_node(node, ins, "cubic")[0][1][0], np.float64)
+        sy = Fraction(float(np.asarray(p.y_scale, np.float64).reshape(-1)[0]))
+        q = np.vectorize(lambda t: round_fraction(Fraction(float(t)) / sy, "half-away"), otypes=[np.int64])(v)
+        y = _saturate(q + int(as_float64(p.y_zero, p.y_type)), p.y_type)
+        return [("spec", [_pack(y, p.y_type)])]
+
+
 QNN_EP = "onnxruntime/onnxruntime-qnn onnxruntime/core/providers/qnn/builder/opbuilder"
 
 DEVIATIONS = [
@@ -153,6 +191,16 @@ DEVIATIONS = [
               "same-lower ones is this model bit for bit (38 cases; int16 1d-k2-pads: y = −19414 by the text, the code of 0 here)",
               "int16, kernel 2, pads 1, a row of negative values: the first window is [pad, x0] and gives 0",
               MaxPoolPadsReadAsZero, _max_pool, ("geometry", "ties")),
+    Deviation("cubic-resize-exclude-outside-ignored", frozenset({"Resize"}),
+              "Your runtime ignores exclude_outside = 1 in a cubic Resize: the weights of sampling positions outside "
+              "the input are kept (the edge values repeated) instead of set to 0 and the rest renormalised; the "
+              "result is requantised rounding half away from zero.",
+              f"Qualcomm QNN HTP (onnxruntime-qnn 2.7.0, QNN SDK 2.51.0) measured here: {QNN_EP}/resize_op_builder.cc "
+              "passes exclude_outside to QNN's Resize as QNN_OP_RESIZE_PARAM_EXCLUDE_OUTSIDE, and 11 of the 16 failing "
+              "int8 and uint8 cubic cases with exclude_outside = 1 (cubic_coeff_a −8.0 and 4.0, asymmetric) are this "
+              "model bit for bit; not the 4 of the equal-parameter fold family nor uint8 a = −8.0 calibrated",
+              "cubic_coeff_a = −8.0, exclude_outside = 1, asymmetric 4 → 8: the last outputs differ by tens of codes",
+              CubicResizeExcludeOutsideIgnored, _cubic_excluding, ("basic", "ties")),
 ]
 
-__all__ = ["DEVIATIONS", "MaxPoolPadsReadAsZero", "ResizeNearestNeighborFlagsOnly", "nearest_neighbor_indices"]
+__all__ = ["CubicResizeExcludeOutsideIgnored", "DEVIATIONS", "MaxPoolPadsReadAsZero", "ResizeNearestNeighborFlagsOnly", "nearest_neighbor_indices"]
