@@ -117,5 +117,69 @@ def test_an_undecided_element_makes_the_case_unsupported(cpu_kernel):
                   X_zero_point=np.array(0, np.int8), Y_scale=np.array(np.float32(2.0**-24)),
                   Y_zero_point=np.array(-128, np.int8))
     case = evaluate(_draft(values))
-    with pytest.raises(Unsupported, match="1 element.*does not decide"):
+    with pytest.raises(Unsupported, match="1 element.*do not guess"):
         prepare(cpu_kernel, build_model(case))(case.feeds)
+
+
+def _softmax():
+    return next(o for o in OPERATORS if o.section == "ms-qlinear-composed" and "opset" in o.arithmetic_attrs)
+
+
+@pytest.mark.parametrize("shape, attrs", [
+    ((2, 5, 3), dict(opset=13, axis=1)),
+    ((2, 5, 3), dict(opset=13, axis=-1)),
+    ((3, 4, 2), dict(opset=11, axis=1)),  # coerced to 3 × 8
+    ((2, 3, 2, 2), dict(opset=12, axis=2)),  # coerced to 6 × 4
+    ((1, 300), dict(opset=13, axis=-1)),  # a long row: the sum's error grows with it
+], ids=str)
+@pytest.mark.parametrize("t", ["int8", "uint8"])
+def test_qlinear_softmax_rows_beyond_the_corpus(cpu_kernel, t, shape, attrs):
+    from qconform.case import Arg, Draft
+    from qconform.oracle import evaluate
+
+    op, et = _softmax(), dtypes.get(t)
+    lo, hi = int(et.qrange[0]), int(et.qrange[1])
+    rng = np.random.default_rng(6703 + len(shape) + attrs["opset"])
+    values = dict(X=rng.integers(lo, hi + 1, shape).astype(et.dtype), X_scale=np.array(np.float32(0.0371)),
+                  x_zero_point=np.array(lo + 128, et.dtype), y_scale=np.array(np.float32(1 / 256)),
+                  y_zero_point=np.array(lo, et.dtype))
+    args = tuple(Arg(i.name, dtypes.get(values[i.name].dtype).name, values[i.name]) for i in op.inputs)
+    case = evaluate(Draft(op.op, op.versions[-1], "kernel-test", "beyond", "case", args, attrs, domain=op.domain))
+    outcome = compare(case, prepare(cpu_kernel, build_model(case))(case.feeds), profile="strict")
+    assert outcome.verdict == "pass", outcome.message(case)
+
+
+def test_softmax_row_limit_matches_the_source():
+    import re
+
+    from qconform.kernels import source
+    from qconform.kernels.composed import MAX_ROW
+
+    assert re.findall(r"#define QK_SOFTMAX_MAX_ROW (\d+)", source()) == [str(MAX_ROW)]
+
+
+def test_softmax_decided_elements_are_the_correctly_rounded_value(cpu_kernel):
+    """Rows of float32 values of every size the rows meet (tiny beside large: t = x - top inexact in
+    double), each decided element the exact value rounded once."""
+    from qconform.oracle.graph_sums import _round_fraction_f32
+
+    rng = np.random.default_rng(6704)
+    d = 7
+    rows = np.concatenate([rng.normal(0, s, (40, d)) for s in (0.01, 1.0, 10.0, 60.0)]).astype(np.float32)
+    rows[::5, 0] = np.float32(1e-30)
+    n = rows.size
+    res = cpu_kernel.execute(Launch("softmax", dict(x=rows.reshape(-1).view(np.uint32), d=d, n=n),
+                                    {"y": (np.dtype(np.uint32), n), "status": (np.dtype(np.uint8), n)}, n))
+    y, status = res["y"].view(np.float32).reshape(rows.shape), res["status"].reshape(rows.shape)
+    assert np.count_nonzero(status) <= 2
+    with decimal.localcontext() as ctx:
+        ctx.prec = 60
+        for row, yr, sr in zip(rows, y, status):
+            top = Fraction(float(row.max()))
+            ts = [Fraction(float(v)) - top for v in row]
+            es = [Fraction((decimal.Decimal(t.numerator) / decimal.Decimal(t.denominator)).exp()) for t in ts]
+            total = sum(es)
+            for e, yi, si in zip(es, yr, sr):
+                if si == 0:
+                    want = np.float32(_round_fraction_f32(e / total))
+                    assert yi.view(np.uint32) == want.view(np.uint32), (row, float(yi), float(want))

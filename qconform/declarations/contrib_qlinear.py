@@ -19,10 +19,6 @@ from qconform.declarations.operator import Input, Kind, Operator, Role
 D, W, S, Z, B = Role.DATA, Role.WEIGHT, Role.SCALE, Role.ZERO_POINT, Role.BIAS
 _F = "tensor(float)"
 _T = {"T": ("uint8", "int8"), _F: ("float32",)}
-#: Why the kernels leave QLinearSoftmax out (issue 67): the float function's value as the oracle computes it.
-_CORRECTLY_ROUNDED = ("its float function is the exact value rounded once to float32 (semantics.md#qdq-softmax): the "
-                      "kernels' double exp decides that rounding for Sigmoid (qk_functions.h); Softmax's rows are not "
-                      "written yet")
 
 #: QLinearMul's and QGemm's requantisation readings: the quantized matmul's (#qlmm-requant) with float32 scales
 #: (semantics.md#ms-qlinear-mul, #ms-qgemm).
@@ -88,8 +84,7 @@ QLINEAR_GLOBAL_AVERAGE_POOL = Operator(
 QLINEAR_SOFTMAX = Operator(
     MS_DOMAIN, "QLinearSoftmax", (1,), Kind.REQUANTIZE,
     _unary("X", "X_scale", "x_zero_point", "y_scale", "y_zero_point"), ("Y",), "ms-qlinear-composed",
-    COMPOSED_READINGS, output_like="y_zero_point", kernel=False, kernel_reason=_CORRECTLY_ROUNDED,
-    arithmetic_attrs=("axis", "opset"),
+    COMPOSED_READINGS, output_like="y_zero_point", kernel=True, arithmetic_attrs=("axis", "opset"),
     schema=_unary_table("X", "X_scale", "x_zero_point", "y_scale", "y_zero_point", {"opset": None, "axis": -1},
                         yz_optional=False))
 QLINEAR_CONCAT = Operator(

@@ -167,6 +167,8 @@ ENTRY_POINTS: dict[str, tuple[tuple[str, str], ...]] = {
     # Sigmoid on float32 codes (QLinearSigmoid: dequantize, this, quantize); status one byte per element,
     # qkernels' QK_ROUNDING_*: 1 where the float32 rounding is not proven (the plan refuses the case).
     "sigmoid": (("x", "in"), ("n", "i64"), ("y", "out"), ("status", "out")),
+    # Softmax along rows of d float32 codes (QLinearSoftmax; the rows laid out on the host); status as sigmoid's.
+    "softmax": (("x", "in"), ("d", "i64"), ("n", "i64"), ("y", "out"), ("status", "out")),
     # The average pools on float32 codes (QLinearAveragePool, QLinearGlobalAveragePool: dequantize, this,
     # quantize); geom: POOL_GEOMETRY's numbers; status one byte per element (qkernels.h's QK_POOL_*).
     "avg_pool": (("x", "in"), ("geom", "in"), ("include", "i32"), ("n", "i64"), ("y", "out"), ("status", "out")),

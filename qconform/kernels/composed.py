@@ -19,6 +19,7 @@ from qconform.declarations.operator import Operator, Role
 from qconform.kernels import ENTRY_POINTS, KIND, Launch, ParamIndex, codes, from_codes, param_index, storage_dtype
 from qconform.kernels.node import Execute, Node, checked, need
 from qconform.oracle.base import InvalidModel
+from qconform.oracle.qlinear_composed import SoftmaxComposed, coerced_softmax
 from qconform.runner import Unsupported
 
 SECTIONS = ("ms-qlinear-composed", "ms-qlinear-concat")
@@ -93,12 +94,17 @@ class ComposedPlan:
             elif kind == "out" and name != "y":
                 outputs[name] = (np.dtype(np.uint8), n)
         res = execute(Launch(entry, args, outputs, n))
-        undecided = int(np.count_nonzero(res["status"])) if "status" in res else 0
-        if undecided:
-            raise Unsupported(f"{undecided} element(s) of {self.decl.label} whose exact {self.node.oracle.float_op} lies "
-                              f"within 2^-40 of a float32 rounding boundary: the kernels' double value (error under "
-                              f"2^-46) does not decide their rounding, and they do not guess")
+        _decided(res, self.decl.label, self.node.oracle.float_op)
         return res["y"], shape
+
+
+def _decided(res: Mapping[str, np.ndarray], label: str, float_op: str) -> None:
+    """Unsupported where a status byte says the kernel's double value does not decide an element's float32."""
+    undecided = int(np.count_nonzero(res["status"])) if "status" in res else 0
+    if undecided:
+        raise Unsupported(f"{undecided} element(s) of {label} whose exact {float_op} lies too near a float32 "
+                          f"rounding boundary for the kernels' double value (qk_functions.h: its error bound) to "
+                          f"decide their rounding; the kernels do not guess")
 
 
 @dataclass
@@ -151,6 +157,39 @@ class ConcatPlan:
         return [from_codes(y, out, yf.shape)]
 
 
+#: The longest row the softmax entry point takes (qk_functions.h's QK_SOFTMAX_MAX_ROW: its error bound).
+MAX_ROW = 4096
+
+
+@dataclass
+class RowsPlan(ComposedPlan):
+    """QLinearSoftmax: the float function along rows of d elements, laid out on the host as the oracle's
+    graph lays them out (``coerced_softmax``: one Softmax along ``axis``, or, where it reshapes, the
+    input coerced to N × D at ``axis``); then the entry point's rows, and the layout back."""
+
+    def middle(self, xf: np.ndarray, shape: tuple[int, ...], execute: Execute) -> tuple[np.ndarray, tuple[int, ...]]:
+        if "opset" not in self.node.attrs:
+            raise InvalidModel(f"{self.decl.label}'s opset attribute is required")
+        nodes, reshaped = coerced_softmax(self.node.attrs, shape)
+        x = xf.reshape(shape)
+        if reshaped:  # N × D: the rows are the input's own order
+            rows, axis = x.reshape(int(reshaped[0].value[0]), -1), None
+        else:
+            axis = int(nodes[0].attrs["axis"]) % len(shape)
+            rows = np.moveaxis(x, axis, -1)
+        d = int(rows.shape[-1]) if rows.ndim else 1
+        if d > MAX_ROW:
+            raise Unsupported(f"rows of {d} elements (the kernel's error bound holds up to {MAX_ROW})")
+        flat = np.ascontiguousarray(rows).reshape(-1)
+        n = int(flat.size)
+        res = execute(Launch(float_entry(self.node), dict(x=flat, d=d, n=n),
+                             {"y": (np.dtype(np.uint32), n), "status": (np.dtype(np.uint8), n)}, n))
+        _decided(res, self.decl.label, self.node.oracle.float_op)
+        y = res["y"].reshape(rows.shape)
+        y = y.reshape(shape) if axis is None else np.moveaxis(y, -1, axis)
+        return np.ascontiguousarray(y).reshape(-1), shape
+
+
 def read(node: Node, decl: Operator, who: str) -> ComposedPlan | ConcatPlan:
     if decl.section == "ms-qlinear-concat":
         out = node.types[1]
@@ -163,7 +202,8 @@ def read(node: Node, decl: Operator, who: str) -> ComposedPlan | ConcatPlan:
         return ConcatPlan(node, out)
     if not covers(node):
         raise Unsupported(f"{who}: the float function of {decl.label} is not implemented")
-    return ComposedPlan(node, decl, *unary_types(node, decl, who))
+    plan = RowsPlan if isinstance(node.oracle, SoftmaxComposed) else ComposedPlan
+    return plan(node, decl, *unary_types(node, decl, who))
 
 
 def unary_types(node: Node, decl: Operator, who: str) -> tuple[str, str]:
@@ -178,4 +218,4 @@ def unary_types(node: Node, decl: Operator, who: str) -> tuple[str, str]:
     return types[x_name], out
 
 
-__all__ = ["ComposedPlan", "ConcatPlan", "SECTIONS", "covers", "float_entry", "read", "unary_types"]
+__all__ = ["ComposedPlan", "ConcatPlan", "MAX_ROW", "RowsPlan", "SECTIONS", "covers", "float_entry", "read", "unary_types"]

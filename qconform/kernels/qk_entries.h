@@ -191,6 +191,12 @@ QK_FN void qk_dql_compute(float lo, float hi, int qmin, int qmax, qk_u32 *scale_
 #define QK_SIGMOID_ELEM(i) \
   qk_store(y, (i), 4, qk_sigmoid1(qk_load(x, (i), 4), (unsigned char *)status + (i)))
 
+/* Softmax along rows of d float32 codes (QLinearSoftmax: dequantize, this, quantize; the rows laid out on the
+ * host), n = rows * d elements: y and one status byte per element (QK_ROUNDING_*). */
+#define QK_SOFTMAX_ARGS const void *x, qk_i64 d, qk_i64 n, void *y, void *status
+#define QK_SOFTMAX_ELEM(i) \
+  qk_store(y, (i), 4, qk_softmax1(x, (i) / d, d, (i) % d, (unsigned char *)status + (i)))
+
 /* An average pool: geom holds QK_PG_LEN numbers; x float32 codes (N, C, D1, D2, D3), y float32 codes and
  * status one byte per output element (N, C, O1, O2, O3). */
 #define QK_POOL_ARGS const void *x, const qk_i64 *geom, int include, qk_i64 n, void *y, void *status
@@ -277,6 +283,11 @@ extern "C" __global__ void qk_leaky_relu_kernel(QK_LEAKY_ARGS) {
 extern "C" __global__ void qk_sigmoid_kernel(QK_SIGMOID_ARGS) {
   for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
     QK_SIGMOID_ELEM(i);
+}
+
+extern "C" __global__ void qk_softmax_kernel(QK_SOFTMAX_ARGS) {
+  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
+    QK_SOFTMAX_ELEM(i);
 }
 
 extern "C" __global__ void qk_avg_pool_kernel(QK_POOL_ARGS) {
@@ -414,6 +425,11 @@ int qk_leaky_relu(QK_LEAKY_ARGS) {
 
 int qk_sigmoid(QK_SIGMOID_ARGS) {
   for (qk_i64 i = 0; i < n; i++) QK_SIGMOID_ELEM(i);
+  return 0;
+}
+
+int qk_softmax(QK_SOFTMAX_ARGS) {
+  for (qk_i64 i = 0; i < n; i++) QK_SOFTMAX_ELEM(i);
   return 0;
 }
 

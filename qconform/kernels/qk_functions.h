@@ -39,12 +39,12 @@ QK_FN double qk_exp_f64(double t) {
   return p * qk_pow2((int)k);
 }
 
-/* The float32 a double v rounds to, where every value within 2^-40 of v (relatively) rounds to it:
- * the exact value, within 2^-46 of v, then rounds to it too (RNE is monotonic); else *status is
- * QK_ROUNDING_UNDECIDED (the kernel does not guess). v > 0; v * 2^-40 is exact, and the bounds'
- * own rounding (2^-53) keeps them outside [exact, v]. */
-QK_FN float qk_decided_f32(double v, unsigned char *status) {
-  const float lo = (float)(v - v * 0x1p-40), hi = (float)(v + v * 0x1p-40);
+/* The float32 a double v rounds to, where every value within v * margin of v rounds to it: the exact
+ * value, within v * (the stated bound) of v, then rounds to it too (RNE is monotonic); else *status is
+ * QK_ROUNDING_UNDECIDED (the kernel does not guess). v > 0; margin a power of two, at least twice the
+ * bound, so v * margin is exact and the bounds' own rounding (2^-53) keeps them outside [exact, v]. */
+QK_FN float qk_decided_f32(double v, double margin, unsigned char *status) {
+  const float lo = (float)(v - v * margin), hi = (float)(v + v * margin);
   *status = lo == hi ? QK_ROUNDING_DECIDED : QK_ROUNDING_UNDECIDED;
   return lo;
 }
@@ -62,5 +62,40 @@ QK_FN qk_u32 qk_sigmoid1(qk_u32 xb, unsigned char *status) {
   }
   if (x >= 20.0f) return qk_f2u(1.0f);
   if (x <= -105.0f) return qk_f2u(0.0f);
-  return qk_f2u(qk_decided_f32(1.0 / (1.0 + qk_exp_f64(-(double)x)), status));
+  return qk_f2u(qk_decided_f32(1.0 / (1.0 + qk_exp_f64(-(double)x)), 0x1p-40, status));
+}
+
+/* The longest row the softmax entry point takes: its error bound grows with the row's length. */
+#define QK_SOFTMAX_MAX_ROW 4096
+
+/* "Softmax(input, axis) = Exp(input) / ReduceSum(Exp(input), axis=axis, keepdims=1)" (Softmax-13,
+ * QLinearSoftmax's float function: qconform/docs/semantics.md#qdq-softmax), element j of a row of d
+ * float32 codes (d <= QK_SOFTMAX_MAX_ROW): the exact value rounded once to float32, the row shifted by
+ * its maximum top as the oracle does (the same value). In double: t = x_j - top (off by under
+ * 105 * 2^-53 = 2^-46.3 where t > -105), e_j = exp(t) (relative error under 2^-46.4 + 2^-46.3 =
+ * 2^-45.3); a term with t <= -105 is taken as 0 (e_j < 2^-151, and e_top = 1: its quotient rounds to
+ * +0, and leaving it out moves the sum by under d * 2^-151); the sum in a fixed order (d * 2^-53 more),
+ * the quotient (2^-53): under 2 * 2^-45.3 + (d + 1) * 2^-53 <= 2^-40.8 in all, decided with a margin of
+ * 2^-38. A NaN or infinite element leaves its row undecided. */
+QK_FN qk_u32 qk_softmax1(const void *x, qk_i64 row, qk_i64 d, qk_i64 j, unsigned char *status) {
+  float top = qk_u2f(qk_load(x, row * d, 4));
+  double sum = 0.0, ej = 0.0;
+  qk_i64 k;
+  *status = QK_ROUNDING_DECIDED;
+  for (k = 0; k < d; k++) {
+    const float v = qk_u2f(qk_load(x, row * d + k, 4));
+    if (v != v || v - v != 0.0f) {
+      *status = QK_ROUNDING_UNDECIDED;
+      return qk_f2u(0.0f);
+    }
+    top = v > top ? v : top;
+  }
+  for (k = 0; k < d; k++) {
+    const double t = (double)qk_u2f(qk_load(x, row * d + k, 4)) - (double)top;
+    const double e = t > -105.0 ? qk_exp_f64(t) : 0.0;
+    sum += e;
+    if (k == j) ej = e;
+  }
+  if (ej == 0.0) return qk_f2u(0.0f);
+  return qk_f2u(qk_decided_f32(ej / sum, 0x1p-38, status));
 }
