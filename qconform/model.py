@@ -14,9 +14,7 @@ from onnx import helper, numpy_helper
 
 from qconform import dtypes
 from qconform.case import Case, MS_DOMAIN
-
-#: ai.onnx opset imported beside com.microsoft ops (what onnxruntime's contrib ops are built against).
-MS_COMPANION_OPSET = 21
+from qconform.declarations.operators import MS_COMPANION_OPSET
 
 
 @functools.cache

@@ -9,7 +9,8 @@ from onnx import helper, numpy_helper
 from qconform import corpus as corpus_mod
 from qconform import dtypes
 from qconform.case import MS_DOMAIN
-from qconform.model import MS_COMPANION_OPSET, _ir_version, build_model
+from qconform.declarations.operators import MS_COMPANION_OPSET
+from qconform.model import _ir_version, build_model
 
 
 def helper_model(case) -> onnx.ModelProto:

@@ -81,6 +81,11 @@ MS_DEQUANTIZE_LINEAR = Operator(
             "outputs": (("y", "T2"),), "attrs": {"axis": None},
             "types": {"T1": _MS_QUANT + ("int32",), "T2": ("float32", "float16")}})
 
+#: The ai.onnx opset a com.microsoft model imports beside its contrib ops (what onnxruntime's contrib
+#: ops are built against): the model builder imports it, and the composed contrib ops' oracle reads
+#: the text's "quantize" and "dequantize" as QuantizeLinear and DequantizeLinear of this version.
+MS_COMPANION_OPSET = 21
+
 #: The two quantization boundary operators by name, in the order a fake quantisation runs them
 #: (x → QuantizeLinear → DequantizeLinear): the QDQ patterns are built from them in either domain.
 QDQ: tuple[str, str] = (QUANTIZE_LINEAR.op, DEQUANTIZE_LINEAR.op)

@@ -23,10 +23,6 @@ from qconform.oracle.base import Evaluation, OpOracle
 from qconform.oracle.graph import GraphOracle
 from qconform.oracle.granularity import InvalidModel
 
-#: The ai.onnx opset a com.microsoft model imports beside its contrib ops (qconform/model.py's
-#: MS_COMPANION_OPSET): the version of the QuantizeLinear and DequantizeLinear the text's
-#: "quantize" and "dequantize" are read as.
-COMPANION_OPSET = 21
 Q, DQ = operators.QDQ
 
 
@@ -40,7 +36,7 @@ def _zero_point(arg: Arg | None, like: Arg, name: str) -> Arg:
 def run_graph(graph: GraphOracle, draft: Draft, args: tuple[Arg, ...], nodes: tuple[Node, ...],
               primary_only: bool, clause: str) -> Evaluation:
     """The readings of ``nodes`` on ``args`` by the graph oracle, with their don't-care masks."""
-    g = Draft(op=draft.op, opset=COMPANION_OPSET, types=draft.types, family=draft.family, name=draft.name,
+    g = Draft(op=draft.op, opset=operators.MS_COMPANION_OPSET, types=draft.types, family=draft.family, name=draft.name,
               inputs=args, attrs={}, domain=PATTERN_DOMAIN, graph=nodes)
     with np.errstate(all="ignore"):
         readings = graph.run(g, primary_only)
@@ -135,5 +131,5 @@ class ConcatComposed(Composed):
         return run_graph(self, draft, tuple(draft.inputs), tuple(nodes), primary_only, self.clause)
 
 
-__all__ = ["COMPANION_OPSET", "Composed", "ConcatComposed", "SoftmaxComposed", "channels_last", "coerced_softmax",
+__all__ = ["Composed", "ConcatComposed", "SoftmaxComposed", "channels_last", "coerced_softmax",
            "run_graph"]
