@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -105,3 +105,22 @@ def is_quantize(spec: OpSpec) -> bool:
 
 def is_dequantize(spec: OpSpec) -> bool:
     return operators.get(spec.domain, spec.op).kind is Kind.DEQUANTIZE
+
+
+def by_family(key: tuple[str, str], families: Sequence[str], table: Mapping[str, Callable[[], Iterable[Draft | None]]],
+              family: str | None = None) -> Iterator[Draft]:
+    """The drafts of ``family`` (of every family, in ``families``' order, where None) from ``table``'s
+    builders, leaving out the None a builder yields for a combination without a case; nothing where
+    the caller of ``all_drafts`` keeps no version of operator ``key``. The ``generate`` of a module
+    whose families each build every case of one operator (MatMulNBits, GatherBlockQuantized)."""
+    if not any((s.domain, s.op) == key for s in specs()):
+        return
+    for fam in (families if family is None else (family,)):
+        yield from (d for d in table[fam]() if d is not None)
+
+
+def family_entries(prefix: str, families: Sequence[str],
+                   generate: Callable[[str], Iterator[Draft]]) -> dict[str, Callable[[], Iterator[Draft]]]:
+    """One ``generators.FAMILIES`` entry per family, keyed "<prefix>:<family>", each generating that
+    family alone."""
+    return {f"{prefix}:{fam}": (lambda fam=fam: generate(fam)) for fam in families}

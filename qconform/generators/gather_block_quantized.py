@@ -17,7 +17,7 @@ import numpy as np
 
 from qconform.case import Draft
 from qconform.declarations.contrib_blocked import GATHER_BLOCK_QUANTIZED
-from qconform.generators.common import array, draft, specs
+from qconform.generators.common import array, by_family, draft, family_entries, specs
 from qconform.oracle import floats
 from qconform import dtypes
 from qconform.declarations.contrib_blocked import pack_stream
@@ -188,11 +188,9 @@ def applies(spec, combo: dict[str, str], family: str | None = None) -> bool:
 
 
 def generate(family: str | None = None) -> Iterator[Draft]:
-    if _spec() is None:
-        return
-    for fam in (FAMILIES if family is None else (family,)):
-        yield from (d for d in _GEN[fam]() if d is not None)
+    return by_family(GATHER_BLOCK_QUANTIZED.key, FAMILIES, _GEN, family)
 
 
 def entries() -> dict[str, Callable[[], Iterator[Draft]]]:
-    return {f"gather-block-quantized:{fam}": (lambda fam=fam: generate(fam)) for fam in FAMILIES}
+    """One ``generators.FAMILIES`` entry per family, keyed "gather-block-quantized:<family>"."""
+    return family_entries("gather-block-quantized", FAMILIES, generate)

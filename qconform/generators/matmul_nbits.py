@@ -26,7 +26,7 @@ import numpy as np
 
 from qconform.case import Draft
 from qconform.declarations.contrib_blocked import MATMUL_NBITS
-from qconform.generators.common import array, draft, specs
+from qconform.generators.common import array, by_family, draft, family_entries, specs
 from qconform.declarations.contrib_blocked import pack_stream
 from qconform.oracle.arith import fl
 
@@ -383,12 +383,9 @@ def applies(spec, combo: dict[str, str], family: str | None = None) -> bool:
 
 
 def generate(family: str | None = None) -> Iterator[Draft]:
-    if _spec() is None:
-        return
-    for fam in (FAMILIES if family is None else (family,)):
-        yield from (d for d in _GEN[fam]() if d is not None)
+    return by_family(MATMUL_NBITS.key, FAMILIES, _GEN, family)
 
 
 def entries() -> dict[str, Callable[[], Iterator[Draft]]]:
     """One ``generators.FAMILIES`` entry per family, keyed "matmul-nbits:<family>"."""
-    return {f"matmul-nbits:{fam}": (lambda fam=fam: generate(fam)) for fam in FAMILIES}
+    return family_entries("matmul-nbits", FAMILIES, generate)
