@@ -33,6 +33,7 @@ from qconform.oracle import floats
 from qconform.oracle.arith import as_float64, exact_fma, exact_product, fl, pack_output
 from qconform.oracle import base
 from qconform.oracle.base import Evaluation, OpOracle, register
+from qconform.oracle.contrib_qlinear import per_tensor_or
 from qconform.oracle.granularity import InvalidModel
 from qconform.oracle.graph import NotExact
 from qconform.oracle.integer import matmul_operands
@@ -340,11 +341,7 @@ def _ints(arg: Arg | None) -> np.ndarray:
 def _column_param(name: str, arg: Arg | None, n: int, values: np.ndarray | None = None) -> np.ndarray:
     """A parameter of B: a scalar (or one element) per tensor, or N elements per column."""
     v = _ints(arg) if values is None else values
-    if v.size == 1 and v.ndim <= 1:
-        return v.reshape(())
-    if v.ndim == 1 and v.shape[0] == n:
-        return v
-    raise InvalidModel(f"{name} of shape {v.shape}: a scalar or a 1-D tensor of N = {n} elements")
+    return per_tensor_or(v, (n,), f"{name} of shape {v.shape}: a scalar or a 1-D tensor of N = {n} elements")
 
 
 def _bias(arg: Arg | None, n: int) -> np.ndarray | None:
@@ -381,9 +378,7 @@ class MatMulIntegerToFloat(OpOracle):
         av, bv = _ints(a), _ints(b)
         k = av.shape[-1]
         azp = _ints(a_zp)
-        if not (azp.size == 1 and azp.ndim <= 1) and azp.shape != (k,):
-            raise InvalidModel(f"a_zero_point of shape {azp.shape}: a scalar or K = {k} elements")
-        azp = azp.reshape(()) if azp.size == 1 else azp
+        azp = per_tensor_or(azp, (k,), f"a_zero_point of shape {azp.shape}: a scalar or K = {k} elements")
         n = bv.shape[-1] if bv.ndim > 1 else 1
         bzp = _column_param("b_zero_point", b_zp, n)
         acc, n = _accumulate(av, azp, bv, bzp)

@@ -30,10 +30,21 @@ from qconform.oracle.qlinear_composed import Composed, ConcatComposed, SoftmaxCo
 F32 = dtypes.get("float32")
 
 
+def per_tensor_or(v: np.ndarray, shape: tuple[int, ...] | None, says: str) -> np.ndarray:
+    """A parameter per tensor ("It's a scalar, which means a per-tensor/layer quantization": a scalar
+    or a 1-element 1-D tensor), as shape (); else of ``shape`` where the op also admits one element
+    per row or column; else InvalidModel(``says``). One reading of "scalar" for every com.microsoft op."""
+    if v.size == 1 and v.ndim <= 1:
+        return v.reshape(())
+    if shape is not None and v.shape == tuple(shape):
+        return v
+    raise InvalidModel(says)
+
+
 def scalar(arg: Arg | None, what: str) -> None:
-    """"It's a scalar, which means a per-tensor/layer quantization": a scalar or a 1-element 1-D tensor."""
-    if arg is not None and not (arg.value.size == 1 and arg.value.ndim <= 1):
-        raise InvalidModel(f"{what} of shape {arg.value.shape}: a scalar (per tensor) only")
+    """A parameter the text makes per tensor only (absent: its default)."""
+    if arg is not None:
+        per_tensor_or(arg.value, None, f"{what} of shape {arg.value.shape}: a scalar (per tensor) only")
 
 
 class _Binary(Requantising):
@@ -139,8 +150,8 @@ class QGemm(Requantising):
         for arg, name in ((a_s, "a_scale"), (a_zp, "a_zero_point"), (y_s, "y_scale"), (y_zp, "y_zero_point")):
             scalar(arg, name)
         for arg, name in ((b_s, "b_scale"), (b_zp, "b_zero_point")):
-            if not (arg.value.size == 1 and arg.value.ndim <= 1) and arg.value.shape != (n,):
-                raise InvalidModel(f"{name} of shape {arg.value.shape}: a scalar or N = {n} elements (per column)")
+            per_tensor_or(arg.value, (n,),
+                          f"{name} of shape {arg.value.shape}: a scalar or N = {n} elements (per column)")
         if b_s.value.shape != b_zp.value.shape:
             raise InvalidModel(f"b_scale {b_s.value.shape} and b_zero_point {b_zp.value.shape} differ in shape")
         bz = self.param(b_zp).astype(np.int64).reshape(-1)
