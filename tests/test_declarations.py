@@ -85,6 +85,50 @@ def test_the_check_sees_a_planted_list():
     assert _op_name_lists(tree, operators.names()) == [1, 2]
 
 
+#: Files that still hold a list of the patterns' float op names, each with what it is; the float ops
+#: are registered once (``FloatOp`` in qconform/oracle/graph.py, with what each sums: ``terms``), and
+#: a list derived from there leaves this table. Not yet derived (not this change's files).
+FLOAT_OP_LISTS = {
+    "qconform/generators/explored_graphs.py": "the explorer's attribute draws per float op",
+    "qconform/generators/patterns.py": "which float ops a pattern family is built around",
+    "qconform/generators/patterns_ops.py": "which float ops a pattern family is built around",
+    "qconform/generators/patterns_pool.py": "which pools a pattern family is built around",
+    "qconform/diagnosis/models/fixed_point_kernels.py": "a kernel model's exact ops, its accumulating ops",
+    "qconform/diagnosis/models/fused.py": "the fused models' scopes (accumulating ops, not integer kernels)",
+    "qconform/diagnosis/models/fused_pattern.py": "the ops a fused chain may hold in its middle",
+}
+
+
+def _float_op_names() -> frozenset[str]:
+    from qconform.oracle.graph import float_ops
+
+    return frozenset(o.op for o in float_ops())
+
+
+def test_no_list_of_float_op_names_outside_their_registration():
+    """The patterns' float ops (Conv, MatMul, the pools ...) are not declared operators, so the check
+    above, reading ``operators.names()``, did not see a list of them (gating's ``_REDUCING`` set of
+    the ops that sum): their registration says what each sums, and no new list of them appears."""
+    names = _float_op_names()
+    where = {}
+    for f in _code_files():
+        rel = f.relative_to(REPO).as_posix()
+        if f.is_relative_to(PKG / "declarations") or rel == "qconform/oracle/graph.py":
+            continue
+        lines = _op_name_lists(ast.parse(f.read_text(encoding="utf-8")), names)
+        if lines:
+            where[rel] = lines
+    assert set(where) <= set(FLOAT_OP_LISTS), f"lists of float op names: {where}"
+    gone = set(FLOAT_OP_LISTS) - set(where)
+    assert not gone, f"no list left there, drop from FLOAT_OP_LISTS: {gone}"
+
+
+def test_the_float_op_check_sees_the_old_reducing_set():
+    tree = ast.parse('_REDUCING = {"Conv", "MatMul", "Gemm", "AveragePool", "GlobalAveragePool", "Resize"}\n')
+    assert _op_name_lists(tree, _float_op_names()) == [1]
+    assert _op_name_lists(tree, operators.names()) == []  # why the declared operators' check missed it
+
+
 @pytest.mark.parametrize("op, most", [("QLinearMatMul", 8), ("DynamicQuantizeLinear", 7)])
 def test_an_operator_is_named_by_few_code_files(op, most):
     """Essential places only: the declaration, the oracle, the generator, the kernels' plan, the

@@ -302,3 +302,22 @@ def test_sparse_sets_where_dense_sums_are_refused(models):
         assert int((values[data.local] != zp).sum()) == 1
     assert not gap.reason
     assert any(c.id.endswith("/model/gap.sparse-0") for c in built.cases)
+
+
+def test_only_the_float_ops_that_sum_are_bounded(models, monkeypatch):
+    """A group is refused as too large for the exact oracle by the terms its float op sums (the
+    registration's ``FloatOp.terms``: a filter, K, a window), never for an op that sums nothing."""
+    from qconform.gating import model_cases
+    from qconform.oracle.graph import float_ops
+
+    monkeypatch.setattr(model_cases, "MAX_WORK", 10)
+    built = model_cases.build(models["QDQ"])
+    sums = {o.op for o in float_ops() if o.terms is not None}
+    too_large = {g.label: g.reason for g in built.groups if g.reason.startswith("too large")}
+    assert too_large == {"conv1": "too large for the exact oracle (4,608 products, at most 10)",
+                         "conv2": "too large for the exact oracle (9,216 products, at most 10)",
+                         "pool": "too large for the exact oracle (16,384 products, at most 10)",
+                         "gap": "too large for the exact oracle (256 products, at most 10)",
+                         "fc": "too large for the exact oracle (12 products, at most 10)"}
+    assert all(g.op in sums for g in built.groups if g.label in too_large)
+    assert not any(g.reason for g in built.groups if g.op not in sums)

@@ -22,14 +22,13 @@ from qconform import dtypes
 from qconform.case import Arg, Case, Draft, PATTERN_DOMAIN
 from qconform.gating import model_groups as mg
 from qconform.oracle import InvalidModel, evaluate
-from qconform.oracle.graph import pattern_name
+from qconform.oracle.graph import float_ops, pattern_name
 
 FAMILY = "model"
 #: A code range longer than an input's element count is split over at most this many cases.
 MAX_CHUNKS = 16
 #: Products one exact-oracle evaluation of a QDQ group may sum (the graph oracle works in Python integers).
 MAX_WORK = 4 * 10**6
-_REDUCING = {"Conv", "MatMul", "Gemm", "AveragePool", "GlobalAveragePool", "Resize"}
 #: Where a front-end writes the model's corpus and its groups' list, inside the report directory.
 CORPUS_DIR = "model-corpus"
 GROUPS_FILE = "groups.md"
@@ -101,14 +100,15 @@ def write_corpus(built: Built, root: Path) -> Path:
 
 
 def _too_large(info: mg.Info, group: mg.Group) -> None:
-    """A QDQ group whose sums are too many products for the exact oracle gets a reason, not cases."""
-    if group.op not in _REDUCING or group.reason:
+    """A QDQ group whose sums are too many products for the exact oracle gets a reason, not cases:
+    the float ops that sum say how many terms an output element adds (``FloatOp.terms``)."""
+    float_op = next((o for o in float_ops() if o.op == group.op), None)
+    if float_op is None or float_op.terms is None or group.reason:
         return
     central = info.nodes[group.members[-2]]
     w = next((s for s in group.slots if s.value is not None and len(s.shape) >= 2), None)
-    reduce = {"Conv": int(np.prod(w.shape[1:])) if w else 1, "MatMul": (w.shape[0] if w else 1),
-              "Gemm": max(w.shape) if w else 1}.get(group.op, 0)
-    if not reduce:  # pools, Resize: every input element
+    reduce = float_op.terms(tuple(w.shape) if w else None)
+    if not reduce:  # a window of the input (pools, Resize): every input element
         reduce = max((int(np.prod(s.shape)) for s in group.slots), default=1)
     work = int(np.prod(info.shapes.get(central.output[0]) or (1,))) * reduce
     if work > MAX_WORK:

@@ -200,8 +200,14 @@ class FloatOp(OpOracle):
 
     output_names = ()
 
-    def __init__(self, op: str, compute: Callable, since: int = 1, domain: str = "") -> None:
+    def __init__(self, op: str, compute: Callable, since: int = 1, domain: str = "",
+                 terms: Callable[[tuple[int, ...] | None], int] | None = None) -> None:
         self.op, self.compute, self.since, self.domain = op, compute, since, domain
+        #: Where the op's value is an exact sum (#qdq-sum-order): how many terms one output element
+        #: adds, from its weight's shape (None: the node has none); 0 where every element of its
+        #: input may be one. None for an op that sums nothing. What bounds the work of a sum the
+        #: oracle adds in Python integers (a user's model group: ``gating.model_cases``).
+        self.terms = terms
 
     def values(self, node: Node, ins: list[np.ndarray | None], where: str) -> list[tuple[str, list[np.ndarray]]]:
         """(reading, outputs) per reading of the node on ``ins``."""
@@ -245,14 +251,37 @@ def pattern_name(nodes: tuple[Node, ...]) -> str:
 
 ORACLE = GraphOracle()
 _VALUES = FloatOps()
-register(*(FloatOp(op, compute) for op, compute in (
+
+
+def _filter_terms(w: tuple[int, ...] | None) -> int:
+    """A convolution's output element: one filter's weights (W is [M, C/group, k...])."""
+    return int(np.prod(w[1:])) if w else 1
+
+
+def _k_terms(w: tuple[int, ...] | None) -> int:
+    """MatMul's output element: K terms (its weight B is [K, N])."""
+    return w[0] if w else 1
+
+
+def _gemm_terms(w: tuple[int, ...] | None) -> int:
+    """Gemm's output element: K terms, K either dimension of B as transB has it (the larger: a bound)."""
+    return max(w) if w else 1
+
+
+def _window_terms(w: tuple[int, ...] | None) -> int:
+    """A pool's or Resize's output element: a window or taps of the input, at most all of it (0)."""
+    return 0
+
+
+register(*(FloatOp(op, compute, terms=t[0] if t else None) for op, compute, *t in (
     ("Identity", _VALUES.op_Identity), ("Relu", _VALUES.op_Relu), ("Clip", _VALUES.op_Clip),
     ("Add", _VALUES.op_Add), ("Sub", _VALUES.op_Sub), ("Mul", _VALUES.op_Mul),
     ("Reshape", _VALUES.op_Reshape), ("Transpose", _VALUES.op_Transpose), ("Gather", _VALUES.op_Gather),
-    ("Concat", _VALUES.op_Concat), ("Resize", _VALUES.op_Resize), ("Sigmoid", _VALUES.op_Sigmoid),
-    ("Conv", _VALUES.op_Conv), ("MatMul", _VALUES.op_MatMul), ("Gemm", _VALUES.op_Gemm),
-    ("MaxPool", _VALUES.op_MaxPool), ("AveragePool", _VALUES.op_AveragePool),
-    ("GlobalAveragePool", _VALUES.op_GlobalAveragePool),
+    ("Concat", _VALUES.op_Concat), ("Resize", _VALUES.op_Resize, _window_terms), ("Sigmoid", _VALUES.op_Sigmoid),
+    ("Conv", _VALUES.op_Conv, _filter_terms), ("MatMul", _VALUES.op_MatMul, _k_terms),
+    ("Gemm", _VALUES.op_Gemm, _gemm_terms),
+    ("MaxPool", _VALUES.op_MaxPool), ("AveragePool", _VALUES.op_AveragePool, _window_terms),
+    ("GlobalAveragePool", _VALUES.op_GlobalAveragePool, _window_terms),
     ("LeakyRelu", _VALUES.op_LeakyRelu), ("HardSwish", _VALUES.op_HardSwish), ("Softmax", _VALUES.op_Softmax),
     ("Greater", _VALUES.op_Greater), ("Where", _VALUES.op_Where), ("Pad", _VALUES.op_Pad),
     ("Slice", _VALUES.op_Slice), ("Squeeze", _VALUES.op_Squeeze), ("Unsqueeze", _VALUES.op_Unsqueeze),
