@@ -4,7 +4,8 @@
 # driver, CUDA versions), the linted PTX (digest, NVRTC, lint) and the digest gpu-kernel reports
 # for the module it loaded, the whole corpus through gpu-kernel, the compute ops (QLinearMatMul,
 # QLinearConv, ConvInteger, MatMulInteger and onnxruntime's contrib ops in the kernels' scope: QGemm,
-# QLinearAdd/Mul, MatMulNBits, GatherBlockQuantized, ...) again on their own with their counts and time, every
+# QLinearAdd/Mul, MatMulNBits, GatherBlockQuantized, the average pools, QLinearSigmoid, QLinearSoftmax, ...:
+# every contrib op, read off the declarations by scripts/gpu_check.py) again on their own with their counts and time, every
 # default-domain sweep, every full 2^32 sweep (after checking the wheel holds their stored
 # digests), and one full 2^32 sweep on the GPU against onnxruntime on the CPU
 # (benchmarks/bench_sweep.py; onnxruntime may be absent, then only the GPU's figure). It ends with
