@@ -74,6 +74,21 @@ def test_parameters_are_per_tensor():
         _case("QLinearAdd", U8, {"A": [1, 2], "A_scale": [0.5, 0.5], "B": [1, 2], "B_scale": 0.5, "C_scale": 1.0})
 
 
+def test_one_reading_of_scalar_for_every_contrib_op():
+    """"It's a scalar": a 0-d or 1-element 1-D tensor (read as shape ()); where an op also admits one
+    element per column, exactly that shape; anything else refused with the caller's words."""
+    from qconform.oracle.contrib_qlinear import per_tensor_or
+
+    for v in (np.float32(2.0), np.array([2.0], np.float32)):
+        assert per_tensor_or(np.asarray(v), None, "no").shape == ()
+        assert per_tensor_or(np.asarray(v), (1,), "no").shape == ()
+    assert per_tensor_or(np.arange(3), (3,), "no").tolist() == [0, 1, 2]
+    for v, shape in ((np.zeros((1, 1)), None), (np.zeros((1, 1)), (1,)), (np.arange(3), (4,)),
+                     (np.zeros((3, 1)), (3,)), (np.arange(2), None)):
+        with pytest.raises(InvalidModel, match="^the words$"):
+            per_tensor_or(v, shape, "the words")
+
+
 def test_an_absent_zero_point_is_zero():
     a = _case("QLinearAdd", I8, {"A": [3, -4], "A_scale": 1.0, "B": [5, 6], "B_scale": 1.0, "C_scale": 1.0})
     b = _case("QLinearAdd", I8, {"A": [3, -4], "A_scale": 1.0, "A_zero_point": 0, "B": [5, 6], "B_scale": 1.0,
