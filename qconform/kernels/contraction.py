@@ -19,7 +19,7 @@ import numpy as np
 from qconform import dtypes
 from qconform.declarations.operator import Kind, Operator, Role
 from qconform.kernels import CONV_GEOMETRY, KIND, Launch, codes, from_codes, storage_dtype
-from qconform.kernels.node import ACCUMULATIONS, REQUANTISATIONS, Execute, MatmulShapes, Node, checked, need
+from qconform.kernels.node import ACCUMULATIONS, REQUANTISATIONS, Execute, MatmulShapes, Node, checked, need, single_launch
 from qconform.oracle.base import InvalidModel
 from qconform.oracle.integer import ACCUMULATIONS as ORACLE_ACCUMULATIONS
 from qconform.oracle.integer import conv_geometry
@@ -125,8 +125,7 @@ class ConvPlan:
         return Launch("conv", args, {"y": (storage_dtype(dtypes.get(self.out_type)), size)}, size), shape
 
     def run(self, feeds: Mapping[str, np.ndarray], execute: Execute) -> list[np.ndarray]:
-        launch, shape = checked(lambda: self.launch(feeds))
-        return [from_codes(execute(launch)["y"], dtypes.get(self.out_type), shape)]
+        return single_launch(lambda: self.launch(feeds), execute, self.out_type)
 
 
 @dataclass

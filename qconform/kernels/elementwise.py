@@ -19,8 +19,8 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.declarations.operator import Operator, Role
-from qconform.kernels import KIND, Launch, codes, from_codes, storage_dtype
-from qconform.kernels.node import ACCUMULATIONS, REQUANTISATIONS, Execute, Node, checked, need
+from qconform.kernels import KIND, Launch, codes, storage_dtype
+from qconform.kernels.node import ACCUMULATIONS, REQUANTISATIONS, Execute, Node, need, single_launch
 from qconform.oracle.base import InvalidModel
 from qconform.oracle.integer import ACCUMULATIONS as ORACLE_ACCUMULATIONS
 from qconform.runner import Unsupported
@@ -90,8 +90,7 @@ class BinaryPlan:
         return Launch("qlinear_matmul", args, out, size), shape
 
     def run(self, feeds: Mapping[str, np.ndarray], execute: Execute) -> list[np.ndarray]:
-        launch, shape = checked(lambda: self.launch(feeds))
-        return [from_codes(execute(launch)["y"], dtypes.get(self.out_type), shape)]
+        return single_launch(lambda: self.launch(feeds), execute, self.out_type)
 
 
 def read(node: Node, decl: Operator, who: str) -> BinaryPlan:

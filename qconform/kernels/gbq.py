@@ -17,8 +17,8 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.declarations.operator import Operator, Role
-from qconform.kernels import KIND, Launch, codes, from_codes, storage_dtype
-from qconform.kernels.node import Execute, Node, checked, need
+from qconform.kernels import KIND, Launch, codes, storage_dtype
+from qconform.kernels.node import Execute, Node, need, single_launch
 from qconform.oracle.base import InvalidModel
 from qconform.oracle.contrib_blocked import gbq_attributes
 
@@ -81,8 +81,7 @@ class GbqPlan:
         return Launch("gather_block_quantized", args, {"y": (storage_dtype(dtypes.get(self.out_t)), size)}, size), out_shape
 
     def run(self, feeds: Mapping[str, np.ndarray], execute: Execute) -> list[np.ndarray]:
-        launch, shape = checked(lambda: self.launch(feeds))
-        return [from_codes(execute(launch)["y"], dtypes.get(self.out_t), shape)]
+        return single_launch(lambda: self.launch(feeds), execute, self.out_t)
 
 
 def read(node: Node, decl: Operator, who: str) -> GbqPlan:

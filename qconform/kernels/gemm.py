@@ -16,8 +16,8 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.declarations.operator import Operator, Role
-from qconform.kernels import KIND, Launch, codes, from_codes, storage_dtype
-from qconform.kernels.node import REQUANTISATIONS, Execute, Node, checked, need
+from qconform.kernels import KIND, Launch, codes, storage_dtype
+from qconform.kernels.node import REQUANTISATIONS, Execute, Node, need, single_launch
 from qconform.oracle.base import InvalidModel
 from qconform.runner import Unsupported
 
@@ -91,8 +91,7 @@ class GemmPlan:
         return Launch("qgemm", args, out, m * n), (m, n)
 
     def run(self, feeds: Mapping[str, np.ndarray], execute: Execute) -> list[np.ndarray]:
-        launch, shape = checked(lambda: self.launch(feeds))
-        return [from_codes(execute(launch)["y"], dtypes.get(self.out_type), shape)]
+        return single_launch(lambda: self.launch(feeds), execute, self.out_type)
 
 
 def read(node: Node, decl: Operator, who: str) -> GemmPlan:

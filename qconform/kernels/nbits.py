@@ -16,8 +16,8 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.declarations.operator import Operator, Role
-from qconform.kernels import KIND, Launch, codes, from_codes, storage_dtype
-from qconform.kernels.node import Execute, Node, checked, need
+from qconform.kernels import KIND, Launch, codes, storage_dtype
+from qconform.kernels.node import Execute, Node, need, single_launch
 from qconform.oracle.base import InvalidModel
 
 SECTIONS = ("ms-matmulnbits",)
@@ -79,8 +79,7 @@ class NBitsPlan:
         return Launch("matmul_nbits", args, {"y": (storage_dtype(t), size)}, size), tuple(a.shape[:-1]) + (n,)
 
     def run(self, feeds: Mapping[str, np.ndarray], execute: Execute) -> list[np.ndarray]:
-        launch, shape = checked(lambda: self.launch(feeds))
-        return [from_codes(execute(launch)["y"], dtypes.get(self.t1), shape)]
+        return single_launch(lambda: self.launch(feeds), execute, self.t1)
 
 
 def read(node: Node, decl: Operator, who: str) -> NBitsPlan:

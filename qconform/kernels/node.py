@@ -12,7 +12,7 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.case import Arg, Draft
-from qconform.kernels import KIND, Launch, codes, storage_dtype
+from qconform.kernels import KIND, Launch, codes, from_codes, storage_dtype
 from qconform.oracle.base import InvalidModel, OpOracle
 from qconform.oracle.integer import matmul_operands
 from qconform.runner import Unsupported
@@ -75,6 +75,13 @@ def checked(make):
         raise ValueError(f"invalid model: {exc}") from None
 
 
+def single_launch(make: Callable[[], tuple[Launch, tuple[int, ...]]], execute: Execute, out_t: str) -> list[np.ndarray]:
+    """The plans whose node is one launch (``make``: the launch and y's shape, an invalid model refused as
+    ``checked`` does): its ``y`` codes as the node's one output of type ``out_t``."""
+    launch, shape = checked(make)
+    return [from_codes(execute(launch)["y"], dtypes.get(out_t), shape)]
+
+
 @dataclass(frozen=True)
 class MatmulShapes:
     """numpy.matmul's geometry of two operands as the matmul entry points index them: batch t's a
@@ -134,4 +141,4 @@ class MatmulShapes:
         return codes(np.ascontiguousarray(np.broadcast_to(view, want)), dtypes.get(t))
 
 
-__all__ = ["ACCUMULATIONS", "Execute", "MatmulShapes", "Node", "REQUANTISATIONS", "checked", "need"]
+__all__ = ["ACCUMULATIONS", "Execute", "MatmulShapes", "Node", "REQUANTISATIONS", "checked", "need", "single_launch"]

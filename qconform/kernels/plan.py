@@ -22,7 +22,7 @@ from qconform.declarations import operators
 from qconform.declarations.operator import Kind
 from qconform.kernels import KIND, PRECISIONS, Launch, ParamIndex, codes, from_codes, param_index, storage_dtype
 from qconform.kernels import composed, contraction, elementwise, gbq, gemm, nbits, pools, scaled
-from qconform.kernels.node import ACCUMULATIONS, REQUANTISATIONS, Execute, MatmulShapes, Node, checked, need
+from qconform.kernels.node import ACCUMULATIONS, REQUANTISATIONS, Execute, MatmulShapes, Node, checked, need, single_launch
 from qconform.oracle import dynamic_quantize
 from qconform.oracle.base import InvalidModel, OpOracle, oracle_for, output_type
 from qconform.runner import Unsupported
@@ -153,8 +153,7 @@ class QdqPlan:
         return Launch(entry, args, {"y": out}, int(x.size)), tuple(x.shape)
 
     def run(self, feeds: Mapping[str, np.ndarray], execute: Execute) -> list[np.ndarray]:
-        launch, shape = checked(lambda: self.launch(feeds))
-        return [from_codes(execute(launch)["y"], dtypes.get(self.out_type), shape)]
+        return single_launch(lambda: self.launch(feeds), execute, self.out_type)
 
 
 _INDEX_NAMES = ("inner", "axis_len", "block", "s_outer", "s_axis", "s_inner")
