@@ -222,84 +222,43 @@ QK_FN void qk_dql_compute(float lo, float hi, int qmin, int qmax, qk_u32 *scale_
   qk_store(y, (i), qk_bytes(ok),                                                              \
            qk_conv1(x, xk, w, wk, geom, (i), xzv, wz, bias, ws, xsv, ysv, sk, yc, ok, requant, wrap))
 
+/* Every entry point but quantize (the host specialises its hot signatures) and dql_params (a reduction),
+ * once: its name, parameter list, per-launch setup, number of output elements and element function.
+ * The device and the host below expand this one table, in this order. */
+#define QK_NO_SETUP (void)0
+#define QK_ENTRIES(X)                                                        \
+  X(dequantize, QK_DQ_ARGS, QK_NO_SETUP, n, QK_DQ_ELEM)                      \
+  X(qlinear_matmul, QK_MM_ARGS, QK_MM_SETUP, nb * mdim * ndim, QK_MM_ELEM)   \
+  X(matmul_integer, QK_MMI_ARGS, QK_NO_SETUP, nb * mdim * ndim, QK_MMI_ELEM) \
+  X(qgemm, QK_QGEMM_ARGS, QK_QGEMM_SETUP, mdim * ndim, QK_QGEMM_ELEM)        \
+  X(scaled_matmul, QK_SMM_ARGS, QK_NO_SETUP, nb * mdim * ndim, QK_SMM_ELEM)  \
+  X(qlinear_add, QK_QLADD_ARGS, QK_QLADD_SETUP, n, QK_QLADD_ELEM)            \
+  X(matmul_nbits, QK_NBITS_ARGS, QK_NO_SETUP, rows * ndim, QK_NBITS_ELEM)    \
+  X(gather_block_quantized, QK_GBQ_ARGS, QK_NO_SETUP, n, QK_GBQ_ELEM)        \
+  X(leaky_relu, QK_LEAKY_ARGS, QK_NO_SETUP, n, QK_LEAKY_ELEM)                \
+  X(sigmoid, QK_SIGMOID_ARGS, QK_NO_SETUP, n, QK_SIGMOID_ELEM)               \
+  X(softmax, QK_SOFTMAX_ARGS, QK_NO_SETUP, n, QK_SOFTMAX_ELEM)               \
+  X(avg_pool, QK_POOL_ARGS, QK_NO_SETUP, n, QK_POOL_ELEM)                    \
+  X(conv, QK_CONV_ARGS, QK_CONV_SETUP, n, QK_CONV_ELEM)
+
 #if defined(__CUDACC__)
 /* ---- device entry points (grid-stride loops) ---------------------------------------------- */
+/* The loop of every device entry point but dql_params: one output element i per step of a grid-stride loop. */
+#define QK_GRID_STRIDE(i, count) \
+  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < (count); i += (qk_i64)gridDim.x * blockDim.x)
+
 extern "C" __global__ void qk_quantize_kernel(QK_Q_ARGS) {
-  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
+  QK_GRID_STRIDE(i, n)
     QK_Q_ELEM(i);
 }
 
-extern "C" __global__ void qk_dequantize_kernel(QK_DQ_ARGS) {
-  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
-    QK_DQ_ELEM(i);
-}
-
-extern "C" __global__ void qk_qlinear_matmul_kernel(QK_MM_ARGS) {
-  QK_MM_SETUP;
-  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < nb * mdim * ndim;
-       i += (qk_i64)gridDim.x * blockDim.x)
-    QK_MM_ELEM(i);
-}
-
-extern "C" __global__ void qk_matmul_integer_kernel(QK_MMI_ARGS) {
-  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < nb * mdim * ndim;
-       i += (qk_i64)gridDim.x * blockDim.x)
-    QK_MMI_ELEM(i);
-}
-
-extern "C" __global__ void qk_qgemm_kernel(QK_QGEMM_ARGS) {
-  QK_QGEMM_SETUP;
-  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < mdim * ndim; i += (qk_i64)gridDim.x * blockDim.x)
-    QK_QGEMM_ELEM(i);
-}
-
-extern "C" __global__ void qk_scaled_matmul_kernel(QK_SMM_ARGS) {
-  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < nb * mdim * ndim;
-       i += (qk_i64)gridDim.x * blockDim.x)
-    QK_SMM_ELEM(i);
-}
-
-extern "C" __global__ void qk_qlinear_add_kernel(QK_QLADD_ARGS) {
-  QK_QLADD_SETUP;
-  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
-    QK_QLADD_ELEM(i);
-}
-
-extern "C" __global__ void qk_matmul_nbits_kernel(QK_NBITS_ARGS) {
-  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < rows * ndim; i += (qk_i64)gridDim.x * blockDim.x)
-    QK_NBITS_ELEM(i);
-}
-
-extern "C" __global__ void qk_gather_block_quantized_kernel(QK_GBQ_ARGS) {
-  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
-    QK_GBQ_ELEM(i);
-}
-
-extern "C" __global__ void qk_leaky_relu_kernel(QK_LEAKY_ARGS) {
-  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
-    QK_LEAKY_ELEM(i);
-}
-
-extern "C" __global__ void qk_sigmoid_kernel(QK_SIGMOID_ARGS) {
-  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
-    QK_SIGMOID_ELEM(i);
-}
-
-extern "C" __global__ void qk_softmax_kernel(QK_SOFTMAX_ARGS) {
-  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
-    QK_SOFTMAX_ELEM(i);
-}
-
-extern "C" __global__ void qk_avg_pool_kernel(QK_POOL_ARGS) {
-  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
-    QK_POOL_ELEM(i);
-}
-
-extern "C" __global__ void qk_conv_kernel(QK_CONV_ARGS) {
-  QK_CONV_SETUP;
-  for (qk_i64 i = (qk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (qk_i64)gridDim.x * blockDim.x)
-    QK_CONV_ELEM(i);
-}
+#define QK_DEVICE_ENTRY(name, ARGS, SETUP, count, ELEM)                                        \
+  extern "C" __global__ void qk_##name##_kernel(ARGS) {                                       \
+    SETUP;                                                                                    \
+    QK_GRID_STRIDE(i, count)                                                                  \
+      ELEM(i);                                                                                \
+  }
+QK_ENTRIES(QK_DEVICE_ENTRY)
 
 /* One block: every thread reduces its stride of x, the block reduces the threads' ranges, and
  * thread 0 writes y_scale (float32 bits) and y_zero_point. blockDim.x must be QK_DQL_THREADS. */
@@ -375,74 +334,13 @@ int qk_quantize(QK_Q_ARGS) {
   return 0;
 }
 
-int qk_dequantize(QK_DQ_ARGS) {
-  for (qk_i64 i = 0; i < n; i++) QK_DQ_ELEM(i);
-  return 0;
-}
-
-int qk_qlinear_matmul(QK_MM_ARGS) {
-  QK_MM_SETUP;
-  for (qk_i64 i = 0; i < nb * mdim * ndim; i++) QK_MM_ELEM(i);
-  return 0;
-}
-
-int qk_matmul_integer(QK_MMI_ARGS) {
-  for (qk_i64 i = 0; i < nb * mdim * ndim; i++) QK_MMI_ELEM(i);
-  return 0;
-}
-
-int qk_qgemm(QK_QGEMM_ARGS) {
-  QK_QGEMM_SETUP;
-  for (qk_i64 i = 0; i < mdim * ndim; i++) QK_QGEMM_ELEM(i);
-  return 0;
-}
-
-int qk_scaled_matmul(QK_SMM_ARGS) {
-  for (qk_i64 i = 0; i < nb * mdim * ndim; i++) QK_SMM_ELEM(i);
-  return 0;
-}
-
-int qk_qlinear_add(QK_QLADD_ARGS) {
-  QK_QLADD_SETUP;
-  for (qk_i64 i = 0; i < n; i++) QK_QLADD_ELEM(i);
-  return 0;
-}
-
-int qk_matmul_nbits(QK_NBITS_ARGS) {
-  for (qk_i64 i = 0; i < rows * ndim; i++) QK_NBITS_ELEM(i);
-  return 0;
-}
-
-int qk_gather_block_quantized(QK_GBQ_ARGS) {
-  for (qk_i64 i = 0; i < n; i++) QK_GBQ_ELEM(i);
-  return 0;
-}
-
-int qk_leaky_relu(QK_LEAKY_ARGS) {
-  for (qk_i64 i = 0; i < n; i++) QK_LEAKY_ELEM(i);
-  return 0;
-}
-
-int qk_sigmoid(QK_SIGMOID_ARGS) {
-  for (qk_i64 i = 0; i < n; i++) QK_SIGMOID_ELEM(i);
-  return 0;
-}
-
-int qk_softmax(QK_SOFTMAX_ARGS) {
-  for (qk_i64 i = 0; i < n; i++) QK_SOFTMAX_ELEM(i);
-  return 0;
-}
-
-int qk_avg_pool(QK_POOL_ARGS) {
-  for (qk_i64 i = 0; i < n; i++) QK_POOL_ELEM(i);
-  return 0;
-}
-
-int qk_conv(QK_CONV_ARGS) {
-  QK_CONV_SETUP;
-  for (qk_i64 i = 0; i < n; i++) QK_CONV_ELEM(i);
-  return 0;
-}
+#define QK_HOST_ENTRY(name, ARGS, SETUP, count, ELEM)                                          \
+  int qk_##name(ARGS) {                                                                       \
+    SETUP;                                                                                    \
+    for (qk_i64 i = 0; i < (count); i++) ELEM(i);                                             \
+    return 0;                                                                                 \
+  }
+QK_ENTRIES(QK_HOST_ENTRY)
 
 int qk_dql_params(const void *x, qk_i64 n, int qmin, int qmax, void *scale_out, void *zp_out) {
   float lo = 0.0f, hi = 0.0f;
