@@ -31,8 +31,8 @@ SECTIONS = ("ms-qlinear-pool",)
 MAX_SPATIAL = 3
 #: A window's count is converted to float32 for the one division: exact below 2^24.
 MAX_COUNT = 1 << 24
-#: The status byte the avg_pool entry point writes beside each value (qkernels.h's QK_POOL_*).
-POOL_STATUS = {"ok": 0, "inexact": 1, "empty": 2}
+#: The status byte the avg_pool entry point writes beside each value (qk_windows.h's QK_POOL_*).
+POOL_STATUS = {"exact": 0, "inexact": 1, "empty": 2}
 
 
 def channels_first(rank: int) -> tuple[list[int], list[int]]:

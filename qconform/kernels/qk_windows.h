@@ -93,7 +93,7 @@ enum {
   QK_PG_LEN = 23
 };
 /* The status an element of the pool writes beside its value. */
-enum { QK_POOL_OK, QK_POOL_INEXACT, QK_POOL_EMPTY };
+enum { QK_POOL_EXACT, QK_POOL_INEXACT, QK_POOL_EMPTY };
 
 /* Output element i of (N, C, O1, O2, O3): "the output of each pooling window is divided by the number
  * of elements (exclude pad when attribute count_include_pad is zero)". The window's input elements are
@@ -130,6 +130,6 @@ QK_FN qk_u32 qk_avg_pool1(const void *x, const qk_i64 *g, qk_i64 i, int include,
   }
   count = include ? stated : real;
   s = (float)sum;
-  *status = count == 0 ? QK_POOL_EMPTY : ((double)s == sum ? QK_POOL_OK : QK_POOL_INEXACT);
+  *status = count == 0 ? QK_POOL_EMPTY : ((double)s == sum ? QK_POOL_EXACT : QK_POOL_INEXACT);
   return qk_f2u(count == 0 ? 0.0f : s / (float)count); /* count < 2^24 (the host checks): exact in float32 */
 }
