@@ -154,8 +154,7 @@ class Features:
             self.group_facts(out, case, 1)
             return Rows(1, out, np.zeros(1, bool))
         chosen = next((r for r in case.readings if r.name == reading), case.readings[0])
-        # a pattern: the view of the Q/DQ node that writes its first output (the one operands are read for)
-        node = final_node(case.draft, case.output_names[0]) if case.is_graph else case.draft
+        node = final_node(case.draft, case.output_names[0]) if case.is_graph else case.draft  # its writer's view
         seen = look(node) if node is not None else None
         parts = []
         for i, (name, expected) in enumerate(zip(case.output_names, chosen.outputs)):
@@ -192,8 +191,8 @@ class Features:
         return parts[0] if len(parts) == 1 else concat(parts)
 
     def operands(self, out, case: Draft, shape, keep: np.ndarray, seen: Seen | None) -> None:
-        """Each operand's code at every element of the first output (``case``: the case's draft, or a
-        pattern's last node)."""
+        """Each operand's code at every element of the first output (``case``: the case's draft, or the
+        Q/DQ node that writes a pattern's first output)."""
         n = len(keep)
         ins = list(case.inputs)
         decl = None if case.is_graph else operators.find(case.domain, case.op)
@@ -202,9 +201,7 @@ class Features:
             roles = [("x", x, None), ("the scale", s, param_bits(s, shape, seen)),
                      ("the zero point", zp, param_bits(zp, shape, seen))]
         elif decl is not None and decl.kind in (Kind.REQUANTIZE, Kind.INTEGER):
-            # declared inputs only: a variadic list's members (QLinearConcat's X0, X0_scale, ...) are
-            # not declared one by one, and each scale of the list covers only its slice of the output
-            declared = {i.name: i for i in decl.inputs}
+            declared = {i.name: i for i in decl.inputs}  # not a variadic list's members (QLinearConcat's X0_scale)
             roles = [(a.name, a, _param_by_output(declared[a.name], decl, a, shape)) for a in ins
                      if a is not None and a.name in declared and declared[a.name].role in (Role.SCALE, Role.ZERO_POINT)]
         else:  # the dynamic quantizer, a graph: the inputs shaped like the output
