@@ -189,8 +189,19 @@ def sweep(root: str | None = None) -> list[str]:
     return removed
 
 
+def _orphan_watch(controller: int, tmp: str) -> None:
+    """End this worker, and its process group, once its controller is gone. A controller killed
+    outright (SIGTERM, SIGKILL, a CI job's timeout) runs no cleanup, and a worker in the middle of a
+    batch would otherwise compute on for minutes before it next reads its closed pipe."""
+    while os.getppid() == controller:
+        time.sleep(1)
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.killpg(0, signal.SIGKILL)
+
+
 def _child_main(conn, target: Callable, args: tuple, memory_mb: int, tmp: str) -> None:
     os.setsid()  # its own process group: whatever it starts is killed with it
+    threading.Thread(target=_orphan_watch, args=(os.getppid(), tmp), daemon=True, name="qconform-orphan-watch").start()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the controller's to handle
     try:
         lock = os.open(os.path.join(tmp, LOCK), os.O_RDONLY)  # held while this process lives (never closed)

@@ -230,3 +230,54 @@ def test_outputs_in_the_other_byte_order_are_the_same_values():
     (f, i) = res.outputs
     assert f.dtype == np.float32 and f.tobytes() == values.tobytes()
     assert i.dtype == np.int16 and i.tolist() == [-3, 7]
+
+
+SLOW_RUNNER = '''
+"""A runtime that takes ten minutes over every model: a batch in progress when its controller dies."""
+import time
+
+
+class Slow:
+    name = "slow"
+
+    def describe(self):
+        return {"name": self.name, "version": "1"}
+
+    def prepare(self, model):
+        def run(inputs):
+            time.sleep(600)
+        return run
+'''
+
+
+@needs_proc_children
+def test_a_worker_whose_controller_is_killed_mid_case_ends_with_it(tmp_path):
+    """A controller killed outright (a CI timeout's SIGKILL) while its worker is inside a long case:
+    the worker notices its controller gone and ends, with whatever it started, instead of computing
+    the rest of its batch for nobody."""
+    runner = tmp_path / "slow.py"
+    runner.write_text(SLOW_RUNNER, encoding="utf-8")
+    own = tmp_path / "tmp"
+    own.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "qconform.cli", "certify", "--runner", f"{runner}:Slow", "-j", "1",
+                             "--case", "QuantizeLinear-10/float32-uint8/basic/*", "--report", str(tmp_path / "r")],
+                            cwd=REPO, env={**os.environ, "TMPDIR": str(own)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not workers and proc.poll() is None:
+            workers = _workers(proc.pid)
+            time.sleep(0.05)
+        assert workers and proc.poll() is None, "the run never started its worker"
+        time.sleep(3)  # inside the ten-minute case
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        deadline = time.monotonic() + 60  # a liveness bound, far below the case's ten minutes
+        while time.monotonic() < deadline and any(Path(f"/proc/{w}").exists() for w in workers):
+            time.sleep(0.2)
+        assert not any(Path(f"/proc/{w}").exists() for w in workers), "the orphaned worker computes on"
+        assert not list(own.glob("qconform-worker-*")), "the orphaned worker left its directory"
+    finally:
+        for pid in [proc.pid, *workers]:
+            _kill_quietly(pid)
