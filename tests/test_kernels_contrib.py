@@ -8,40 +8,16 @@ import zlib
 import numpy as np
 import pytest
 
+from kernel_helpers import cpu_kernel, judged  # noqa: F401 (a fixture)
 from qconform import dtypes
 from qconform.compare import compare
 from qconform.declarations.operators import OPERATORS
 from qconform.model import build_model
-from qconform.runner import Unsupported, prepare
-
-
-@pytest.fixture(scope="module")
-def cpu_kernel():
-    from qconform.runners.cpu_kernel import CpuKernelRunner
-
-    try:
-        return CpuKernelRunner()
-    except Unsupported as exc:  # a machine without a C compiler
-        pytest.skip(str(exc))
+from qconform.runner import prepare
 
 
 def _section(section: str):
     return next(o for o in OPERATORS if o.section == section)
-
-
-def judged(runner, op, values: dict, attrs: dict | None = None) -> None:
-    """A draft of ``op`` (a declaration) from input values by name, judged in the strict profile."""
-    from qconform.case import Arg, Draft
-    from qconform.oracle import evaluate
-
-    args = tuple(Arg(i.name, dtypes.get(values[i.name].dtype).name, values[i.name]) if i.name in values else None
-                 for i in op.inputs)
-    while args and args[-1] is None:
-        args = args[:-1]
-    draft = Draft(op.op, op.versions[-1], "kernel-test", "beyond", "case", args, attrs or {}, domain=op.domain)
-    case = evaluate(draft)
-    outcome = compare(case, prepare(runner, build_model(case))(case.feeds), profile="strict")
-    assert outcome.verdict == "pass", outcome.message(case)
 
 
 BROADCASTS = {"same": ((3, 4), (3, 4)), "row": ((2, 3, 4), (4,)), "column": ((3, 1), (1, 5)),

@@ -10,6 +10,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from kernel_helpers import cpu_kernel, draft  # noqa: F401 (a fixture)
 from qconform import dtypes
 from qconform.compare import compare
 from qconform.declarations.operators import OPERATORS
@@ -22,16 +23,6 @@ BOUND, MARGIN = 2.0**-46, 2.0**-40
 #: A float32 x whose sigmoid lies within 2^-50 of a float32 rounding boundary (found by a search over
 #: the float32 values of [-8, -0.5]): the double value cannot decide it.
 UNDECIDABLE = float.fromhex("-0x1.32c9ap-1")
-
-
-@pytest.fixture(scope="module")
-def cpu_kernel():
-    from qconform.runners.cpu_kernel import CpuKernelRunner
-
-    try:
-        return CpuKernelRunner()
-    except Unsupported as exc:  # a machine without a C compiler
-        pytest.skip(str(exc))
 
 
 def _exact(x: float) -> Fraction:
@@ -84,17 +75,6 @@ def _sigmoid():
     return next(o for o in OPERATORS if o.section == "ms-qlinear-composed" and not o.arithmetic_attrs)
 
 
-def _draft(values: dict):
-    from qconform.case import Arg, Draft
-
-    op = _sigmoid()
-    args = tuple(Arg(i.name, dtypes.get(values[i.name].dtype).name, values[i.name]) if i.name in values else None
-                 for i in op.inputs)
-    while args and args[-1] is None:
-        args = args[:-1]
-    return Draft(op.op, op.versions[-1], "kernel-test", "beyond", "case", args, {}, domain=op.domain)
-
-
 @pytest.mark.parametrize("scales", [(0.125, 2.0**-8), (0.0371, 1 / 255), (0.5, 2.0**-20), (1.7, 0.004)], ids=str)
 @pytest.mark.parametrize("t", ["int8", "uint8"])
 def test_qlinear_sigmoid_every_code(cpu_kernel, t, scales):
@@ -105,7 +85,7 @@ def test_qlinear_sigmoid_every_code(cpu_kernel, t, scales):
     values = dict(X=np.arange(lo, int(et.qrange[1]) + 1).astype(et.dtype), X_scale=np.array(np.float32(scales[0])),
                   X_zero_point=np.array(lo + 128, et.dtype), Y_scale=np.array(np.float32(scales[1])),
                   Y_zero_point=np.array(lo, et.dtype))
-    case = evaluate(_draft(values))
+    case = evaluate(draft(_sigmoid(), values))
     outcome = compare(case, prepare(cpu_kernel, build_model(case))(case.feeds), profile="strict")
     assert outcome.verdict == "pass", outcome.message(case)
 
@@ -116,7 +96,7 @@ def test_an_undecided_element_makes_the_case_unsupported(cpu_kernel):
     values = dict(X=np.array([1, 0, -3], np.int8), X_scale=np.array(np.float32(UNDECIDABLE)),
                   X_zero_point=np.array(0, np.int8), Y_scale=np.array(np.float32(2.0**-24)),
                   Y_zero_point=np.array(-128, np.int8))
-    case = evaluate(_draft(values))
+    case = evaluate(draft(_sigmoid(), values))
     with pytest.raises(Unsupported, match="1 element.*do not guess"):
         prepare(cpu_kernel, build_model(case))(case.feeds)
 

@@ -10,44 +10,14 @@ import zlib
 import numpy as np
 import pytest
 
+from kernel_helpers import cpu_kernel, draft, judged  # noqa: F401 (a fixture)
 from qconform import dtypes
-from qconform.compare import compare
 from qconform.declarations.operators import OPERATORS
-from qconform.model import build_model
-from qconform.runner import Unsupported, prepare
-
-
-@pytest.fixture(scope="module")
-def cpu_kernel():
-    from qconform.runners.cpu_kernel import CpuKernelRunner
-
-    try:
-        return CpuKernelRunner()
-    except Unsupported as exc:  # a machine without a C compiler
-        pytest.skip(str(exc))
 
 
 def _pool(whole: bool):
     """The pool declaration with (whole) or without a kernel_shape attribute."""
     return next(o for o in OPERATORS if o.section == "ms-qlinear-pool" and ("kernel_shape" in o.arithmetic_attrs) != whole)
-
-
-def _draft(op, values: dict, attrs: dict):
-    from qconform.case import Arg, Draft
-
-    args = tuple(Arg(i.name, dtypes.get(values[i.name].dtype).name, values[i.name]) if i.name in values else None
-                 for i in op.inputs)
-    while args and args[-1] is None:
-        args = args[:-1]
-    return Draft(op.op, op.versions[-1], "kernel-test", "beyond", "case", args, attrs, domain=op.domain)
-
-
-def judged(runner, op, values: dict, attrs: dict) -> None:
-    from qconform.oracle import evaluate
-
-    case = evaluate(_draft(op, values, attrs))
-    outcome = compare(case, prepare(runner, build_model(case))(case.feeds), profile="strict")
-    assert outcome.verdict == "pass", outcome.message(case)
 
 
 def _values(shape: tuple[int, ...], t: str, key: str, x_scale: float = 0.25, y_scale: float = 0.5) -> dict:
@@ -118,7 +88,7 @@ def test_the_oracles_refusals_are_the_kernels(cpu_kernel, attrs, why):
 
     op, values = _pool(False), _values((1, 1, 6), "int8", "refusal")
     with pytest.raises(InvalidModel):
-        evaluate(_draft(op, values, attrs))
+        evaluate(draft(op, values, attrs))
     ins = [helper.make_tensor_value_info(n, TensorProto.INT8 if n in ("X", "x_zero_point", "y_zero_point")
                                          else TensorProto.FLOAT, list(values[n].shape)) for n in values]
     node = helper.make_node(op.op, list(values), ["Y"], domain=op.domain, **attrs)
