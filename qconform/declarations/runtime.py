@@ -84,9 +84,10 @@ THIRD_PARTY_CHECK = ("[!q]*-21/*/basic/*", "*-21/*/specials/*", "[!q]*-21/*/ties
 #: qconform's own kernels implement the operators their declarations say they do
 #: (qconform/declarations/operators.py), not the graphs around them.
 KERNEL_SCOPE = operators.kernel_scope()[0]
-KERNEL_SCOPE_REASON = ("qconform's own kernels implement the quantization operators themselves; the QDQ patterns "
-                       "also hold MatMul, Conv, pools and other float operators they do not implement; "
-                       + "; ".join(f"{glob.rstrip('-*')}: {why}" for glob, why in operators.kernel_scope()[1]))
+KERNEL_SCOPE_REASON = "; ".join([
+    "qconform's own kernels implement the quantization operators themselves; the QDQ patterns also hold MatMul, "
+    "Conv, pools and other float operators they do not implement",
+    *(f"{glob.rstrip('-*')}: {why}" for glob, why in operators.kernel_scope()[1])])
 
 
 @dataclass(frozen=True)
