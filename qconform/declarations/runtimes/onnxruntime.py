@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from types import MappingProxyType
 
-from qconform.declarations.operators import QLINEAR_MATMUL
+from qconform.declarations import operators
 from qconform.declarations.runtime import ATTRIBUTE, THIRD_PARTY_CHECK, Runtime, onnx_number, with_template
 
 ORT_RUNNER = "qconform.runners.onnxruntime_runner:OnnxRuntimeRunner"
@@ -67,6 +67,10 @@ ONNXRUNTIME = _ort(Runtime("onnxruntime", ORT_RUNNER, dist="onnxruntime", extra=
                                  "onnxruntime-qnn", "onnxruntime-training")))
 #: onnxruntime's variants: a wheel that brings its execution provider under the ``onnxruntime``
 #: import package; ``--runner onnxruntime-openvino`` is the onnxruntime runner on that provider alone.
+#: The QNN EP's scope: the QDQ patterns and every declared operator but the single Q/DQ nodes (either
+#: domain), which its partitioning refuses; where it has no kernel for an operator (DynamicQuantizeLinear,
+#: most com.microsoft ops) the runner says so per case, a refusal the row shows.
+_QNN_SCOPE = ("qdq.*", *(f"{o.label}-*" for o in operators.OPERATORS if o.op not in operators.QDQ))
 ORT_VARIANTS = tuple(_ort(Runtime(name, ORT_RUNNER, dist=name, module="onnxruntime", settings=ORT_SETTINGS,
                                   variant_of="onnxruntime", options=MappingProxyType({"providers": providers}),
                                   check=THIRD_PARTY_CHECK))
@@ -77,10 +81,11 @@ ORT_VARIANTS = tuple(_ort(Runtime(name, ORT_RUNNER, dist=name, module="onnxrunti
             version=ATTRIBUTE, settings=ORT_SETTINGS, variant_of="onnxruntime",
             options=MappingProxyType({"providers": "QNNExecutionProvider", "plugin": "onnxruntime_qnn",
                                       "ep.backend_type": "htp"}),
-            check=("qdq.*",), scope=("qdq.*", f"{QLINEAR_MATMUL.label}-*"),
+            check=("qdq.*",), scope=_QNN_SCOPE,
             scope_reason="the QNN EP runs no single QuantizeLinear or DequantizeLinear node (\"QNN EP does not "
                          "support a single Quantize/Dequantize node in a partition\", its partitioning rule): it "
-                         f"is certified on the QDQ patterns and {QLINEAR_MATMUL.label}"),
+                         "is certified on the QDQ patterns and every other operator (" + ", ".join(
+                             g.removesuffix("-*") for g in _QNN_SCOPE[1:]) + ")"),
     #: onnxruntime as users run it: the CPU EP at its default graph optimisation level, which fuses
     #: QDQ patterns into integer kernels.
     Runtime("onnxruntime-optimized", ORT_RUNNER, dist="onnxruntime", module="onnxruntime", version=ATTRIBUTE,
