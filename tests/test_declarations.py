@@ -86,16 +86,22 @@ def test_the_check_sees_a_planted_list():
 
 
 #: Files that still hold a list of the patterns' float op names, each with what it is; the float ops
-#: are registered once (``FloatOp`` in qconform/oracle/graph.py, with what each sums: ``terms``), and
-#: a list derived from there leaves this table. Not yet derived (not this change's files).
+#: are registered once (``FloatOp`` in qconform/oracle/graph.py, with what each is: ``terms``,
+#: ``unary``, ``moves``, ``clamps``, ``adds``, ``averages``, ``bias``, ``accumulates``), and a list
+#: derived from there leaves this table. What stays is the module's own data, not a property of the ops.
 FLOAT_OP_LISTS = {
-    "qconform/generators/explored_graphs.py": "the explorer's attribute draws per float op",
-    "qconform/generators/patterns.py": "which float ops a pattern family is built around",
-    "qconform/generators/patterns_ops.py": "which float ops a pattern family is built around",
-    "qconform/generators/patterns_pool.py": "which pools a pattern family is built around",
-    "qconform/diagnosis/models/fixed_point_kernels.py": "a kernel model's exact ops, its accumulating ops",
-    "qconform/diagnosis/models/fused.py": "the fused models' scopes (accumulating ops, not integer kernels)",
-    "qconform/diagnosis/models/fused_pattern.py": "the ops a fused chain may hold in its middle",
+    "qconform/generators/explored_graphs.py": "the explorer's attribute draws, a function per float op (a table "
+    "keyed by op, as the registry is); a generator sits below the oracle and cannot read FloatOp",
+    "qconform/generators/patterns.py": "the ops each pattern family drafts, in the order its cases are written; a "
+    "generator sits below the oracle (architecture.md's layers) and cannot read FloatOp",
+    "qconform/generators/patterns_ops.py": "the ops a depth family drafts, in the order its cases are written; a "
+    "generator sits below the oracle and cannot read FloatOp",
+    "qconform/generators/patterns_pool.py": "the pools a depth family drafts, in the order its cases are written; a "
+    "generator sits below the oracle and cannot read FloatOp",
+    "qconform/diagnosis/models/fixed_point_kernels.py": "EXACT_OPS: the kernel models' value of each op on exact "
+    "rationals, a function per op (the registry's compute is float32); its scopes read FloatOp",
+    "qconform/diagnosis/models/fused.py": "NOT_INTEGER_KERNEL_PATTERNS: the pattern groups the corpus had when "
+    "tract's failures were measured (the model's evidence, not a property of the ops); its scopes read FloatOp",
 }
 
 
@@ -121,6 +127,18 @@ def test_no_list_of_float_op_names_outside_their_registration():
     assert set(where) <= set(FLOAT_OP_LISTS), f"lists of float op names: {where}"
     gone = set(FLOAT_OP_LISTS) - set(where)
     assert not gone, f"no list left there, drop from FLOAT_OP_LISTS: {gone}"
+
+
+def test_each_float_op_trait_holds_with_the_others():
+    """What a FloatOp's fields say agrees with itself: an op that moves, clamps or averages has one
+    data input, a window average sums, a bias is an accumulator's, an accumulator sums two inputs."""
+    from qconform.oracle.graph import float_ops
+
+    for o in float_ops():
+        assert o.unary or not (o.moves or o.clamps or o.averages), o.op
+        assert o.terms is not None or not o.averages, o.op
+        assert o.accumulates or not o.bias, o.op
+        assert not (o.accumulates and (o.unary or o.adds)), o.op
 
 
 def test_the_float_op_check_sees_the_old_reducing_set():

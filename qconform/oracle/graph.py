@@ -201,13 +201,38 @@ class FloatOp(OpOracle):
     output_names = ()
 
     def __init__(self, op: str, compute: Callable, since: int = 1, domain: str = "",
-                 terms: Callable[[tuple[int, ...] | None], int] | None = None) -> None:
+                 terms: Callable[[tuple[int, ...] | None], int] | None = None, *, unary: bool = False,
+                 moves: bool = False, clamps: bool = False, adds: bool = False, averages: bool = False,
+                 bias: bool = False) -> None:
         self.op, self.compute, self.since, self.domain = op, compute, since, domain
         #: Where the op's value is an exact sum (#qdq-sum-order): how many terms one output element
         #: adds, from its weight's shape (None: the node has none); 0 where every element of its
         #: input may be one. None for an op that sums nothing. What bounds the work of a sum the
         #: oracle adds in Python integers (a user's model group: ``gating.model_cases``).
         self.terms = terms
+        #: Its value is a function of its first input alone; any other input is a parameter given as
+        #: it is (a shape, indices, bounds, pads), not a value a pattern dequantizes.
+        self.unary = unary
+        #: Its one output takes every element from its one data input (moves or selects it; Relu and
+        #: MaxPool by comparing with 0 or each other; Resize in its nearest mode) and computes none, so
+        #: it commutes with x -> s·x, s > 0: a kernel may run it on the codes (``fixed_point``'s models).
+        self.moves = moves
+        #: Its value is its one data input clamped to an interval (Identity's the whole line): a
+        #: QuantizeLinear after it is one with narrower bounds, as fused kernels run it (``fused``).
+        self.clamps = clamps
+        #: Its value is its two operands added or subtracted (a ± b): a kernel may rescale each to
+        #: the output's scale first (``fixed_point``'s models).
+        self.adds = adds
+        #: Its value is the mean of a window of its one input, every term weighted alike.
+        self.averages = averages
+        #: It adds a bias operand to its sum (Conv's B, Gemm's C): a fused kernel may add its codes.
+        self.bias = bias
+
+    @property
+    def accumulates(self) -> bool:
+        """Its value sums products of two dequantized operands (an input and a weight), what an
+        integer kernel's accumulator computes: a sum (``terms``) over more than one data input."""
+        return self.terms is not None and not self.unary
 
     def values(self, node: Node, ins: list[np.ndarray | None], where: str) -> list[tuple[str, list[np.ndarray]]]:
         """(reading, outputs) per reading of the node on ``ins``."""
@@ -273,19 +298,33 @@ def _window_terms(w: tuple[int, ...] | None) -> int:
     return 0
 
 
-register(*(FloatOp(op, compute, terms=t[0] if t else None) for op, compute, *t in (
-    ("Identity", _VALUES.op_Identity), ("Relu", _VALUES.op_Relu), ("Clip", _VALUES.op_Clip),
-    ("Add", _VALUES.op_Add), ("Sub", _VALUES.op_Sub), ("Mul", _VALUES.op_Mul),
-    ("Reshape", _VALUES.op_Reshape), ("Transpose", _VALUES.op_Transpose), ("Gather", _VALUES.op_Gather),
-    ("Concat", _VALUES.op_Concat), ("Resize", _VALUES.op_Resize, _window_terms), ("Sigmoid", _VALUES.op_Sigmoid),
-    ("Conv", _VALUES.op_Conv, _filter_terms), ("MatMul", _VALUES.op_MatMul, _k_terms),
-    ("Gemm", _VALUES.op_Gemm, _gemm_terms),
-    ("MaxPool", _VALUES.op_MaxPool), ("AveragePool", _VALUES.op_AveragePool, _window_terms),
-    ("GlobalAveragePool", _VALUES.op_GlobalAveragePool, _window_terms),
-    ("LeakyRelu", _VALUES.op_LeakyRelu), ("HardSwish", _VALUES.op_HardSwish), ("Softmax", _VALUES.op_Softmax),
-    ("Greater", _VALUES.op_Greater), ("Where", _VALUES.op_Where), ("Pad", _VALUES.op_Pad),
-    ("Slice", _VALUES.op_Slice), ("Squeeze", _VALUES.op_Squeeze), ("Unsqueeze", _VALUES.op_Unsqueeze),
-    ("Split", _VALUES.op_Split), ("DepthToSpace", _VALUES.op_DepthToSpace))))
+#: Every float op of the patterns, once, with what it is (the diagnosis' scopes read these fields).
+register(
+    FloatOp("Identity", _VALUES.op_Identity, unary=True, moves=True, clamps=True),
+    FloatOp("Relu", _VALUES.op_Relu, unary=True, moves=True, clamps=True),
+    FloatOp("Clip", _VALUES.op_Clip, unary=True, clamps=True),
+    FloatOp("Add", _VALUES.op_Add, adds=True), FloatOp("Sub", _VALUES.op_Sub, adds=True),
+    FloatOp("Mul", _VALUES.op_Mul),
+    FloatOp("Reshape", _VALUES.op_Reshape, unary=True, moves=True),
+    FloatOp("Transpose", _VALUES.op_Transpose, unary=True, moves=True),
+    FloatOp("Gather", _VALUES.op_Gather, unary=True, moves=True),
+    FloatOp("Concat", _VALUES.op_Concat),
+    FloatOp("Resize", _VALUES.op_Resize, terms=_window_terms, unary=True, moves=True),
+    FloatOp("Sigmoid", _VALUES.op_Sigmoid, unary=True),
+    FloatOp("Conv", _VALUES.op_Conv, terms=_filter_terms, bias=True),
+    FloatOp("MatMul", _VALUES.op_MatMul, terms=_k_terms),
+    FloatOp("Gemm", _VALUES.op_Gemm, terms=_gemm_terms, bias=True),
+    FloatOp("MaxPool", _VALUES.op_MaxPool, unary=True, moves=True),
+    FloatOp("AveragePool", _VALUES.op_AveragePool, terms=_window_terms, unary=True, averages=True),
+    FloatOp("GlobalAveragePool", _VALUES.op_GlobalAveragePool, terms=_window_terms, unary=True, averages=True),
+    FloatOp("LeakyRelu", _VALUES.op_LeakyRelu, unary=True), FloatOp("HardSwish", _VALUES.op_HardSwish, unary=True),
+    FloatOp("Softmax", _VALUES.op_Softmax, unary=True),
+    FloatOp("Greater", _VALUES.op_Greater), FloatOp("Where", _VALUES.op_Where),
+    FloatOp("Pad", _VALUES.op_Pad, unary=True, moves=True), FloatOp("Slice", _VALUES.op_Slice, unary=True, moves=True),
+    FloatOp("Squeeze", _VALUES.op_Squeeze, unary=True, moves=True),
+    FloatOp("Unsqueeze", _VALUES.op_Unsqueeze, unary=True, moves=True),
+    FloatOp("Split", _VALUES.op_Split, unary=True),  # several outputs: moves none into one
+    FloatOp("DepthToSpace", _VALUES.op_DepthToSpace, unary=True, moves=True))
 
 
 def float_ops() -> tuple[FloatOp, ...]:

@@ -15,7 +15,7 @@ from qconform import dtypes
 from qconform.case import Draft
 from qconform.declarations import operators
 from qconform.diagnosis.models.fused_kernels import FusedAccumulator, _pack, _saturate
-from qconform.diagnosis.models.fused_pattern import pattern
+from qconform.diagnosis.models.fused_pattern import ACCUMULATING, float_ops_that, pattern
 from qconform.diagnosis.models.matmul import _fixed_point_multiply, _quantize_multiplier
 from qconform.oracle import integer
 from qconform.oracle.arith import as_float64, round_fraction
@@ -486,19 +486,17 @@ def _moved_unrequantised(d: Draft) -> bool:
                                    np.asarray(as_float64(p.y_zero, p.y_type)).reshape(-1)))
 
 
-ACCUMULATING = frozenset({"MatMul", "Gemm", "Conv"})
-#: The exact ops with one dequantized input, the others given as they are (a shape, indices, bounds).
-ONE_DATA_INPUT = frozenset({"Reshape", "Gather", "Clip"})
+#: The ops with one dequantized input, the others given as they are (a shape, indices, bounds).
+ONE_DATA_INPUT = float_ops_that("unary")
 #: Ops that move, select or compare values and compute none: on one dequantized operand they commute
 #: with the increasing map c -> c·s, so the pattern's exact value is the op on the codes' differences
 #: (the graph oracle's own float op, exact on integers below 2^24) times s. Resize's linear and cubic
 #: modes are linear maps whose weights the oracle keeps exact: the same holds for them where s is a
 #: power of two (``_through_codes``).
-ORDER_PRESERVING = frozenset({"Identity", "Reshape", "Transpose", "Gather", "Squeeze", "Unsqueeze", "Slice", "Pad",
-                              "DepthToSpace", "MaxPool", "Relu", "Resize"})
-ADD_SUB = frozenset({"Add", "Sub"})
+ORDER_PRESERVING = float_ops_that("moves")
+ADD_SUB = float_ops_that("adds")
 EXACT_OR_MOVED = frozenset(EXACT_OPS) | ORDER_PRESERVING | {"Split"}
-AVERAGES = frozenset({"AveragePool", "GlobalAveragePool"})
+AVERAGES = float_ops_that("averages")
 
 
 __all__ = ["ACCUMULATING", "ADD_SUB", "AVERAGES", "AddOperandsRescaledFirst", "AverageFixedPointReciprocal",

@@ -26,12 +26,17 @@ from qconform.diagnosis.models.fused_kernels import (
     QdqPairAsClamp, QdqPairRemoved, QLinearAddFma, QLinearMulFloatMultiplier, QuantizeNodesReciprocal,
     ReluFakeQuantizeBounds, RequantiseFakeQuantizeBounds, RequantiseFixedPoint, RequantiseHalfUp, RequantiseHalfUpBiased,
     only_where)
-from qconform.diagnosis.models.fused_pattern import Pattern, chain, fake_source, pattern, requant_chain, requant_source
+from qconform.diagnosis.models.fused_pattern import (ACCUMULATING, Pattern, chain, fake_source, float_ops_that, pattern,
+                                                     requant_chain, requant_source)
 
 
 # ----------------------------------------------------------------------------------------------
 # Where each applies
 # ----------------------------------------------------------------------------------------------
+#: The accumulating float ops that add a bias operand (``FloatOp.bias``).
+WITH_BIAS = float_ops_that("accumulates", "bias")
+
+
 def _integer(p: Pattern) -> bool:
     return all(o is None or dtypes.get(o.type).is_integer for o in p.operands) and dtypes.get(p.y_type).is_integer
 
@@ -52,7 +57,7 @@ def _is(op: str, *, eight_bit: bool = False) -> Callable[[Draft], bool]:
 def _weights_kernel(u8s8: bool = False, bias_mismatch: bool = False) -> Callable[[Draft], bool]:
     def check(d: Draft) -> bool:
         p = pattern(d) if d.graph else None
-        if p is None or p.op not in ("MatMul", "Gemm", "Conv") or not _integer(p):
+        if p is None or p.op not in ACCUMULATING or not _integer(p):
             return False
         x, w = p.operands[0], p.operands[1]
         if x is None or w is None or "block_size" in w.attrs or dtypes.get(w.type).bits != 8 or np.size(x.scale) != 1:
@@ -147,7 +152,7 @@ DEVIATIONS = [
               "qladd_avx2.cpp (_mm256_fmadd_ps) (research/qdq-graphs.md §4 M2: 0 mismatches in 20,480 elements)",
               "uint8, sb = sa, sy = 2·sa: every sum of codes of odd parity is a tie",
               QLinearAddFma, _is("Add", eight_bit=True), ("ties", "zero-points")),
-    Deviation("fused-integer-requantisation", frozenset({"MatMul", "Gemm", "Conv"}),
+    Deviation("fused-integer-requantisation", ACCUMULATING,
               "Your runtime computes DequantizeLinear(x), DequantizeLinear(w) → MatMul/Gemm/Conv → QuantizeLinear as "
               "one integer kernel: the exact integer accumulator times a float32 multiplier fl32(fl32(sx·sw)/sy), "
               "rounded half to even, where the graph divides the float result by sy: results next to a tie differ.",
@@ -155,7 +160,7 @@ DEVIATIONS = [
               "MlasRequantizeOutput; OpenVINO's low-precision transformations run the same integer form",
               "x uint8, w uint8 (no pair saturation), sy chosen so that acc·sx·sw/sy lands near k + 1/2",
               only_where(FusedAccumulator, _weights_kernel()), _weights_kernel(), ("basic", "ties")),
-    Deviation("fused-u8s8-pair-saturation", frozenset({"MatMul", "Gemm", "Conv"}),
+    Deviation("fused-u8s8-pair-saturation", ACCUMULATING,
               "Your runtime computes the DequantizeLinear → MatMul/Gemm/Conv → QuantizeLinear pattern with uint8 "
               "activations and int8 weights in an x86 integer kernel that adds adjacent products in pairs with "
               "int16 saturation (VPMADDUBSW, no VNNI): where two products together exceed 32,767 the accumulator "
@@ -165,7 +170,7 @@ DEVIATIONS = [
               "qlinearmatmul-u8s8-pair-saturation is the same mechanism in the single node",
               "x uint8 near 255, w int8 near ±127, K even: 255·127·2 = 64,770 > 32,767",
               only_where(FusedU8S8PairSaturation, _weights_kernel(u8s8=True)), _weights_kernel(u8s8=True), ("basic", "granularity")),
-    Deviation("fused-bias-codes-without-scale", frozenset({"Gemm", "Conv"}),
+    Deviation("fused-bias-codes-without-scale", WITH_BIAS,
               "Your runtime fuses DequantizeLinear(bias) into the integer kernel by adding the int32 bias codes to "
               "the accumulator as if the bias scale were sx·sw: a graph whose bias has another scale gets another "
               "bias (u8×s8 products pair-saturated too, as the same x86 kernel does).",

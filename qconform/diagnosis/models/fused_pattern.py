@@ -13,6 +13,7 @@ import numpy as np
 from qconform.declarations import operators
 from qconform.case import Draft
 from qconform.oracle.arith import as_float64
+from qconform.oracle.graph import float_ops
 
 #: A dequantized operand: its codes, scale and zero point (as given), the DequantizeLinear attributes.
 @dataclass(frozen=True)
@@ -76,8 +77,17 @@ def pattern(draft: Draft) -> Pattern | None:
     return Pattern(central.op, dict(central.attrs), tuple(operands), tuple(others), ys.value, yz.value, yz.type)
 
 
-#: What may stand between a chain's DequantizeLinear and its QuantizeLinear (``chain``).
-CHAIN_MIDDLE = ("Identity", "Relu", "Clip")
+def float_ops_that(*traits: str) -> frozenset[str]:
+    """The float ops whose registration (``FloatOp``, qconform/oracle/graph.py) has every one of
+    ``traits``: a model's scope read from what the ops are, not from a list of their names."""
+    return frozenset(o.op for o in float_ops() if all(getattr(o, t) for t in traits))
+
+
+#: What may stand between a chain's DequantizeLinear and its QuantizeLinear (``chain``): the float ops
+#: whose value is their input clamped (``FloatOp.clamps``), which a fused kernel folds into the Q's bounds.
+CHAIN_MIDDLE = float_ops_that("clamps")
+#: The float ops an integer kernel computes as one accumulator (``FloatOp.accumulates``).
+ACCUMULATING = float_ops_that("accumulates")
 
 
 def chain(draft: Draft):
@@ -143,5 +153,5 @@ def fake_source(draft: Draft):
     return x, s, z
 
 
-__all__ = ["CHAIN_MIDDLE", "Operand", "Pattern", "chain", "chain_source", "fake_source", "pattern", "requant_chain",
-           "requant_source"]
+__all__ = ["ACCUMULATING", "CHAIN_MIDDLE", "Operand", "Pattern", "chain", "chain_source", "fake_source", "float_ops_that",
+           "pattern", "requant_chain", "requant_source"]
