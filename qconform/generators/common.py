@@ -124,3 +124,35 @@ def family_entries(prefix: str, families: Sequence[str],
     """One ``generators.FAMILIES`` entry per family, keyed "<prefix>:<family>", each generating that
     family alone."""
     return {f"{prefix}:{fam}": (lambda fam=fam: generate(fam)) for fam in families}
+
+
+class ComboFamilies:
+    """A generator whose families each draft, per type combination of its operators' kept versions
+    (``specs``), the cases that family applies to: its ``combos``, ``applies``, ``generate`` and
+    ``entries`` written once (QLinearConv's, the QOperator ops', the scale-product ops')."""
+
+    def __init__(self, keys: Iterable[tuple[str, str]], families: Sequence[str], combo: Callable[[OpSpec, dict], Any],
+                 applies: Callable[[Any, str], bool], build: Callable[[Any, str], Iterable[Draft | None]]) -> None:
+        self.keys, self.families, self.combo = frozenset(keys), tuple(families), combo
+        self._applies, self._build = applies, build
+
+    def combos(self) -> Iterator[Any]:
+        """Every type combination of the operators' kept versions, in the schemas' order."""
+        for spec in (s for s in specs() if (s.domain, s.op) in self.keys):
+            for types in spec.combinations():
+                yield self.combo(spec, types)
+
+    def applies(self, spec: OpSpec, combo: dict[str, str], family: str | None = None) -> bool:
+        """The coverage table's question: does ``family`` (any, where None) draft this combination?"""
+        if (spec.domain, spec.op) not in self.keys:
+            return False
+        c = self.combo(spec, combo)
+        return any(self._applies(c, f) for f in (self.families if family is None else (family,)))
+
+    def generate(self, family: str | None = None) -> Iterator[Draft]:
+        """The drafts of ``family`` (every family in order, where None), combination by combination,
+        leaving out the None a builder yields for a combination without a case."""
+        for fam in (self.families if family is None else (family,)):
+            for c in self.combos():
+                if self._applies(c, fam):
+                    yield from (d for d in self._build(c, fam) if d is not None)

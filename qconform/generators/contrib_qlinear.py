@@ -14,9 +14,8 @@ from qconform.case import Draft
 from qconform.declarations import contrib_qlinear as decl
 from qconform.generators import qlinear_binary as binary
 from qconform.generators import qlinear_composed as composed
-from qconform.generators.common import specs
+from qconform.generators.common import ComboFamilies, family_entries
 from qconform.generators.qlinear_common import Combo
-from qconform.schemas import OpSpec
 
 Family = Callable[[Combo], Iterator[Draft]]
 
@@ -51,26 +50,10 @@ def _applies(c: Combo, family: str) -> bool:
     return True
 
 
-def applies(spec: OpSpec, combo: dict[str, str], family: str | None = None) -> bool:
-    if (spec.domain, spec.op) not in _KEYS:
-        return False
-    c = Combo(spec, combo)
-    return any(_applies(c, f) for f in (FAMILIES if family is None else (family,)))
-
-
-def combos() -> Iterator[Combo]:
-    for spec in (s for s in specs() if (s.domain, s.op) in _KEYS):
-        for types in spec.combinations():
-            yield Combo(spec, types)
-
-
-def generate(family: str | None = None) -> Iterator[Draft]:
-    for fam in (FAMILIES if family is None else (family,)):
-        for c in combos():
-            if _applies(c, fam):
-                yield from (d for d in TABLE[c.op][fam](c) if d is not None)
+_GENERATOR = ComboFamilies(_KEYS, FAMILIES, Combo, _applies, lambda c, fam: TABLE[c.op][fam](c))
+combos, applies, generate = _GENERATOR.combos, _GENERATOR.applies, _GENERATOR.generate
 
 
 def entries() -> dict[str, Callable[[], Iterator[Draft]]]:
     """One ``generators.FAMILIES`` entry per family, keyed "contrib_qlinear:<family>"."""
-    return {f"contrib_qlinear:{fam}": (lambda fam=fam: generate(fam)) for fam in FAMILIES}
+    return family_entries("contrib_qlinear", FAMILIES, generate)

@@ -35,7 +35,7 @@ from qconform import dtypes
 from qconform.case import Draft
 from qconform.declarations import operators
 from qconform.dtypes import ElemType
-from qconform.generators.common import draft, specs
+from qconform.generators.common import ComboFamilies, draft, family_entries
 from qconform.oracle.integer import conv_sums
 from qconform.schemas import OpSpec
 
@@ -438,27 +438,10 @@ def _applies(c: Combo, family: str) -> bool:
     return not (family in _REQUANT_ONLY and not c.requant)
 
 
-def applies(spec: OpSpec, combo: dict[str, str], family: str | None = None) -> bool:
-    if (spec.domain, spec.op) not in {o.key for o in OPS}:
-        return False
-    c = Combo(spec, combo)
-    return any(_applies(c, f) for f in (FAMILIES if family is None else (family,)))
-
-
-def combos() -> Iterator[Combo]:
-    keys = {o.key for o in OPS}
-    for spec in (s for s in specs() if (s.domain, s.op) in keys):
-        for types in spec.combinations():
-            yield Combo(spec, types)
-
-
-def generate(family: str | None = None) -> Iterator[Draft]:
-    for fam in (FAMILIES if family is None else (family,)):
-        for c in combos():
-            if _applies(c, fam):
-                yield from _FAMILY_GEN[fam](c)
+_GENERATOR = ComboFamilies((o.key for o in OPS), FAMILIES, Combo, _applies, lambda c, fam: _FAMILY_GEN[fam](c))
+combos, applies, generate = _GENERATOR.combos, _GENERATOR.applies, _GENERATOR.generate
 
 
 def entries() -> dict[str, Callable[[], Iterator[Draft]]]:
     """One ``generators.FAMILIES`` entry per family, keyed "conv:<family>"."""
-    return {f"conv:{fam}": (lambda fam=fam: generate(fam)) for fam in FAMILIES}
+    return family_entries("conv", FAMILIES, generate)

@@ -20,7 +20,7 @@ import numpy as np
 
 from qconform.case import Draft
 from qconform.declarations.contrib_blocked import DYNAMIC_QUANTIZE_MATMUL, MATMUL_INTEGER_TO_FLOAT
-from qconform.generators.common import array, draft, specs
+from qconform.generators.common import ComboFamilies, array, draft, family_entries
 
 FAMILIES = ("basic", "per-column", "zero-points", "bias", "readings", "batch", "dynamic", "random")
 _OPS = (MATMUL_INTEGER_TO_FLOAT, DYNAMIC_QUANTIZE_MATMUL)
@@ -68,13 +68,6 @@ class _Combo:
                       "b_zero_point": None if b_zp is None else array(self.tb, b_zp),
                       "bias": None if bias is None else array(self.ts, bias)}
         return draft(self.spec, self.types, family, name, values, {}, clause="ms-scale-products", note=note)
-
-
-def combos() -> Iterator[_Combo]:
-    keys = {o.key for o in _OPS}
-    for spec in (s for s in specs() if (s.domain, s.op) in keys):
-        for types in spec.combinations():
-            yield _Combo(spec, types)
 
 
 def _basic(c: _Combo) -> Iterator[Draft]:
@@ -191,19 +184,10 @@ def _applies(c: _Combo, family: str) -> bool:
     return family == "basic" or c.dynamic or not (c.ta == "int8" and c.tb == "uint8")
 
 
-def applies(spec, combo: dict[str, str], family: str | None = None) -> bool:
-    if (spec.domain, spec.op) not in {o.key for o in _OPS}:
-        return False
-    c = _Combo(spec, combo)
-    return any(_applies(c, f) for f in (FAMILIES if family is None else (family,)))
-
-
-def generate(family: str | None = None) -> Iterator[Draft]:
-    for fam in (FAMILIES if family is None else (family,)):
-        for c in combos():
-            if _applies(c, fam):
-                yield from _GEN[fam](c)
+_GENERATOR = ComboFamilies((o.key for o in _OPS), FAMILIES, _Combo, _applies, lambda c, fam: _GEN[fam](c))
+combos, applies, generate = _GENERATOR.combos, _GENERATOR.applies, _GENERATOR.generate
 
 
 def entries() -> dict[str, Callable[[], Iterator[Draft]]]:
-    return {f"scale-products:{fam}": (lambda fam=fam: generate(fam)) for fam in FAMILIES}
+    """One ``generators.FAMILIES`` entry per family, keyed "scale-products:<family>"."""
+    return family_entries("scale-products", FAMILIES, generate)
