@@ -87,7 +87,7 @@ def test_the_check_sees_a_planted_list():
 
 #: Files that still hold a list of the patterns' float op names, each with what it is; the float ops
 #: are registered once (``FloatOp`` in qconform/oracle/graph.py, with what each is: ``terms``,
-#: ``unary``, ``moves``, ``clamps``, ``adds``, ``averages``, ``bias``, ``accumulates``), and a list
+#: ``unary``, ``moves``, ``clamps``, ``adds``, ``averages``, ``bias``, ``accumulates``, ``exact``), and a list
 #: derived from there leaves this table. What stays is the module's own data, not a property of the ops.
 FLOAT_OP_LISTS = {
     "qconform/generators/explored_graphs.py": "the explorer's attribute draws, a function per float op (a table "
@@ -98,8 +98,6 @@ FLOAT_OP_LISTS = {
     "generator sits below the oracle and cannot read FloatOp",
     "qconform/generators/patterns_pool.py": "the pools a depth family drafts, in the order its cases are written; a "
     "generator sits below the oracle and cannot read FloatOp",
-    "qconform/diagnosis/models/fixed_point_kernels.py": "EXACT_OPS: the kernel models' value of each op on exact "
-    "rationals, a function per op (the registry's compute is float32); its scopes read FloatOp",
     "qconform/diagnosis/models/fused.py": "NOT_INTEGER_KERNEL_PATTERNS: the pattern groups the corpus had when "
     "tract's failures were measured (the model's evidence, not a property of the ops); its scopes read FloatOp",
 }

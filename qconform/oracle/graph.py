@@ -34,6 +34,7 @@ import numpy as np
 from qconform.declarations import operators
 from qconform.case import Draft, Node
 from qconform.oracle import base
+from qconform.oracle import graph_exact as exact
 from qconform.oracle.base import GRAPH_CLAUSE, Evaluation, OpOracle, Walk, graph_outputs, node_draft, register  # noqa: F401
 from qconform.oracle.arith import fl
 from qconform.oracle.granularity import InvalidModel
@@ -203,7 +204,7 @@ class FloatOp(OpOracle):
     def __init__(self, op: str, compute: Callable, since: int = 1, domain: str = "",
                  terms: Callable[[tuple[int, ...] | None], int] | None = None, *, unary: bool = False,
                  moves: bool = False, clamps: bool = False, adds: bool = False, averages: bool = False,
-                 bias: bool = False) -> None:
+                 bias: bool = False, exact: Callable | None = None) -> None:
         self.op, self.compute, self.since, self.domain = op, compute, since, domain
         #: Where the op's value is an exact sum (#qdq-sum-order): how many terms one output element
         #: adds, from its weight's shape (None: the node has none); 0 where every element of its
@@ -227,6 +228,9 @@ class FloatOp(OpOracle):
         self.averages = averages
         #: It adds a bias operand to its sum (Conv's B, Gemm's C): a fused kernel may add its codes.
         self.bias = bias
+        #: Its value on exact rationals (``graph_exact``), where the text's real arithmetic gives one:
+        #: what a kernel requantising once in exact arithmetic starts from (``fixed_point``'s models).
+        self.exact = exact
 
     @property
     def accumulates(self) -> bool:
@@ -300,24 +304,28 @@ def _window_terms(w: tuple[int, ...] | None) -> int:
 
 #: Every float op of the patterns, once, with what it is (the diagnosis' scopes read these fields).
 register(
-    FloatOp("Identity", _VALUES.op_Identity, unary=True, moves=True, clamps=True),
-    FloatOp("Relu", _VALUES.op_Relu, unary=True, moves=True, clamps=True),
-    FloatOp("Clip", _VALUES.op_Clip, unary=True, clamps=True),
-    FloatOp("Add", _VALUES.op_Add, adds=True), FloatOp("Sub", _VALUES.op_Sub, adds=True),
-    FloatOp("Mul", _VALUES.op_Mul),
-    FloatOp("Reshape", _VALUES.op_Reshape, unary=True, moves=True),
-    FloatOp("Transpose", _VALUES.op_Transpose, unary=True, moves=True),
-    FloatOp("Gather", _VALUES.op_Gather, unary=True, moves=True),
-    FloatOp("Concat", _VALUES.op_Concat),
+    FloatOp("Identity", _VALUES.op_Identity, exact=exact.identity, unary=True, moves=True, clamps=True),
+    FloatOp("Relu", _VALUES.op_Relu, exact=exact.relu, unary=True, moves=True, clamps=True),
+    FloatOp("Clip", _VALUES.op_Clip, exact=exact.clip, unary=True, clamps=True),
+    FloatOp("Add", _VALUES.op_Add, exact=exact.add, adds=True),
+    FloatOp("Sub", _VALUES.op_Sub, exact=exact.sub, adds=True),
+    FloatOp("Mul", _VALUES.op_Mul, exact=exact.mul),
+    FloatOp("Reshape", _VALUES.op_Reshape, exact=exact.reshape, unary=True, moves=True),
+    FloatOp("Transpose", _VALUES.op_Transpose, exact=exact.transpose, unary=True, moves=True),
+    FloatOp("Gather", _VALUES.op_Gather, exact=exact.gather, unary=True, moves=True),
+    FloatOp("Concat", _VALUES.op_Concat, exact=exact.concat),
     FloatOp("Resize", _VALUES.op_Resize, terms=_window_terms, unary=True, moves=True),
     FloatOp("Sigmoid", _VALUES.op_Sigmoid, unary=True),
-    FloatOp("Conv", _VALUES.op_Conv, terms=_filter_terms, bias=True),
-    FloatOp("MatMul", _VALUES.op_MatMul, terms=_k_terms),
-    FloatOp("Gemm", _VALUES.op_Gemm, terms=_gemm_terms, bias=True),
-    FloatOp("MaxPool", _VALUES.op_MaxPool, unary=True, moves=True),
-    FloatOp("AveragePool", _VALUES.op_AveragePool, terms=_window_terms, unary=True, averages=True),
-    FloatOp("GlobalAveragePool", _VALUES.op_GlobalAveragePool, terms=_window_terms, unary=True, averages=True),
-    FloatOp("LeakyRelu", _VALUES.op_LeakyRelu, unary=True), FloatOp("HardSwish", _VALUES.op_HardSwish, unary=True),
+    FloatOp("Conv", _VALUES.op_Conv, exact=exact.conv, terms=_filter_terms, bias=True),
+    FloatOp("MatMul", _VALUES.op_MatMul, exact=exact.mat_mul, terms=_k_terms),
+    FloatOp("Gemm", _VALUES.op_Gemm, exact=exact.gemm, terms=_gemm_terms, bias=True),
+    FloatOp("MaxPool", _VALUES.op_MaxPool, exact=exact.max_pool, unary=True, moves=True),
+    FloatOp("AveragePool", _VALUES.op_AveragePool, exact=exact.average_pool, terms=_window_terms, unary=True,
+            averages=True),
+    FloatOp("GlobalAveragePool", _VALUES.op_GlobalAveragePool, exact=exact.global_average_pool,
+            terms=_window_terms, unary=True, averages=True),
+    FloatOp("LeakyRelu", _VALUES.op_LeakyRelu, exact=exact.leaky_relu, unary=True),
+    FloatOp("HardSwish", _VALUES.op_HardSwish, unary=True),
     FloatOp("Softmax", _VALUES.op_Softmax, unary=True),
     FloatOp("Greater", _VALUES.op_Greater), FloatOp("Where", _VALUES.op_Where),
     FloatOp("Pad", _VALUES.op_Pad, unary=True, moves=True), FloatOp("Slice", _VALUES.op_Slice, unary=True, moves=True),

@@ -20,6 +20,7 @@ from qconform.diagnosis.models.matmul import _fixed_point_multiply, _quantize_mu
 from qconform.oracle import integer
 from qconform.oracle.arith import as_float64, round_fraction
 from qconform.oracle.granularity import InvalidModel
+from qconform.oracle.graph import float_ops
 
 Q, DQ = operators.QDQ
 
@@ -169,70 +170,9 @@ def _exact(o) -> np.ndarray:
     return np.vectorize(lambda c: Fraction(int(c)), otypes=[object])(d) * s
 
 
-def _conv_exact(v, others, attrs) -> np.ndarray:
-    x, w = v[0], v[1]
-    cols, group = integer.conv_windows(x, w.shape, attrs, pad_value=Fraction(0))  # (N, O.., K.., C)
-    n = x.ndim - 2
-    cg, mg = x.shape[1] // group, w.shape[0] // group
-    parts = []
-    for g in range(group):
-        c = cols[..., g * cg:(g + 1) * cg].reshape(cols.shape[:1 + n] + (-1,))
-        wg = np.moveaxis(w[g * mg:(g + 1) * mg], 1, -1).reshape(mg, -1)
-        parts.append(np.dot(c, wg.T))
-    out = np.moveaxis(np.concatenate(parts, axis=-1), -1, 1)
-    if len(v) > 2:
-        out = out + v[2].reshape((1, -1) + (1,) * n)
-    return out
-
-
-def _gemm_exact(v, others, attrs) -> np.ndarray:
-    a = v[0].T if attrs.get("transA", 0) else v[0]
-    b = v[1].T if attrs.get("transB", 0) else v[1]
-    out = np.dot(a, b) * Fraction(float(attrs.get("alpha", 1.0)))
-    return out + v[2] * Fraction(float(attrs.get("beta", 1.0))) if len(v) > 2 else out
-
-
-def _windows_exact(v: np.ndarray, attrs) -> np.ndarray:
-    kernel = list(attrs["kernel_shape"])
-    n = v.ndim - 2
-    cols, _ = integer.conv_windows(v, (v.shape[1], v.shape[1], *kernel),
-                                   {k: attrs[k] for k in ("kernel_shape", "strides") if k in attrs})
-    return cols.reshape(cols.shape[:1 + n] + (-1, v.shape[1]))  # (N, O.., K, C)
-
-
 #: The float op on exact rationals, for the ops whose value is exact in rationals (the text's real
-#: arithmetic): (operands as Fraction arrays, other inputs, attributes) -> the op's exact value.
-EXACT_OPS: dict[str, Callable] = {
-    "Identity": lambda v, o, a: v[0],
-    "Relu": lambda v, o, a: np.where(v[0] > 0, v[0], Fraction(0)),
-    "LeakyRelu": lambda v, o, a: np.where(v[0] >= 0, v[0], v[0] * Fraction(float(np.float32(a.get("alpha", 0.01))))),
-    "Add": lambda v, o, a: v[0] + v[1],
-    "Sub": lambda v, o, a: v[0] - v[1],
-    "Mul": lambda v, o, a: v[0] * v[1],
-    "Concat": lambda v, o, a: np.concatenate(v, axis=a["axis"]),
-    "Reshape": lambda v, o, a: v[0].reshape([int(d) for d in o[1]]),
-    "Transpose": lambda v, o, a: np.transpose(v[0], a.get("perm")),
-    "Gather": lambda v, o, a: np.take(v[0], np.asarray(o[1], np.int64), axis=a.get("axis", 0)),
-    "Clip": lambda v, o, a: _clip_exact(v[0], o),
-    "MaxPool": lambda v, o, a: np.moveaxis(_windows_exact(v[0], a).max(axis=-2), -1, 1),
-    "AveragePool": lambda v, o, a: np.moveaxis(_windows_exact(v[0], a).sum(axis=-2), -1, 1)
-    / int(np.prod(a["kernel_shape"])),
-    "MatMul": lambda v, o, a: np.dot(v[0], v[1]),
-    "Gemm": _gemm_exact,
-    "Conv": _conv_exact,
-    "GlobalAveragePool": lambda v, o, a: v[0].sum(axis=tuple(range(2, v[0].ndim)), keepdims=True)
-    / int(np.prod(v[0].shape[2:])),
-}
-
-
-def _clip_exact(v: np.ndarray, others) -> np.ndarray:
-    lo = Fraction(float(np.asarray(others[1]).reshape(-1)[0])) if len(others) > 1 and others[1] is not None else None
-    hi = Fraction(float(np.asarray(others[2]).reshape(-1)[0])) if len(others) > 2 and others[2] is not None else None
-    if lo is not None:
-        v = np.where(v < lo, lo, v)
-    if hi is not None:
-        v = np.where(v > hi, hi, v)
-    return v
+#: arithmetic, ``FloatOp.exact``): (operands as Fraction arrays, other inputs, attributes) -> the value.
+EXACT_OPS: dict[str, Callable] = {o.op: o.exact for o in float_ops() if o.exact is not None}
 
 
 def _codes_through_op(p) -> np.ndarray:
