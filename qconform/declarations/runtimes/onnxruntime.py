@@ -68,7 +68,7 @@ ONNXRUNTIME = _ort(Runtime("onnxruntime", ORT_RUNNER, dist="onnxruntime", extra=
 #: onnxruntime's variants: a wheel that brings its execution provider under the ``onnxruntime``
 #: import package; ``--runner onnxruntime-openvino`` is the onnxruntime runner on that provider alone.
 #: The QNN EP's scope: the QDQ patterns and every declared operator but the single Q/DQ nodes (either
-#: domain), which its partitioning refuses; where it has no kernel for an operator (DynamicQuantizeLinear,
+#: domain), which its partitioning refuses; where it has no kernel for an operator (the dynamic quantizer,
 #: most com.microsoft ops) the runner says so per case, a refusal the row shows.
 _QNN_SCOPE = ("qdq.*", *(f"{o.label}-*" for o in operators.OPERATORS if o.op not in operators.QDQ))
 ORT_VARIANTS = tuple(_ort(Runtime(name, ORT_RUNNER, dist=name, module="onnxruntime", settings=ORT_SETTINGS,
