@@ -42,6 +42,7 @@ from qconform.diagnosis.models import rounding, division, zero_point, saturation
 from qconform.diagnosis.models import blocked
 from qconform.diagnosis.models import contrib_qlinear
 from qconform.diagnosis.models import qnn_htp
+from qconform.diagnosis.models import qnn_htp_requant
 from qconform.diagnosis.models.base import Deviation, Spec, compose, deviating_oracle
 from qconform.diagnosis.models.common import swap_slots
 from qconform.diagnosis.models.dequantize import bfloat16_half_up_if_odd
@@ -178,6 +179,9 @@ ORDER = (
     "resize-nearest-neighbor-flags-only",
     "max-pool-pads-read-as-zero",
     "cubic-resize-exclude-outside-ignored",
+    "htp-accumulator-low-byte-dropped",
+    "htp-eighth-code-intermediate",
+    "htp-per-axis-bias-codes-as-reals",
     "nbits-row-stride-from-k",
     "nbits-zero-points-packed-across-rows",
     "nbits-large-block-zeros",
@@ -198,7 +202,7 @@ ORDER = (
     "softmax-int8-saturation-wraps",
 )
 STEPS = (rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul,
-         fused, fixed_point, blocked, contrib_qlinear, qnn_htp)
+         fused, fixed_point, blocked, contrib_qlinear, qnn_htp, qnn_htp_requant)
 
 
 def _registry() -> dict[str, Deviation]:

@@ -1,0 +1,199 @@
+"""How Qualcomm's QNN HTP requantises its accumulating kernels (DQ(x), DQ(w) [, DQ(bias)] → Conv,
+MatMul or Gemm → Q), measured on its simulator: the kernel's source is closed, so these models say
+what its output codes are, bit for bit, not where in the kernel each step is.
+
+Both widths compute the exact result r = Σ(x − z_x)·(w − z_w)·s_x·s_w (+ bias) on a fixed-point grid
+G, floored, then multiply by G/s_y rounded to float16 and round half up; the output offset
+o = (z_y − qmin)·s_y (the code z_y counted from the type's lowest code, as an unsigned kernel holds
+it) rides on the same grid:
+
+- 16-bit activations: G = 2^8·s_x·s_w per output channel (the accumulator without its low 8 bits),
+  and the offset with the bias is floored on its own: t = ⌊r₀/G⌋ + ⌊(o + bias)/G⌋, r₀ without bias.
+- 8-bit activations: G = 2^(⌊log₂ s_y⌋ − 3), an eighth of the output scale's power of two, one grid
+  for every channel, and one floor of the sum: t = ⌊(r + o)/G⌋.
+
+y = ⌊fl16(G/s_y)·t + 1/2⌋ + qmin, saturated. With per-tensor weights the HTP reads a per-axis int32
+bias's codes as real values (its scales not applied), a third model over the same requantisation.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from qconform import dtypes
+from qconform.case import Draft
+from qconform.diagnosis.models.base import Deviation
+from qconform.diagnosis.models.fixed_point_kernels import EXACT_OPS, _exact
+from qconform.diagnosis.models.fused_kernels import _pack
+from qconform.diagnosis.models.fused_pattern import Operand, pattern
+from qconform.oracle.arith import _round_fraction, as_float64, round_fraction
+
+ACCUMULATING = frozenset({"Conv", "MatMul", "Gemm"})
+_FLOAT16 = dtypes.get("float16")
+
+
+def _scalar(v) -> Fraction:
+    return Fraction(float(np.asarray(v, np.float64).reshape(-1)[0]))
+
+
+def float16_ratio(r: Fraction) -> Fraction:
+    """r rounded once to float16 (nearest, ties to even): the HTP's requantisation multiplier."""
+    return Fraction(_round_fraction(_FLOAT16, r))
+
+
+def requantise(rest: Fraction, offset: Fraction, grid: Fraction, sy: Fraction, floors: int, qmin: int) -> int:
+    """One output code before saturation: ``floors`` = 2 floors ``rest`` and ``offset`` (the output
+    offset with the bias) on the grid apart, 1 floors their sum; times fl16(grid/s_y), half up."""
+    t = (rest / grid).__floor__() + (offset / grid).__floor__() if floors == 2 else ((rest + offset) / grid).__floor__()
+    return int(round_fraction(float16_ratio(grid / sy) * t, "half-up")) + qmin
+
+
+def _bits(t: str) -> int:
+    return dtypes.get(t).bits
+
+
+def accumulating(d: Draft, bits: int, any_kernel: bool = False) -> bool:
+    """DQ(x), DQ(w) [, DQ(bias)] → Conv/MatMul/Gemm → Q with x and y integers of ``bits`` bits, per
+    tensor, weights of at most 8 bits per tensor or per channel (not blocked), a Gemm with
+    alpha = beta = 1; not where another kernel runs (``_another_kernel``) unless ``any_kernel``."""
+    p = pattern(d) if d.graph else None
+    if p is None or p.op not in ACCUMULATING or len(p.operands) < 2 or not dtypes.get(p.y_type).is_integer:
+        return False
+    x, w = p.operands[0], p.operands[1]
+    if x is None or w is None or any(o is None for o in p.operands[2:]) or any(v is not None for v in p.others[2:]):
+        return False
+    if p.op == "Gemm" and (float(p.attrs.get("alpha", 1.0)) != 1.0 or float(p.attrs.get("beta", 1.0)) != 1.0):
+        return False
+    return dtypes.get(x.type).is_integer and dtypes.get(w.type).is_integer and _bits(x.type) == bits \
+        and _bits(p.y_type) == bits and _bits(w.type) <= 8 and "block_size" not in w.attrs \
+        and np.size(x.scale) == 1 and np.size(p.y_scale) == 1 and (any_kernel or not _another_kernel(p))
+
+
+def _another_kernel(p) -> bool:
+    """Where the HTP's results follow neither model (measured): int8 activations with 4-bit weights,
+    and a grouped convolution that is 3-D or strided (its depthwise 5×5 stride 2 and 3-D kernels)."""
+    x, w = p.operands[0], p.operands[1]
+    if dtypes.get(x.type).signed and _bits(x.type) == 8 and _bits(w.type) == 4:
+        return True
+    return p.op == "Conv" and int(p.attrs.get("group", 1)) > 1 \
+        and (np.ndim(x.codes) > 4 or any(int(s) > 1 for s in p.attrs.get("strides", ())))
+
+
+def per_axis_bias_on_per_tensor_weights(d: Draft) -> bool:
+    """A dequantized bias with one scale per channel beside weights with one scale."""
+    p = pattern(d)
+    return len(p.operands) > 2 and p.operands[2] is not None and np.size(p.operands[1].scale) == 1 \
+        and np.size(p.operands[2].scale) > 1
+
+
+def _channel_scales(p, shape: tuple[int, ...]) -> np.ndarray:
+    """s_x·s_w per output element (Fractions): the weight's scale of each output channel (Conv's
+    axis 1, the last axis of MatMul and Gemm)."""
+    sx = _scalar(p.operands[0].scale)
+    sw = np.asarray([sx * Fraction(float(s)) for s in np.asarray(p.operands[1].scale, np.float64).reshape(-1)], object)
+    if sw.size == 1:
+        return np.full(shape, sw[0], object)
+    axis = 1 if p.op == "Conv" else len(shape) - 1
+    view = [1] * len(shape)
+    view[axis] = -1
+    return np.broadcast_to(sw.reshape(view), shape)
+
+
+def _grid(bits: int, channel_scale: Fraction, sy: Fraction) -> Fraction:
+    """The fixed-point grid the HTP floors on: 2^8·s_x·s_w for 16-bit activations, 2^(⌊log₂ s_y⌋ − 3)
+    for 8-bit ones."""
+    return 256 * channel_scale if bits == 16 else Fraction(2) ** (math.frexp(float(sy))[1] - 1 - 3)
+
+
+class HtpRequantise:
+    """The pattern's exact value (``EXACT_OPS``: the op on the exact dequantized operands), split into
+    the bias and the rest, requantised as ``requantise`` says for the activation width."""
+
+    _widths: tuple[int, ...] = (8,)
+    _bias_codes_as_reals = False
+
+    def fused(self, draft, inputs):
+        bits = next((b for b in self._widths if accumulating(draft, b, self._bias_codes_as_reals)), None)
+        if bits is None or (self._bias_codes_as_reals and not per_axis_bias_on_per_tensor_weights(draft)):
+            return None
+        p = pattern(draft)
+        v = [_exact(o) for o in p.operands]
+        if len(v) > 2 and self._bias_codes_as_reals:
+            b = p.operands[2]
+            v[2] = _exact(Operand(b.codes, b.type, np.ones(np.shape(b.scale), np.float32), b.zero, b.attrs))
+        rest = np.asarray(EXACT_OPS[p.op](v[:2], p.others, p.attrs), object)
+        bias = np.asarray(EXACT_OPS[p.op](v, p.others, p.attrs), object) - rest
+        sy = _scalar(p.y_scale)
+        lo, hi = dtypes.get(p.y_type).qrange
+        offset = (int(np.asarray(as_float64(p.y_zero, p.y_type)).reshape(-1)[0]) - lo) * sy
+        scales = _channel_scales(p, rest.shape)
+        floors = 2 if bits == 16 else 1
+        y = np.vectorize(lambda r, b, s: requantise(r, offset + b, _grid(bits, s, sy), sy, floors, lo),
+                         otypes=[np.int64])(rest, bias, scales)
+        return [("spec", [_pack(np.clip(y, lo, hi), p.y_type)])]
+
+
+class HtpRequantise16(HtpRequantise):
+    """16-bit activations: the grid 2^8·s_x·s_w of each output channel, the offset floored apart."""
+
+    _widths = (16,)
+
+
+class HtpPerAxisBias(HtpRequantise):
+    """Either width, a per-axis bias beside per-tensor weights read as real values."""
+
+    _widths = (16, 8)
+    _bias_codes_as_reals = True
+
+
+def _width(bits: int):
+    return lambda d: accumulating(d, bits)
+
+
+def _per_axis_bias(d: Draft) -> bool:
+    return (accumulating(d, 16, True) or accumulating(d, 8, True)) and per_axis_bias_on_per_tensor_weights(d)
+
+
+MEASURED = "Qualcomm QNN HTP (onnxruntime-qnn 2.7.0, QNN SDK 2.51.0, the HTP simulator) measured here; the kernel's source " \
+           "is not public, so this is measured only"
+_FAMILIES = ("basic", "geometry", "geometry-per-tensor", "granularity", "large-accumulator", "shapes", "ties")
+
+DEVIATIONS = [
+    Deviation("htp-accumulator-low-byte-dropped", ACCUMULATING,
+              "Your runtime requantises a convolution or matmul of 16-bit activations from its accumulator without its "
+              "low 8 bits: ⌊acc/2^8⌋, plus the output offset (z_y − qmin)·s_y/(s_x·s_w) and the bias floored on their "
+              "own in the same units, times 2^8·s_x·s_w/s_y rounded to float16, rounded half up; the text requantises "
+              "the whole accumulator once.",
+              f"{MEASURED}: 202 of the 222 failing int16 and uint16 Conv, MatMul and Gemm cases of the corpus it applies "
+              "to are this model bit for bit, every one whose bias (if any) has the weights' granularity and scale (QDQ "
+              "Conv int16 ties, m = 1, z_y = 1: y is 256·⌊acc/256⌋, the zero point and the low byte lost)",
+              "int16 Conv, s_x·s_w/s_y = 1, z_y = 1, acc = 19: the text gives 20, this model 0",
+              HtpRequantise16, _width(16), _FAMILIES),
+    Deviation("htp-eighth-code-intermediate", ACCUMULATING,
+              "Your runtime requantises a convolution or matmul of 8-bit activations through a fixed-point "
+              "intermediate on the grid G = 2^(⌊log₂ s_y⌋ − 3): the exact result plus the output offset "
+              "(z_y − qmin)·s_y floored to G, times G/s_y rounded to float16, rounded half up; results within about "
+              "an eighth of a code of a tie, or off it by the float16 multiplier's error, round the other way.",
+              f"{MEASURED}: 306 of the 383 failing uint8 and int8 Conv, MatMul and Gemm cases of the corpus it applies to, "
+              "and all but 1 of the 87 passing ones, are this model bit for bit; it misses where s_y is small next to "
+              "s_x·s_w (the grid is then finer), some uint8 × 4-bit weight cases and a bias whose scale is not s_x·s_w. "
+              "Not applied to int8 activations with 4-bit weights, nor to strided or 3-D grouped convolutions, whose "
+              "results follow neither model",
+              "uint8 Conv, s_y = 1.145, z_y = 127, exact value 132.5166: the text gives 133, this model 132",
+              HtpRequantise, _width(8), _FAMILIES),
+    Deviation("htp-per-axis-bias-codes-as-reals", ACCUMULATING,
+              "Your runtime adds a per-channel int32 bias to a convolution with per-tensor weights as if its codes were "
+              "real values (its scales, here s_x·s_w = 2^-11, not applied): the bias is 1/(s_x·s_w) times too large "
+              "and most outputs saturate toward its sign; the requantisation is the HTP's (the low-byte or the "
+              "eighth-code model by the activation width).",
+              f"{MEASURED}: 72 of the 75 corpus Conv cases with per-tensor weights and a per-axis bias (scales all "
+              "s_x·s_w) are this model bit for bit; the QNN EP passes such a bias unchanged (onnxruntime/onnxruntime-qnn "
+              "onnxruntime/core/providers/qnn/builder/opbuilder/conv_op_builder.cc: scales that match s_x·s_w need "
+              "no requantisation)",
+              "int8 Conv, per-tensor weights, bias codes [819, −148] per channel: channel 0 all 127, channel 1 all −128",
+              HtpPerAxisBias, _per_axis_bias, ("basic", "geometry-per-tensor")),
+]
+
+__all__ = ["ACCUMULATING", "DEVIATIONS", "HtpPerAxisBias", "HtpRequantise", "HtpRequantise16", "accumulating", "float16_ratio", "requantise"]

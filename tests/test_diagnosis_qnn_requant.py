@@ -1,0 +1,82 @@
+"""The QNN HTP requantisation models (qconform/diagnosis/models/qnn_htp_requant.py): their arithmetic
+on the witnesses their declarations give, where they apply, and each one run as a runtime over corpus
+cases that expose it is failed and named first."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from qconform import corpus as corpus_mod
+from qconform.compare import compare
+from qconform.diagnosis import diagnose as dg
+from qconform.diagnosis.models import MODELS
+from qconform.diagnosis.models.qnn_htp_requant import float16_ratio, requantise
+from qconform.plugin import default_golden
+
+
+@pytest.fixture(scope="module")
+def index():
+    return corpus_mod.index(default_golden())
+
+
+def test_the_16_bit_requantisation_drops_the_low_byte_and_the_zero_point_below_it():
+    # s_x·s_w = s_y (m = 1), z_y = 1, int16 (qmin −32768): the offset (1 + 32768)·s_y is floored on the
+    # grid 2^8·s_x·s_w apart from the accumulator, so z_y's 1 is lost, and acc = 19 gives ⌊19/256⌋ = 0
+    s = Fraction(1, 2048)
+    grid = 256 * s
+    assert requantise(19 * s, (1 + 32768) * s, grid, s, 2, -32768) == 0
+    assert requantise(-2 * s, (1 + 32768) * s, grid, s, 2, -32768) == -256
+    assert requantise(256 * s, (1 + 32768) * s, grid, s, 2, -32768) == 256
+
+
+def test_the_8_bit_requantisation_floors_on_an_eighth_of_the_output_scales_power_of_two():
+    # s_y in [1, 2): the grid is 2^-3; the exact value 132.5166 codes (with z_y = 127) floors to
+    # 1060 eighths·(2^-3/s_y)... and rounds to 132 where the text rounds to 133
+    sy = Fraction(float(np.float32(1.144973)))
+    grid = Fraction(1, 8)
+    value = (Fraction(132.5166).limit_denominator(10**6) - 127) * sy
+    assert round(value / sy + 127) == 133
+    assert requantise(value, 127 * sy, grid, sy, 1, 0) == 132
+    assert float16_ratio(grid / sy) == Fraction(float(np.float16(0.125 / 1.144973)))
+
+
+#: Corpus cases each model changes.
+EXPOSED = {
+    "htp-accumulator-low-byte-dropped": ["qdq.Conv-21/int16-int8-int16/ties/1d-k1-unit-zero-point-odd",
+                                         "qdq.Conv-21/uint16-int8-uint16/geometry/2d-k3x3-pads-1"],
+    "htp-eighth-code-intermediate": ["qdq.Conv-21/uint8-uint8-uint8/geometry/3d-k3-pads-1",
+                                     "qdq.Conv-21/int8-int8-int8/geometry/2d-k3x3-pads-1"],
+    "htp-per-axis-bias-codes-as-reals": ["qdq.Conv-21/int8-int8-int8/geometry-per-tensor/1d-k3",
+                                         "qdq.Conv-21/uint16-int8-uint16/basic/per-tensor-bias"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPOSED))
+def test_a_runtime_with_the_deviation_fails_and_the_model_is_named_first(name, index):
+    model = MODELS[name]
+    cases = index.cases_of(EXPOSED[name])
+    assert len(cases) == len(EXPOSED[name]), f"corpus cases missing: {set(EXPOSED[name]) - set(cases)}"
+    records = []
+    for case in cases.values():
+        assert model.applies(case.draft), case.id
+        out = list(model.outputs(case.draft))
+        outcome = compare(case, out)
+        assert outcome.verdict == "fail", f"{case.id}: {name} gives a permitted reading"
+        names = [d.model for d in dg.diagnose_case(case, out)]
+        assert name in names, f"{case.id}: {names}"
+        records.append({"id": case.id, "domain": case.domain, "op": case.op, "opset": case.opset,
+                        "types": case.types, "verdict": "fail", "diagnosis": names})
+    top = dg.overall(dg.rank(records, cases))
+    assert top[0].model == name, [(o.model, o.key()) for o in top[:3]]
+
+
+def test_each_width_applies_to_its_own_activations_only(index):
+    low, eighth = MODELS["htp-accumulator-low-byte-dropped"], MODELS["htp-eighth-code-intermediate"]
+    c16 = index.case("qdq.Conv-21/int16-int8-int16/ties/1d-k1-unit-zero-point-odd")
+    c8 = index.case("qdq.Conv-21/uint8-uint8-uint8/geometry/3d-k3-pads-1")
+    assert low.applies(c16.draft) and not eighth.applies(c16.draft)
+    assert eighth.applies(c8.draft) and not low.applies(c8.draft)
+    per_axis = MODELS["htp-per-axis-bias-codes-as-reals"]
+    assert not per_axis.applies(c8.draft)  # per-channel weights: the bias's scales are read
