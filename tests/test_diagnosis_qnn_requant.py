@@ -42,12 +42,15 @@ def test_the_8_bit_requantisation_floors_on_an_eighth_of_the_output_scales_power
     assert float16_ratio(grid / sy) == Fraction(float(np.float16(0.125 / 1.144973)))
 
 
-#: Corpus cases each model changes.
+#: Corpus cases each model changes (a Conv → Relu → Q with z_y = qmin, the Relu fused; a Gemm bias
+#: whose scale is not s_x·s_w, folded at s_x·s_w).
 EXPOSED = {
     "htp-accumulator-low-byte-dropped": ["qdq.Conv-21/int16-int8-int16/ties/1d-k1-unit-zero-point-odd",
                                          "qdq.Conv-21/uint16-int8-uint16/geometry/2d-k3x3-pads-1"],
     "htp-eighth-code-intermediate": ["qdq.Conv-21/uint8-uint8-uint8/geometry/3d-k3-pads-1",
-                                     "qdq.Conv-21/int8-int8-int8/geometry/2d-k3x3-pads-1"],
+                                     "qdq.Conv-21/int8-int8-int8/geometry/2d-k3x3-pads-1",
+                                     "qdq.Conv-21/uint8-int8-uint8/fused-activation/2d-k3x3-pads-1-relu-qmin",
+                                     "qdq.Gemm-21/int8-int8-int8/basic/bias-scale-not-product"],
     "htp-per-axis-bias-codes-as-reals": ["qdq.Conv-21/int8-int8-int8/geometry-per-tensor/1d-k3",
                                          "qdq.Conv-21/uint16-int8-uint16/basic/per-tensor-bias"],
 }
@@ -80,3 +83,17 @@ def test_each_width_applies_to_its_own_activations_only(index):
     assert eighth.applies(c8.draft) and not low.applies(c8.draft)
     per_axis = MODELS["htp-per-axis-bias-codes-as-reals"]
     assert not per_axis.applies(c8.draft)  # per-channel weights: the bias's scales are read
+
+
+def test_a_gemm_bias_is_folded_at_the_accumulators_scale_whatever_its_own(index):
+    """onnxruntime/onnxruntime-qnn#739: the HTP adds the int32 bias codes at s_x·s_w; a Gemm's bias
+    of another scale reaches it unchanged (gemm_op_builder.cc requantises none)."""
+    from qconform.diagnosis.models.fused_pattern import pattern
+    from qconform.diagnosis.models.qnn_htp_requant import bias_as_folded
+
+    p = pattern(index.case("qdq.Gemm-21/int8-int8-int8/basic/bias-scale-not-product").draft)
+    b = bias_as_folded(p)
+    assert np.array_equal(np.asarray(b.codes, np.int64), np.asarray(p.operands[2].codes, np.int64))
+    expected = np.float32(p.operands[0].scale) * np.asarray(p.operands[1].scale, np.float32)
+    assert np.array_equal(np.asarray(b.scale, np.float32).reshape(-1), expected.reshape(-1))
+    assert not np.array_equal(np.asarray(p.operands[2].scale, np.float32).reshape(-1), expected.reshape(-1))
