@@ -14,10 +14,10 @@ OPENVINO_SETTINGS = MappingProxyType({
     "types": MappingProxyType({
         "float32": "f32", "float16": "f16", "bfloat16": "bf16", "int8": "i8", "uint8": "u8", "int16": "i16",
         "uint16": "u16", "int32": "i32", "float8e4m3fn": "f8e4m3", "float8e5m2": "f8e5m2", "float8e8m0": "f8e8m0",
-        "float4e2m1": "f4e2m1", "int4": "i4", "uint4": "u4", "uint2": "u2"}),
+        "float4e2m1": "f4e2m1", "int4": "i4", "uint4": "u4", "uint2": "u2", "int64": "i64"}),
 })
 #: Types numpy carries as they are (the reproducer passes them without ``CODES``).
-_NUMPY_TYPES = ("float32", "float16", "int8", "uint8", "int16", "uint16", "int32")
+_NUMPY_TYPES = ("float32", "float16", "int8", "uint8", "int16", "uint16", "int32", "int64")
 
 
 def _ov_type(t) -> str | None:
