@@ -51,6 +51,8 @@ EXPOSED = {
                                      "qdq.Conv-21/int8-int8-int8/geometry/2d-k3x3-pads-1",
                                      "qdq.Conv-21/uint8-int8-uint8/fused-activation/2d-k3x3-pads-1-relu-qmin",
                                      "qdq.Gemm-21/int8-int8-int8/basic/bias-scale-not-product"],
+    "htp-convert-mixed-width-half-down": ["qdq.Requant-21/uint8-uint16/ties/scale-ratio-2^1",
+                                          "qdq.Requant-21/uint16-uint8-uint16/chain/ratio-2-then-half-zero-points-odd"],
     "htp-per-axis-bias-codes-as-reals": ["qdq.Conv-21/int8-int8-int8/geometry-per-tensor/1d-k3",
                                          "qdq.Conv-21/uint16-int8-uint16/basic/per-tensor-bias"],
 }

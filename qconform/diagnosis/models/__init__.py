@@ -182,6 +182,7 @@ ORDER = (
     "htp-accumulator-low-byte-dropped",
     "htp-eighth-code-intermediate",
     "htp-per-axis-bias-codes-as-reals",
+    "htp-convert-mixed-width-half-down",
     "nbits-row-stride-from-k",
     "nbits-zero-points-packed-across-rows",
     "nbits-large-block-zeros",

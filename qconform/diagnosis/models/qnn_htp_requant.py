@@ -27,8 +27,9 @@ from qconform import dtypes
 from qconform.case import Draft, Node
 from qconform.diagnosis.models.base import Deviation
 from qconform.diagnosis.models.fixed_point_kernels import EXACT_OPS, _exact
-from qconform.diagnosis.models.fused_kernels import _pack
-from qconform.diagnosis.models.fused_pattern import Operand, pattern
+from qconform.diagnosis.models.fused import _requant_chain
+from qconform.diagnosis.models.fused_kernels import _half_up, _pack, _saturate
+from qconform.diagnosis.models.fused_pattern import Operand, pattern, requant_chain
 from qconform.oracle.arith import _round_fraction, as_float64, round_fraction
 
 ACCUMULATING = frozenset({"Conv", "MatMul", "Gemm"})
@@ -196,6 +197,35 @@ class HtpPerAxisBias(HtpRequantise):
     _bias_codes_as_reals = True
 
 
+def _mixed_widths(stage) -> bool:
+    s1, z1, s2, z2 = stage
+    return dtypes.get(z1.type).bits != dtypes.get(z2.type).bits
+
+
+def _mixed_convert(d: Draft) -> bool:
+    """DQ → Q (or a chain of them) between integers with a stage from an 8-bit to a 16-bit type or back."""
+    return _requant_chain(d) and any(_mixed_widths(st) for st in requant_chain(d)[1])
+
+
+class ConvertMixedWidthHalfDown:
+    """DQ → Q as the HTP's Convert: each stage (x − z1)·s1/s2 exactly, rounded half down (toward −∞)
+    where one side is 8-bit and the other 16-bit, half up where both have one width, plus z2,
+    saturated."""
+
+    def fused(self, draft, inputs):
+        if not _mixed_convert(draft):
+            return None
+        x, stages = requant_chain(draft)
+        codes = as_float64(x.value, x.type).astype(np.int64)
+        for st in stages:
+            s1, z1, s2, z2 = st
+            xs = codes - int(as_float64(z1.value, z1.type))
+            ratio = Fraction(float(s1.value)) / Fraction(float(s2.value))
+            q = -_half_up(-xs, ratio, Fraction(0)) if _mixed_widths(st) else _half_up(xs, ratio, Fraction(0))
+            codes = _saturate(q + int(as_float64(z2.value, z2.type)), z2.type)
+        return [("spec", [_pack(codes, stages[-1][3].type)])]
+
+
 def _width(bits: int):
     return lambda d: accumulating(d, bits)
 
@@ -244,6 +274,16 @@ DEVIATIONS = [
               "no requantisation)",
               "int8 Conv, per-tensor weights, bias codes [819, −148] per channel: channel 0 all 127, channel 1 all −128",
               HtpPerAxisBias, _per_axis_bias, ("basic", "geometry-per-tensor")),
+    Deviation("htp-convert-mixed-width-half-down", frozenset({"Requant"}),
+              "Your runtime requantises DequantizeLinear → QuantizeLinear between an 8-bit and a 16-bit type (either "
+              "way) rounding exact ties half down, toward −∞: (x − z1)·s1/s2 = k + 1/2 gives k; between types of one "
+              "width it rounds them half up; the text rounds half to even.",
+              f"{MEASURED}: the three uint8 → uint16 ties cases (s2 = 2^j·s1: every tie goes down) and the two "
+              "uint16 → uint8 → uint16 chains whose first stage halves are this model bit for bit, where its int16 → "
+              "int16 and uint16 → uint16 ties go up; not the 13 other mixed-width chains and the uint8 → uint16 draw of "
+              "the corpus, off by more than ties",
+              "uint8 → uint16, s2 = 2·s1, x − z1 = 3: 1.5 gives 1 here, 2 by the text",
+              ConvertMixedWidthHalfDown, _mixed_convert, ("ties", "chain")),
 ]
 
-__all__ = ["ACCUMULATING", "DEVIATIONS", "HtpPerAxisBias", "HtpRequantise", "HtpRequantise16", "accumulating", "float16_ratio", "requantise"]
+__all__ = ["ACCUMULATING", "DEVIATIONS", "ConvertMixedWidthHalfDown", "HtpPerAxisBias", "HtpRequantise", "HtpRequantise16", "accumulating", "float16_ratio", "requantise"]
