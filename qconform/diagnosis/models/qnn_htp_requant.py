@@ -29,10 +29,9 @@ from qconform.diagnosis.models.base import Deviation
 from qconform.diagnosis.models.fixed_point_kernels import EXACT_OPS, _exact
 from qconform.diagnosis.models.fused import _requant_chain
 from qconform.diagnosis.models.fused_kernels import _half_up, _pack, _saturate
-from qconform.diagnosis.models.fused_pattern import Operand, pattern, requant_chain
+from qconform.diagnosis.models.fused_pattern import ACCUMULATING, Operand, pattern, requant_chain
 from qconform.oracle.arith import _round_fraction, as_float64, round_fraction
 
-ACCUMULATING = frozenset({"Conv", "MatMul", "Gemm"})
 _FLOAT16 = dtypes.get("float16")
 
 
@@ -286,4 +285,4 @@ DEVIATIONS = [
               ConvertMixedWidthHalfDown, _mixed_convert, ("ties", "chain")),
 ]
 
-__all__ = ["ACCUMULATING", "DEVIATIONS", "ConvertMixedWidthHalfDown", "HtpPerAxisBias", "HtpRequantise", "HtpRequantise16", "accumulating", "float16_ratio", "requantise"]
+__all__ = ["DEVIATIONS", "ConvertMixedWidthHalfDown", "HtpPerAxisBias", "HtpRequantise", "HtpRequantise16", "accumulating", "float16_ratio", "requantise"]
