@@ -199,7 +199,8 @@ class Slow(CpuRefRunner):
 
 
 def test_a_certify_run_killed_mid_run_leaves_no_earlier_report(tmp_path):
-    """SIGTERM while cases run: the directory no longer holds the earlier run's finished report."""
+    """SIGKILL while cases run (nothing of certify's runs after it; SIGTERM writes the partial report,
+    tests/test_certify.py): the directory no longer holds the earlier run's finished report."""
     out = tmp_path / "report"
     _written(out)
     assert certificate.verify(out) == []
@@ -216,7 +217,7 @@ def test_a_certify_run_killed_mid_run_leaves_no_earlier_report(tmp_path):
             time.sleep(0.2)
         assert proc.poll() is None, "the run ended before it could be killed"
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
     assert not (out / "report.json").exists() and not (out / "report.html").exists()
     assert certificate.verify(out) != []

@@ -47,6 +47,10 @@ TRIGGERS = {
     "blocked": ("nbits-large-block-zeros", "is not +0"),
     # the zero point added before rounding moves exactly the ties (said through the value rounded)
     "contrib_qlinear": ("qlinear-mul-zero-point-before-rounding", "a tie"),
+    # the QNN HTP's MaxPool requantises half up: the codes that move sit on exact ties
+    "qnn_htp": ("max-pool-pads-read-as-zero", "is an exact tie"),
+    # an 8-bit <-> 16-bit Convert rounding ties down moves the values next to a tie
+    "qnn_htp_requant": ("htp-convert-mixed-width-half-down", "of a tie"),
 }
 
 
