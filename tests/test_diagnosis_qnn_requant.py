@@ -7,10 +7,9 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from test_diagnosis_qnn import assert_failed_and_named_first
 
 from qconform import corpus as corpus_mod
-from qconform.compare import compare
-from qconform.diagnosis import diagnose as dg
 from qconform.diagnosis.models import MODELS
 from qconform.diagnosis.models.qnn_htp_requant import float16_ratio, requantise
 from qconform.plugin import default_golden
@@ -60,21 +59,7 @@ EXPOSED = {
 
 @pytest.mark.parametrize("name", sorted(EXPOSED))
 def test_a_runtime_with_the_deviation_fails_and_the_model_is_named_first(name, index):
-    model = MODELS[name]
-    cases = index.cases_of(EXPOSED[name])
-    assert len(cases) == len(EXPOSED[name]), f"corpus cases missing: {set(EXPOSED[name]) - set(cases)}"
-    records = []
-    for case in cases.values():
-        assert model.applies(case.draft), case.id
-        out = list(model.outputs(case.draft))
-        outcome = compare(case, out)
-        assert outcome.verdict == "fail", f"{case.id}: {name} gives a permitted reading"
-        names = [d.model for d in dg.diagnose_case(case, out)]
-        assert name in names, f"{case.id}: {names}"
-        records.append({"id": case.id, "domain": case.domain, "op": case.op, "opset": case.opset,
-                        "types": case.types, "verdict": "fail", "diagnosis": names})
-    top = dg.overall(dg.rank(records, cases))
-    assert top[0].model == name, [(o.model, o.key()) for o in top[:3]]
+    assert_failed_and_named_first(name, EXPOSED[name], index)
 
 
 def test_each_width_applies_to_its_own_activations_only(index):
