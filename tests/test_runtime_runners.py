@@ -12,6 +12,7 @@ from conftest import run_pytest
 
 from qconform import tools
 from qconform.runner import EXTRAS, RunnerError, resolve, runtime_name
+from qconform.verdicts import UNSUPPORTED
 
 #: The single-node quantization ops at opset 21 (the QDQ patterns are tested per runtime in test_patterns
 #: and test_qnn: a compiling runtime would compile each one here too); a runtime that declares a scope
@@ -28,6 +29,11 @@ COMPILING_SLICE = {
 }
 #: What each runtime's runner needs besides its package (qconform.tools names).
 ALSO_NEEDS = {"tinygrad": ("clang",)}
+
+
+def _refusals(rep: dict) -> list[str]:
+    """The reason of every case the runner refused, as the report states it."""
+    return [rep["reasons"][c["reason"]]["text"] for c in rep["cases"] if c["verdict"] == UNSUPPORTED]
 
 
 @pytest.mark.parametrize("name", sorted(EXTRAS))
@@ -58,7 +64,7 @@ def test_a_runtime_runner_gives_every_case_of_a_slice_a_verdict(name, tmp_path, 
     assert counts["crashed"] == counts["timeout"] == 0, r.stdout[-3000:]
     assert counts["pass"] > 0 and counts["collected"] == len(rep["cases"]), counts
     assert "INTERNALERROR" not in r.stdout
-    reasons = [rep["reasons"][c["reason"]]["text"] for c in rep["cases"] if c["verdict"] == "unsupported"]
+    reasons = _refusals(rep)
     assert all(r and "\n" not in r for r in reasons), reasons  # the runtime's own reason, one line
 
 
@@ -96,5 +102,5 @@ def test_int64_indices_reach_the_runtime(name, tmp_path):
     cli.main(["certify", "--runner", name, "-j", "1", "--min-cases", "1", "--report", str(tmp_path),
               "--case", "com.microsoft.GatherBlockQuantized-1/uint8-float32-int64/basic/*"])
     rep = json.loads((tmp_path / "report.json").read_text())
-    reasons = [rep["reasons"][c["reason"]]["text"] for c in rep["cases"] if c["verdict"] == "unsupported"]
+    reasons = _refusals(rep)
     assert rep["counts"]["pass"] > 0 and not [r for r in reasons if "cannot carry" in r], (rep["counts"], reasons)
