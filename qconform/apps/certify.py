@@ -15,14 +15,13 @@ import dataclasses
 import datetime as _dt
 import os
 import shlex
-import signal
 import sys
-import threading
 import time
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from qconform.interrupt import restore, sigterm_as_interrupt
 from qconform.progress import Progress, StateError, StateFile, code_digest
 from qconform.record import CaseRecord
 from qconform.runner import declared_scope
@@ -320,20 +319,6 @@ def _select_cases(args: argparse.Namespace, plan: _Plan) -> _Selection:
     return _Selection(index, refs, state, done, todo, engine)
 
 
-def _terminate_as_interrupt():
-    """SIGTERM (a CI job's timeout, a scheduler, `kill`) stops the run as Ctrl-C does: the cases done
-    are reported, the run said interrupted. A run started in the background by a shell ignores SIGINT,
-    so SIGTERM is how it is stopped; without this it ended with no report at all. Returns the handler
-    to put back (None where signals cannot be set: not the main thread)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def _raise(signum, frame):  # noqa: ARG001 - the signal handler's signature
-        raise KeyboardInterrupt
-
-    return signal.signal(signal.SIGTERM, _raise)
-
-
 def _run_cases(sel: _Selection) -> _Outcome:
     """Hand the cases out and take each record as its result comes in (keeping it in the state file);
     a device gone stops the run, and the cases never handed out are not run, saying why."""
@@ -345,7 +330,7 @@ def _run_cases(sel: _Selection) -> _Outcome:
     collected: list[dict] | None = None
     interrupted, stopped = False, ""
     progress = Progress(len(refs), "certify")
-    terminated = _terminate_as_interrupt()
+    terminated = sigterm_as_interrupt()
     try:
         if engine is not None:
             engine.submit(sel.todo)
@@ -369,8 +354,7 @@ def _run_cases(sel: _Selection) -> _Outcome:
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        if terminated is not None:
-            signal.signal(signal.SIGTERM, terminated)
+        restore(terminated)
         if engine is not None:
             engine.close()
         if state:

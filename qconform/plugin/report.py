@@ -31,6 +31,7 @@ import pytest
 
 from qconform.gating import baseline as baseline_mod
 from qconform.gating.assembly import assemble
+from qconform.interrupt import restore, sigterm_as_interrupt
 from qconform.plugin.core import plugin_of
 from qconform.plugin.model import built_of
 from qconform.plugin.options import NO_LAST_FAILED, PLUGIN, no_last_failed
@@ -104,7 +105,10 @@ def pytest_configure(config: pytest.Config) -> None:
             plugin.diagnose_all = True
     except baseline_mod.BaselineError as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.pluginmanager.register(_Session(config, state), "qconform-report-session")
+    session = _Session(config, state)
+    if _controller(config):  # a stopped run still reports what it judged (qconform.interrupt)
+        session.sigterm = sigterm_as_interrupt()
+    config.pluginmanager.register(session, "qconform-report-session")
 
 
 def _case_id(nodeid: str) -> str:
@@ -121,6 +125,10 @@ class _Session:
     def __init__(self, config: pytest.Config, state: _State) -> None:
         self.config, self.state = config, state
         self._stubs: dict[str, CaseRecord] | None = None
+        self.sigterm = None  # the SIGTERM handler to put back at the end
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        restore(self.sigterm)
 
     def stubs(self) -> dict[str, CaseRecord]:
         """Static fields of every corpus case, for cases that never produced a record."""
