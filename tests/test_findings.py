@@ -350,7 +350,46 @@ class AbortingNpu(CpuRefRunner):
                 os.abort()
             return [np.minimum(o, 126).astype(o.dtype) if o.dtype == np.int8 else o for o in run(inputs)]
         return go
+
+
+class HangingNpu(AbortingNpu):
+    """Hangs (a deadlocked driver) where the other aborts."""
+    name = "hanging-npu"
+
+    def prepare(self, model):
+        run = super(AbortingNpu, self).prepare(model)
+
+        def go(inputs):
+            if any(np.any(np.asarray(v) == -128) for v in inputs.values()):
+                import time
+                time.sleep(3600)
+            return run(inputs)
+        return go
 '''
+
+
+def test_a_runtime_that_hangs_on_a_case_holds_up_that_case_not_the_findings_run(tmp_path: Path) -> None:
+    """A case with no result within the observer's timeout is observed as a timeout, its worker ended,
+    and the next case gets a fresh worker (a findings run of a runtime that hangs used to wait forever)."""
+    from qconform import corpus
+    from qconform.apps.findings.observe import IsolatedObserver
+    from qconform.verdicts import PASS, TIMEOUT
+
+    runner_file = tmp_path / "hanging_runner.py"
+    runner_file.write_text(ABORTING_RUNNER, encoding="utf-8")
+    index = corpus.index(corpus.DEFAULT_ROOT)
+    cases = index.cases_of([r.id for r in index.refs if r.id.startswith("DequantizeLinear-10/int8-float32/")])
+    holding = [c for c in cases.values() if any(np.any(v == -128) for v in c.feeds.values())]
+    clean = [c for c in cases.values() if c not in holding]
+    observer = IsolatedObserver((f"{runner_file}:HangingNpu", None), timeout=20)
+    try:
+        hung = observer(holding[0])
+        assert hung.verdict == TIMEOUT and "no result after 20 s" in hung.message
+        observer.timeout = 600  # a loaded machine may take long to start the fresh worker
+        after = observer(clean[0])  # a fresh worker
+        assert after.verdict == PASS and after.outputs is not None
+    finally:
+        observer.close()
 
 
 def test_a_runtime_that_aborts_on_a_case_ends_a_worker_not_the_findings_run(tmp_path: Path) -> None:

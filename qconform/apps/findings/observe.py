@@ -76,30 +76,41 @@ def _observe_by_name(load: tuple[str, dict | None], case, must_reject: bool) -> 
 class IsolatedObserver:
     """``observe`` run in one worker process per runtime, so that a runtime that ends its process
     (an assertion's SIGABRT, a segfault) ends that worker, not the findings run: the case is then
-    observed as crashed, with how the worker ended, and a fresh worker takes the next one."""
+    observed as crashed, with how the worker ended, and a fresh worker takes the next one. A case
+    with no result after ``timeout`` seconds (certify's default ``--case-timeout``) is observed as a
+    timeout and its worker ended, so that a runtime that hangs holds up one case, not the run."""
 
-    def __init__(self, load: tuple[str, dict | None]) -> None:
-        self.load = load
+    def __init__(self, load: tuple[str, dict | None], timeout: float = 120.0) -> None:
+        self.load, self.timeout = load, timeout
         self._pool = None
 
     def __call__(self, case, must_reject: bool = False) -> Observation:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures import TimeoutError as FutureTimeout
         from concurrent.futures.process import BrokenProcessPool
 
-        from qconform.verdicts import CRASHED
+        from qconform.verdicts import CRASHED, TIMEOUT
 
         if self._pool is None:
             self._pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
         try:
-            return self._pool.submit(_observe_by_name, self.load, case, must_reject).result()
+            return self._pool.submit(_observe_by_name, self.load, case, must_reject).result(timeout=self.timeout)
+        except FutureTimeout:
+            self.close(kill=True)
+            return Observation(TIMEOUT, None, f"no result after {self.timeout:g} s: the worker was ended "
+                                              "(certify reports the case as timeout)")
         except BrokenProcessPool:
             self.close()
             return Observation(CRASHED, None, "the runtime ended the worker process (a crash or an abort): "
                                               "certify reports the case as crashed")
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
+        """Shut the worker down; ``kill``: end it first (it is busy with a case that hangs)."""
         if self._pool is not None:
+            if kill:
+                for proc in list(getattr(self._pool, "_processes", {}).values()):
+                    proc.kill()
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
