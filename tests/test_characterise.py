@@ -51,6 +51,9 @@ TRIGGERS = {
     "qnn_htp": ("max-pool-pads-read-as-zero", "is an exact tie"),
     # an 8-bit <-> 16-bit Convert rounding ties down moves the values next to a tie
     "qnn_htp_requant": ("htp-convert-mixed-width-half-down", "of a tie"),
+    # the HTP's 8-bit HardSwish rounds its exact value half to even on the code (z_y included): the codes
+    # that move sit within float32 ulps of a tie, most with a zero point that is not 0
+    "qnn_htp_elementwise": ("htp-hard-swish-exact-half-even", "of a tie"),
 }
 
 

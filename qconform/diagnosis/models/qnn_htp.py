@@ -15,6 +15,10 @@ the QNN operator as its public definition states, on the pattern's codes.
 - ``cubic-resize-exclude-outside-ignored``: a cubic Resize with ``exclude_outside = 1`` computed as if
   it were 0 (measured: the EP passes the parameter to QNN's Resize, the HTP's result is the text's
   with the outside weights kept), requantised rounding half away from zero.
+- ``linear-resize-codes-exact-half-up``: a linear Resize whose output has the input's scale and zero
+  point (nothing to requantise) is the weighted average of the codes, exact (its weights are dyadic),
+  rounded half up (measured; where the output's parameters differ the HTP rounds otherwise: the ties
+  family's s_y = 2·s_x goes half away from zero, the exact half-away model's rounding).
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ from qconform.case import Draft, Node
 from qconform.diagnosis.models.base import Deviation
 from qconform.diagnosis.models.fused_kernels import _pack, _saturate
 from qconform.diagnosis.models.fused_pattern import pattern
+from qconform.diagnosis.models.fixed_point_kernels import PatternExactHalfUp
 from qconform.oracle.arith import as_float64, round_fraction
 
 
@@ -164,6 +169,41 @@ class CubicResizeExcludeOutsideIgnored:
         return [("spec", [_pack(y, p.y_type)])]
 
 
+def _linear_resize(d: Draft) -> bool:
+    """DQ(x) → Resize(mode linear) → Q between integer codes, per tensor, the output's scale and zero point
+    the input's (no requantisation)."""
+    p = pattern(d) if d.graph else None
+    if p is None or p.op != "Resize" or not p.operands or p.operands[0] is None:
+        return False
+    x = p.operands[0]
+    return _attr(p.attrs, "mode", "nearest") == "linear" and dtypes.get(x.type).is_integer and x.type == p.y_type \
+        and np.size(x.scale) == 1 and np.size(p.y_scale) == 1 \
+        and float(np.asarray(x.scale).reshape(-1)[0]) == float(np.asarray(p.y_scale).reshape(-1)[0]) \
+        and np.array_equal(np.asarray(as_float64(x.zero, x.type)).reshape(-1), np.asarray(as_float64(p.y_zero, p.y_type)).reshape(-1))
+
+
+class LinearResizeCodesHalfUp(PatternExactHalfUp):
+    """DQ(x) → Resize(linear) → Q with s_y = s_x, z_y = z_x: the oracle's own Resize on the code
+    differences (x − z_x) as float32 (exact: small integers, dyadic weights), rounded half up
+    (``PatternExactHalfUp``'s rounding), plus z_y, saturated."""
+
+    def fused(self, draft, inputs):
+        if not _linear_resize(draft):
+            return None
+        from qconform.oracle.graph import ORACLE
+
+        p = pattern(draft)
+        x = p.operands[0]
+        ins = [x.exact().astype(np.float32)] + [None if v is None else np.asarray(v) for v in p.others[1:]]
+        node = Node(p.op, tuple(f"in{i}" for i in range(len(ins))), ("out",), dict(p.attrs))
+        v = np.asarray(ORACLE.float_node(node, ins, "linear")[0][1][0], np.float64)
+        ratio = Fraction(float(np.asarray(x.scale, np.float64).reshape(-1)[0])) \
+            / Fraction(float(np.asarray(p.y_scale, np.float64).reshape(-1)[0]))
+        q = np.vectorize(lambda t: self.round(Fraction(float(t)) * ratio), otypes=[np.int64])(v)
+        y = _saturate(q + int(as_float64(p.y_zero, p.y_type)), p.y_type)
+        return [("spec", [_pack(y, p.y_type)])]
+
+
 QNN_EP = "onnxruntime/onnxruntime-qnn onnxruntime/core/providers/qnn/builder/opbuilder"
 
 DEVIATIONS = [
@@ -201,6 +241,16 @@ DEVIATIONS = [
               "model bit for bit; not the 4 of the equal-parameter fold family nor uint8 a = −8.0 calibrated",
               "cubic_coeff_a = −8.0, exclude_outside = 1, asymmetric 4 → 8: the last outputs differ by tens of codes",
               CubicResizeExcludeOutsideIgnored, _cubic_excluding, ("basic", "ties")),
+    Deviation("linear-resize-codes-exact-half-up", frozenset({"Resize"}),
+              "Your runtime computes a linear Resize whose output has the input's scale and zero point on the codes: "
+              "the weighted average of the codes exactly, rounded half up; the text averages the float32 dequantized "
+              "values and rounds half to even, so exact ties (the mean of an odd and an even code) go up here.",
+              f"Qualcomm QNN HTP (onnxruntime-qnn 2.7.0, QNN SDK 2.51.0) measured here: {QNN_EP}/resize_op_builder.cc "
+              "translates a quantized linear Resize to QNN's Resize (interpolation linear, the coordinate mode kept); "
+              "every int8 and uint8 linear Resize of the corpus with s_y = s_x and z_y = z_x is this model bit for bit "
+              "(18 cases); with s_y = 2·s_x its ties go half away from zero instead, as the exact half-away model rounds",
+              "uint8, s_y = s_x, asymmetric 4 → 8: (x0 + x1)/2 with x0 + x1 odd, a tie: up here, to even by the text",
+              LinearResizeCodesHalfUp, _linear_resize, ("fold",)),
 ]
 
-__all__ = ["CubicResizeExcludeOutsideIgnored", "DEVIATIONS", "MaxPoolPadsReadAsZero", "ResizeNearestNeighborFlagsOnly", "nearest_neighbor_indices"]
+__all__ = ["CubicResizeExcludeOutsideIgnored", "DEVIATIONS", "LinearResizeCodesHalfUp", "MaxPoolPadsReadAsZero", "ResizeNearestNeighborFlagsOnly", "nearest_neighbor_indices"]
