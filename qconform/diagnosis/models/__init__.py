@@ -43,6 +43,7 @@ from qconform.diagnosis.models import blocked
 from qconform.diagnosis.models import contrib_qlinear
 from qconform.diagnosis.models import qnn_htp
 from qconform.diagnosis.models import qnn_htp_requant
+from qconform.diagnosis.models import qnn_htp_elementwise
 from qconform.diagnosis.models.base import Deviation, Spec, compose, deviating_oracle
 from qconform.diagnosis.models.common import swap_slots
 from qconform.diagnosis.models.dequantize import bfloat16_half_up_if_odd
@@ -179,10 +180,14 @@ ORDER = (
     "resize-nearest-neighbor-flags-only",
     "max-pool-pads-read-as-zero",
     "cubic-resize-exclude-outside-ignored",
+    "linear-resize-codes-exact-half-up",
     "htp-accumulator-low-byte-dropped",
     "htp-eighth-code-intermediate",
     "htp-per-axis-bias-codes-as-reals",
     "htp-convert-mixed-width-half-down",
+    "htp-add-15-bit-common-shift",
+    "htp-leaky-relu-float32-ratio-half-even",
+    "htp-hard-swish-exact-half-even",
     "nbits-row-stride-from-k",
     "nbits-zero-points-packed-across-rows",
     "nbits-large-block-zeros",
@@ -203,7 +208,7 @@ ORDER = (
     "softmax-int8-saturation-wraps",
 )
 STEPS = (rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul,
-         fused, fixed_point, blocked, contrib_qlinear, qnn_htp, qnn_htp_requant)
+         fused, fixed_point, blocked, contrib_qlinear, qnn_htp, qnn_htp_requant, qnn_htp_elementwise)
 
 
 def _registry() -> dict[str, Deviation]:
