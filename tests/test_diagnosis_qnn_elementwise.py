@@ -1,6 +1,6 @@
-"""The QNN HTP elementwise models (qconform/diagnosis/models/qnn_htp_elementwise.py) and the linear
-Resize one of qnn_htp.py: their arithmetic on the witnesses their declarations give, and each one run
-as a runtime over corpus cases that expose it is failed and named first."""
+"""The QNN HTP elementwise models (qconform/diagnosis/models/qnn_htp_elementwise.py) and the linear and
+cubic Resize ones of qnn_htp.py: their arithmetic on the witnesses their declarations give, and each one
+run as a runtime over corpus cases that expose it is failed and named first."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -12,6 +12,7 @@ from test_diagnosis_qnn import assert_failed_and_named_first
 from qconform import corpus as corpus_mod
 from qconform.diagnosis.models import MODELS
 from qconform.diagnosis.models.fused_pattern import Operand
+from qconform.diagnosis.models.qnn_htp import requantise_codes
 from qconform.diagnosis.models.qnn_htp_elementwise import (add_codes, common_shift_multipliers, hard_swish_code,
                                                            leaky_relu_code)
 from qconform.plugin import default_golden
@@ -54,6 +55,13 @@ def test_hard_swish_is_exact():
     assert hard_swish_code(-16, s, s) == 0
 
 
+def test_an_8_bit_resize_requantises_through_float16_then_half_away():
+    v = -59 * Fraction(1.6523564415021448)  # −97.489 codes: float16 has 2^-4 steps there, −97.5
+    assert requantise_codes(v, "uint8") == -98
+    assert requantise_codes(v, "uint16") == -97  # 16-bit: exact
+    assert requantise_codes(Fraction(5, 2), "int8") == 3 and requantise_codes(Fraction(-5, 2), "int8") == -3
+
+
 #: Corpus cases each model changes.
 EXPOSED = {
     "htp-add-15-bit-common-shift": ["qdq.Add-21/uint16-uint16-uint16/basic/draw-1",
@@ -64,6 +72,8 @@ EXPOSED = {
     "htp-hard-swish-exact-half-even": [
         "qdq.HardSwish-21/uint8-uint8/ties/input-arbitrary-scale-ratio-2^1-zero-point-odd",
         "qdq.HardSwish-21/int8-int8/ties/input-power-of-two-scale-ratio-2^1-zero-point-odd"],
+    "resize-requantised-through-float16": ["qdq.Resize-21/uint8-uint8/basic/linear-2x-half-pixel",
+                                           "qdq.Resize-21/int8-int8/basic/cubic-a--0.5-calibrated"],
     "linear-resize-codes-exact-half-up": ["qdq.Resize-21/uint8-uint8/fold/linear-asymmetric-up-2-equal-qparams",
                                           "qdq.Resize-21/int8-int8/fold/linear-half_pixel-up-2-equal-qparams"],
 }
