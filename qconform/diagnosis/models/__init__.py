@@ -181,6 +181,7 @@ ORDER = (
     "max-pool-pads-read-as-zero",
     "cubic-resize-exclude-outside-ignored",
     "linear-resize-codes-exact-half-up",
+    "resize-requantised-through-float16",
     "htp-accumulator-low-byte-dropped",
     "htp-eighth-code-intermediate",
     "htp-per-axis-bias-codes-as-reals",
