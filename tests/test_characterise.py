@@ -54,6 +54,9 @@ TRIGGERS = {
     # the HTP's 8-bit HardSwish rounds its exact value half to even on the code (z_y included): the codes
     # that move sit within float32 ulps of a tie, most with a zero point that is not 0
     "qnn_htp_elementwise": ("htp-hard-swish-exact-half-even", "of a tie"),
+    # the HTP's 8-bit MaxPool requantises through float16 and rounds half away from zero: most codes that
+    # move sit on exact ties, the rest within float16's spacing of one
+    "qnn_htp_pools": ("htp-max-pool-float16-requant", "exact tie"),
 }
 
 

@@ -111,14 +111,15 @@ class ResizeNearestNeighborFlagsOnly:
 
 
 def _max_pool(d: Draft) -> bool:
-    """DQ(x) → MaxPool → Q between integer codes, per tensor, with padding or ceil_mode (a window that
-    can read outside the input)."""
+    """DQ(x) → MaxPool → Q between 16-bit integer codes, per tensor, with padding or ceil_mode (a window
+    that can read outside the input); the 8-bit kernels are qnn_htp_pools' (other padding, float16)."""
     p = pattern(d) if d.graph else None
     if p is None or p.op != "MaxPool" or not p.operands or p.operands[0] is None:
         return False
     x, a = p.operands[0], p.attrs
     padded = any(a.get("pads", ())) or bool(a.get("ceil_mode", 0)) or _attr(a, "auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER")
     return padded and dtypes.get(x.type).is_integer and dtypes.get(p.y_type).is_integer \
+        and dtypes.get(x.type).bits == 16 and dtypes.get(p.y_type).bits == 16 \
         and np.size(x.scale) == 1 and np.size(p.y_scale) == 1 and float(np.asarray(x.scale).reshape(-1)[0]) > 0
 
 
