@@ -44,6 +44,7 @@ from qconform.diagnosis.models import contrib_qlinear
 from qconform.diagnosis.models import qnn_htp
 from qconform.diagnosis.models import qnn_htp_requant
 from qconform.diagnosis.models import qnn_htp_elementwise
+from qconform.diagnosis.models import qnn_htp_pools
 from qconform.diagnosis.models.base import Deviation, Spec, compose, deviating_oracle
 from qconform.diagnosis.models.common import swap_slots
 from qconform.diagnosis.models.dequantize import bfloat16_half_up_if_odd
@@ -179,6 +180,8 @@ ORDER = (
     "moved-codes-unrequantised",
     "resize-nearest-neighbor-flags-only",
     "max-pool-pads-read-as-zero",
+    "htp-max-pool-float16-requant",
+    "htp-max-pool-small-padded-code-bump",
     "cubic-resize-exclude-outside-ignored",
     "linear-resize-codes-exact-half-up",
     "resize-requantised-through-float16",
@@ -209,7 +212,8 @@ ORDER = (
     "softmax-int8-saturation-wraps",
 )
 STEPS = (rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul,
-         fused, fixed_point, blocked, contrib_qlinear, qnn_htp, qnn_htp_requant, qnn_htp_elementwise)
+         fused, fixed_point, blocked, contrib_qlinear, qnn_htp, qnn_htp_requant, qnn_htp_elementwise,
+         qnn_htp_pools)
 
 
 def _registry() -> dict[str, Deviation]:
