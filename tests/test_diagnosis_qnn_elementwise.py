@@ -14,7 +14,7 @@ from qconform.diagnosis.models import MODELS
 from qconform.diagnosis.models.fused_pattern import Operand
 from qconform.diagnosis.models.qnn_htp import requantise_codes
 from qconform.diagnosis.models.qnn_htp_elementwise import (add_codes, common_shift_multipliers, hard_swish_code,
-                                                           leaky_relu_code)
+                                                           leaky_relu_16_multipliers, leaky_relu_code)
 from qconform.plugin import default_golden
 
 
@@ -48,6 +48,16 @@ def test_leaky_relu_multiplies_in_float32_and_rounds_the_code_half_to_even():
     assert leaky_relu_code(55, 0.01, sx, 2 * sx) == Fraction(55, 2)  # 27.5 + z_y 129 = 156.5: even code 156
 
 
+def test_16_bit_leaky_relu_floors_both_multipliers_on_one_grid():
+    # s_y = s_x: n = 15, the slope 0.01 floors to 327/2^15; −31680 gives −316.15 → −316 (the text −317)
+    pos, neg, n = leaky_relu_16_multipliers(0.01, Fraction(1))
+    assert (pos, neg, n) == (1, Fraction(327, 2**15), 15)
+    assert (neg * -31680 + Fraction(1, 2)).__floor__() == -316
+    # s_x/s_y = 14.5: four integer bits, n = 11; 0.125·14.5 = 1.8125 on the 2^-11 grid
+    pos, neg, n = leaky_relu_16_multipliers(0.125, Fraction(29, 2))
+    assert n == 11 and neg == Fraction(3712, 2**11)
+
+
 def test_hard_swish_is_exact():
     s = Fraction(1, 4)
     assert hard_swish_code(-4, s, s) == Fraction(-1 * 2, 6) * 4  # x = −1: −1·2/6 over 1/4
@@ -69,6 +79,8 @@ EXPOSED = {
     "htp-leaky-relu-float32-ratio-half-even": [
         "qdq.LeakyRelu-21/uint8-uint8/ties/alpha-0.01-scale-ratio-2^1-zero-point-odd",
         "qdq.LeakyRelu-21/uint8-uint8/ties/alpha-0.2-scale-ratio-2^1-zero-point-even"],
+    "htp-leaky-relu-16-bit-floored-multipliers": ["qdq.LeakyRelu-21/uint16-uint16/fold/alpha-0.01-equal-qparams",
+                                                  "qdq.LeakyRelu-21/uint16-uint16/basic/alpha-0.125-calibrated"],
     "htp-hard-swish-exact-half-even": [
         "qdq.HardSwish-21/uint8-uint8/ties/input-arbitrary-scale-ratio-2^1-zero-point-odd",
         "qdq.HardSwish-21/int8-int8/ties/input-power-of-two-scale-ratio-2^1-zero-point-odd"],
@@ -84,7 +96,10 @@ def test_a_runtime_with_the_deviation_fails_and_the_model_is_named_first(name, i
     assert_failed_and_named_first(name, EXPOSED[name], index)
 
 
-def test_the_unary_models_apply_to_8_bit_patterns_only(index):
+def test_the_unary_models_apply_to_their_own_widths_only(index):
     lr, hs = MODELS["htp-leaky-relu-float32-ratio-half-even"], MODELS["htp-hard-swish-exact-half-even"]
-    assert not lr.applies(index.case("qdq.LeakyRelu-21/uint16-uint16/fold/alpha-0.1-equal-qparams").draft)
+    lr16 = MODELS["htp-leaky-relu-16-bit-floored-multipliers"]
+    c16 = index.case("qdq.LeakyRelu-21/uint16-uint16/fold/alpha-0.1-equal-qparams")
+    assert not lr.applies(c16.draft) and lr16.applies(c16.draft)
+    assert not lr16.applies(index.case("qdq.LeakyRelu-21/uint8-uint8/fold/alpha-0.1-equal-qparams").draft)
     assert not hs.applies(index.case("qdq.HardSwish-21/uint16-uint16/fold/input-arbitrary-equal-qparams").draft)

@@ -13,12 +13,16 @@ tensor, HardSwish QNN's HardSwish.
 - ``htp-leaky-relu-float32-ratio-half-even``: 8-bit LeakyRelu from the codes: alpha times the code
   difference in float32, times s_x/s_y computed once in float32, rounded half to even on the output
   code (z_y included), the way a lookup table over the 256 input codes would be filled.
+- ``htp-leaky-relu-16-bit-floored-multipliers``: 16-bit LeakyRelu: s_x/s_y and alpha·s_x/s_y each floored
+  to a multiple of 2^-n, n = 15 − max(0, ⌈log₂(s_x/s_y)⌉) (a 16-bit multiplier with as many integer bits
+  as the ratio needs), times the code difference, rounded half up.
 - ``htp-hard-swish-exact-half-even``: 8-bit HardSwish as its exact real value, rounded half to even
   on the output code (z_y included).
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -122,13 +126,14 @@ class HtpAddCommonShift:
         return [("spec", [_pack(add_codes(ops, p.y_scale, zy, p.y_type), p.y_type)])]
 
 
-def _unary(op: str):
-    """DQ(x) → op → Q between 8-bit integers, per tensor."""
+def _unary(op: str, bits: int = 8):
+    """DQ(x) → op → Q between integers of ``bits`` bits, per tensor."""
     def check(d: Draft) -> bool:
         p = pattern(d) if d.graph else None
         return p is not None and p.op == op and len(p.operands) == 1 and _per_tensor_integer(p.operands[0]) \
-            and dtypes.get(p.operands[0].type).bits == 8 and dtypes.get(p.y_type).is_integer \
-            and dtypes.get(p.y_type).bits == 8 and np.size(p.y_scale) == 1
+            and dtypes.get(p.operands[0].type).bits == bits and dtypes.get(p.y_type).is_integer \
+            and dtypes.get(p.y_type).bits == bits and np.size(p.y_scale) == 1 and float(np.asarray(p.y_scale).reshape(-1)[0]) > 0 \
+            and float(np.asarray(p.operands[0].scale).reshape(-1)[0]) > 0
     return check
 
 
@@ -164,6 +169,31 @@ class HtpLeakyReluFloat32Ratio:
             return None
         alpha = float(pattern(draft).attrs.get("alpha", 0.01))
         return _unary_codes(draft, lambda d, sx, sy: leaky_relu_code(d, alpha, sx, sy))
+
+
+def leaky_relu_16_multipliers(alpha: float, ratio: Fraction) -> tuple[Fraction, Fraction, int]:
+    """(positive, negative multiplier, n): ⌊ratio·2^n⌋/2^n and ⌊fl32(alpha)·ratio·2^n⌋/2^n, n = 15 −
+    max(0, ⌈log₂ ratio⌉)."""
+    n = 15 - max(0, math.ceil(math.log2(ratio)))
+    two = Fraction(2) ** n
+    a = Fraction(float(np.float32(alpha)))
+    return Fraction((ratio * two).__floor__()) / two, Fraction((a * ratio * two).__floor__()) / two, n
+
+
+class HtpLeakyRelu16FlooredMultipliers:
+    """DQ(x) → LeakyRelu → Q (16-bit) as ``leaky_relu_16_multipliers``: m·(x − z_x) rounded half up, plus
+    z_y, saturated."""
+
+    def fused(self, draft, inputs):
+        if not _unary("LeakyRelu", 16)(draft):
+            return None
+        p = pattern(draft)
+        x = p.operands[0]
+        pos, neg, _ = leaky_relu_16_multipliers(float(p.attrs.get("alpha", 0.01)), _scalar(x.scale) / _scalar(p.y_scale))
+        zy = int(np.asarray(as_float64(p.y_zero, p.y_type)).reshape(-1)[0])
+        half = Fraction(1, 2)
+        q = np.vectorize(lambda d: int(((pos if d >= 0 else neg) * int(d) + half).__floor__()), otypes=[np.int64])(x.exact())
+        return [("spec", [_pack(_saturate(q + zy, p.y_type), p.y_type)])]
 
 
 class HtpHardSwishExactHalfEven:
@@ -205,6 +235,16 @@ DEVIATIONS = [
               "uint8, z_x = 128, z_y = 129, s_y = 2·s_x, alpha 0.01, x − z_x = 55: 27.5 + 129 = 156.5 gives 156, "
               "the text 157",
               HtpLeakyReluFloat32Ratio, _unary("LeakyRelu"), ("ties", "fold")),
+    Deviation("htp-leaky-relu-16-bit-floored-multipliers", frozenset({"LeakyRelu"}),
+              "Your runtime computes a 16-bit LeakyRelu with two 16-bit multipliers floored on one grid 2^-n, n = 15 "
+              "less the integer bits s_x/s_y needs: ⌊2^n·s_x/s_y⌋ for x ≥ z_x and ⌊2^n·alpha·s_x/s_y⌋ below, times "
+              "x − z_x, rounded half up, plus z_y; the text multiplies exactly (in float32) and rounds half to even, "
+              "so the negative side's slope is low by up to 2^-n and large differences lose codes.",
+              f"{MEASURED}: every uint16 LeakyRelu case of the corpus is this model bit for bit (30 cases; fold "
+              "alpha 0.01: ⌊0.01·2^15⌋ = 327, a slope of 0.009979); {QNN_EP} maps LeakyRelu to Prelu",
+              "uint16, s_y = s_x, alpha 0.01, x − z_x = −31680: 327·(−31680)/2^15 = −316.1 gives z_y − 316, the "
+              "text z_y − 317",
+              HtpLeakyRelu16FlooredMultipliers, _unary("LeakyRelu", 16), ("basic", "fold", "ties")),
     Deviation("htp-hard-swish-exact-half-even", frozenset({"HardSwish"}),
               "Your runtime computes an 8-bit HardSwish exactly, x·clamp(x + 3, 0, 6)/6 on the exact dequantized "
               "value over s_y, plus z_y, rounded half to even on the output code; the text's float32 steps and its "
@@ -215,5 +255,6 @@ DEVIATIONS = [
               HtpHardSwishExactHalfEven, _unary("HardSwish"), ("ties",)),
 ]
 
-__all__ = ["DEVIATIONS", "HtpAddCommonShift", "HtpHardSwishExactHalfEven", "HtpLeakyReluFloat32Ratio", "add_codes",
-           "add_operands", "common_shift_multipliers", "hard_swish_code", "leaky_relu_code"]
+__all__ = ["DEVIATIONS", "HtpAddCommonShift", "HtpHardSwishExactHalfEven", "HtpLeakyRelu16FlooredMultipliers",
+           "HtpLeakyReluFloat32Ratio", "add_codes", "add_operands", "common_shift_multipliers", "hard_swish_code",
+           "leaky_relu_16_multipliers", "leaky_relu_code"]
