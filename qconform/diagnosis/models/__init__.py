@@ -191,6 +191,7 @@ ORDER = (
     "htp-convert-mixed-width-half-down",
     "htp-add-15-bit-common-shift",
     "htp-leaky-relu-float32-ratio-half-even",
+    "htp-leaky-relu-16-bit-floored-multipliers",
     "htp-hard-swish-exact-half-even",
     "nbits-row-stride-from-k",
     "nbits-zero-points-packed-across-rows",
