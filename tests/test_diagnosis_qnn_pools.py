@@ -11,7 +11,7 @@ from test_diagnosis_qnn import assert_failed_and_named_first
 
 from qconform import corpus as corpus_mod
 from qconform.diagnosis.models import MODELS
-from qconform.diagnosis.models.qnn_htp_pools import half_away_float16
+from qconform.diagnosis.models.qnn_htp_pools import average_code, half_away_float16, reciprocal_15_bit
 from qconform.plugin import default_golden
 
 
@@ -66,12 +66,40 @@ def test_where_each_8_bit_kernel_applies(index):
     assert not MODELS["max-pool-pads-read-as-zero"].applies(index.case("qdq.MaxPool-21/int8-int8/geometry/1d-k2-pads").draft)
 
 
-#: Corpus cases each model changes: float16 spacing next to a tie, the small padded kernel's bump.
+def test_the_average_multiplies_by_a_15_bit_reciprocal_and_adds_a_constant():
+    # s_x/(s_y·N) = 1/12 (2×3 windows, s_y = 2·s_x): M = 21845 < 2^15 at 2^-18, just under 1/12, so the
+    # exact tie 18/12 = 1.5 lands below it (1), and a sum of 6 (0.5) stays above it thanks to 2^-16 (1)
+    assert reciprocal_15_bit(Fraction(1, 12)) == Fraction(21845, 2 ** 18)
+    assert average_code(18, 6, Fraction(1, 2)) == 1 and average_code(6, 6, Fraction(1, 2)) == 1
+    assert average_code(-90, 6, Fraction(1, 2)) == -7  # −7.5 + 2^-16·… rounds up
+    # 1/18 (3×3, s_y = 2·s_x): 29127·2^-19, 2^-16·… under it; the constant 2^-16 lifts the ties up to
+    # 3.5 (a sum of 63) back over them, not 4.5 (a sum of 81), measured so on every code sum
+    assert average_code(63, 9, Fraction(1, 2)) == 4 and average_code(81, 9, Fraction(1, 2)) == 4
+    # a 2×2 window with s_x/s_y < 2: the constant 2^(⌊log₂ r⌋ − 5), r = 0.2169: −13.5019 rounds to −13
+    ratio = Fraction(1, 64) / Fraction(float(np.float32(0.07203830778598785)))
+    assert average_code(-249, 4, ratio) == -13 and round(float(-249 * ratio / 4), 4) == -13.5019
+
+
+def test_the_average_model_applies_to_tiling_windows_only(index):
+    model = MODELS["htp-average-15-bit-reciprocal"]
+    for cid, applies in [("qdq.AveragePool-21/uint8-uint8/ties/2d-k2x3-scale-ratio-2-zero-point-even", True),
+                         ("qdq.GlobalAveragePool-21/uint16-uint16/basic/3x3", True),
+                         ("qdq.AveragePool-21/uint8-uint8/ties/2d-k3-stride-2-scale-ratio-2-zero-point-even", False),
+                         ("qdq.AveragePool-21/uint8-uint8/geometry/2d-k3-pads-1", False),
+                         ("qdq.AveragePool-21/uint8-uint8/ties/3d-k2-stride-2-scale-ratio-2-zero-point-odd", False)]:
+        assert model.applies(index.case(cid).draft) is applies, cid
+
+
+#: Corpus cases each model changes: float16 spacing next to a tie, the small padded kernel's bump, the
+#: average's 15-bit reciprocal next to a tie.
 EXPOSED = {
     "htp-max-pool-float16-requant": ["qdq.MaxPool-21/uint8-uint8/basic/other-qparams",
                                      "qdq.MaxPool-21/int8-int8/geometry/2d-valid-stride-2"],
     "htp-max-pool-small-padded-code-bump": ["qdq.MaxPool-21/int8-int8/geometry/2d-k3-pads-1",
                                             "qdq.MaxPool-21/uint8-uint8/ties/2d-k5-pads-2-scale-ratio-2-zero-point-odd"],
+    "htp-average-15-bit-reciprocal": ["qdq.AveragePool-21/uint8-uint8/ties/2d-k2x3-scale-ratio-2-zero-point-even",
+                                      "qdq.AveragePool-21/uint16-uint16/basic/kernel-2x2",
+                                      "qdq.GlobalAveragePool-21/uint16-uint16/basic/3x3"],
 }
 
 

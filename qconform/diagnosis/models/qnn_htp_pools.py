@@ -14,6 +14,13 @@ of a tie land on it). Which windows it reads depends on the kernel the HTP picks
   multiple of 4 is read as d + 1 (``htp-max-pool-small-padded-code-bump``);
 - taller inputs with padding: the padding holds z_x, as the 16-bit kernels' (max-pool-pads-read-as-zero);
 - otherwise (no padding, padding at the beginnings only, or s_x = s_y): the text's windows.
+
+Its AveragePool over windows that do not overlap (every stride its kernel size, no padding) and its
+GlobalAveragePool, 8- and 16-bit, multiply the window's sum S = Σ(x − z_x) by a 15-bit multiplier,
+M·2^-s = s_x/(s_y·N) with M rounded to nearest in [2^14, 2^15), add a constant and round half up:
+y = ⌊S·M·2^-s + 2^-16 + 1/2⌋ + z_y; for 2×2 windows (N = 4) with s_x/s_y < 2 the constant is
+2^(⌊log₂(s_x/s_y)⌋ − 5) (``htp-average-15-bit-reciprocal``; measured on every code sum of windows of
+1×2, 2×1, 2×2, 2×3 and 3×3 at 4 to 22 ratios; its overlapping and padded windows follow other kernels).
 """
 from __future__ import annotations
 
@@ -118,6 +125,64 @@ class HtpMaxPoolSmallPaddedBump(HtpMaxPoolHalf):
     _bump = True
 
 
+def reciprocal_15_bit(k: Fraction) -> Fraction:
+    """k as the HTP's average holds it: M·2^-s with M = k·2^s rounded to nearest, 2^14 ≤ M < 2^15."""
+    s = 14 - math.floor(math.log2(k))
+    m = math.floor(k * 2 ** s + Fraction(1, 2))
+    return Fraction(m // 2, 2 ** (s - 1)) if m >= 2 ** 15 else Fraction(m, 2 ** s)
+
+
+def average_code(total: int, n: int, ratio: Fraction) -> int:
+    """One output code before z_y: the sum of n codes (z_x taken off) averaged as the HTP's kernel does."""
+    bias = Fraction(2) ** (math.floor(math.log2(ratio)) - 5) if n == 4 and ratio < 2 else Fraction(1, 2 ** 16)
+    return math.floor(total * reciprocal_15_bit(ratio / n) + bias + Fraction(1, 2))
+
+
+def _non_overlapping_average(d: Draft) -> bool:
+    """DQ(x) → GlobalAveragePool, or AveragePool with windows that tile the input (strides equal to the
+    kernel, no padding, no ceil_mode, no dilation) → Q, 8- or 16-bit integers, per tensor, rank 3 or 4."""
+    p = pattern(d) if d.graph else None
+    if p is None or p.op not in ("AveragePool", "GlobalAveragePool") or not p.operands or p.operands[0] is None:
+        return False
+    x = p.operands[0]
+    tx, ty = dtypes.get(x.type), dtypes.get(p.y_type)
+    if not (tx.is_integer and ty.is_integer and tx.bits in (8, 16) and ty.bits in (8, 16) and np.ndim(x.codes) in (3, 4)
+            and np.size(x.scale) == 1 and np.size(p.y_scale) == 1 and float(np.asarray(x.scale).reshape(-1)[0]) > 0
+            and float(np.asarray(p.y_scale).reshape(-1)[0]) > 0):
+        return False
+    if p.op == "GlobalAveragePool":
+        return True
+    from qconform.oracle.graph_ops import pool_geometry
+
+    kernel, strides, dil, begin, end, extra = pool_geometry(np.shape(x.codes), p.attrs)
+    return list(kernel) == list(strides) and not any(begin) and not any(end) and not any(extra) \
+        and all(v == 1 for v in dil) and not p.attrs.get("ceil_mode", 0)
+
+
+class HtpAverage15BitReciprocal:
+    """DQ(x) → AveragePool (tiling windows) or GlobalAveragePool → Q as ``average_code`` per window."""
+
+    def fused(self, draft, inputs):
+        if not _non_overlapping_average(draft):
+            return None
+        p = pattern(draft)
+        x = p.operands[0]
+        zx = int(np.asarray(as_float64(x.zero, x.type)).reshape(-1)[0])
+        d = np.asarray(as_float64(x.codes, x.type)).astype(np.int64) - zx
+        if p.op == "GlobalAveragePool":
+            sums = d.reshape(d.shape[:2] + (-1,)).sum(-1).reshape(d.shape[:2] + (1,) * (d.ndim - 2))
+            n = int(np.prod(d.shape[2:]))
+        else:
+            from qconform.oracle.graph_ops import pool_windows
+
+            windows, _, _ = pool_windows(d.astype(np.float64), p.attrs, 0.0)
+            sums, n = windows.sum(axis=-1).astype(np.int64), windows.shape[-1]
+        ratio = _scalar(x.scale) / _scalar(p.y_scale)
+        q = np.vectorize(lambda t: average_code(int(t), n, ratio), otypes=[np.int64])(sums)
+        y = _saturate(q + int(as_float64(p.y_zero, p.y_type)), p.y_type)
+        return [("spec", [_pack(y, p.y_type)])]
+
+
 MEASURED = "Qualcomm QNN HTP (onnxruntime-qnn 2.7.0, QNN SDK 2.51.0, the HTP simulator) measured here; the kernels' " \
            "source is not public, so this is measured only"
 POOL_EP = "onnxruntime/onnxruntime-qnn onnxruntime/core/providers/qnn/builder/opbuilder/pool_op_builder.cc"
@@ -145,6 +210,19 @@ DEVIATIONS = [
               "uint8, s_y = 2·s_x, z_x = z_y = 128, 3×3, pads 1, 6×6: a maximum of 212 (d = 84) gives 171, "
               "the text's 170",
               HtpMaxPoolSmallPaddedBump, _bumped, ("geometry", "ties")),
+    Deviation("htp-average-15-bit-reciprocal", frozenset({"AveragePool", "GlobalAveragePool"}),
+              "Your runtime averages a quantized window that does not overlap its neighbours (GlobalAveragePool, or an "
+              "AveragePool whose strides equal its kernel, unpadded) as Σ(x − z_x) times s_x/(s_y·N) held as a 15-bit "
+              "multiplier M·2^-s, plus 2^-16 (for a 2×2 window with s_x/s_y < 2: plus 2^(⌊log₂(s_x/s_y)⌋ − 5)), rounded "
+              "half up; the text rounds the exact mean half to even.",
+              f"{MEASURED}: {POOL_EP} passes the window to QNN's PoolAvg2d (GlobalAveragePool: the whole input as one "
+              "window); every code sum of 1×2, 2×1, 2×2, 2×3 and 3×3 windows at 4 to 22 ratios s_x/s_y, and every "
+              "int8, uint8 and uint16 AveragePool and GlobalAveragePool case of the corpus of rank 3 or 4 with such "
+              "windows, failing or passing, is this model bit for bit; not its 3-D kernels",
+              "uint8, 2×3 windows, s_y = 2·s_x: a sum of 18 (1.5 exactly) gives 1 (the multiplier is 2^-16 low), "
+              "a sum of −90 (−7.5) gives −7",
+              HtpAverage15BitReciprocal, _non_overlapping_average, ("basic", "fold", "geometry", "ties")),
 ]
 
-__all__ = ["DEVIATIONS", "HtpMaxPoolHalf", "HtpMaxPoolSmallPaddedBump", "half_away_float16"]
+__all__ = ["DEVIATIONS", "HtpAverage15BitReciprocal", "HtpMaxPoolHalf", "HtpMaxPoolSmallPaddedBump", "average_code",
+           "half_away_float16", "reciprocal_15_bit"]
