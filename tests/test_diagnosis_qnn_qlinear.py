@@ -23,15 +23,16 @@ def index():
     return corpus_mod.index(default_golden())
 
 
-def test_weights_that_fit_int8_are_kept_and_others_go_symmetric_per_channel():
-    one = [Fraction(1)] * 2
-    kept, scales = symmetric_int8(np.array([[-128, 127], [5, -3]]), one)
-    assert kept.tolist() == [[-128, 127], [5, -3]] and scales == one
+def test_channels_that_fit_int8_are_kept_and_others_go_symmetric():
+    one = [Fraction(1)] * 3
+    kept, scales = symmetric_int8(np.array([[-128, 127, 0], [5, -3, 0], [1, 2, 3]]), one)
+    assert kept.tolist() == [[-128, 127, 0], [5, -3, 0], [1, 2, 3]] and scales == one
     # uint8 weights with zero point 0: 140 is the channel's largest, so 140/127 per code, half up;
-    # a channel of negative differences (int8 zero point 127) reaches −128 at its largest magnitude
-    codes, scales = symmetric_int8(np.array([[100, 140, 18], [-255, -1, 0]]), one)
-    assert codes.tolist() == [[91, 127, 16], [-128, -1, 0]]
-    assert scales == [Fraction(140, 127), Fraction(255, 128)]
+    # a channel of negative differences (int8 zero point 127) reaches −128 at its largest magnitude;
+    # a channel that fits keeps its codes and scale beside them
+    codes, scales = symmetric_int8(np.array([[100, 140, 18], [-255, -1, 0], [38, -114, 13]]), one)
+    assert codes.tolist() == [[91, 127, 16], [-128, -1, 0], [38, -114, 13]]
+    assert scales == [Fraction(140, 127), Fraction(255, 128), Fraction(1)]
 
 
 def test_the_grid_is_in_accumulator_units_and_the_offset_is_rounded_to_one():
