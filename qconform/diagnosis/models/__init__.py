@@ -182,6 +182,7 @@ ORDER = (
     "max-pool-pads-read-as-zero",
     "htp-max-pool-float16-requant",
     "htp-max-pool-small-padded-code-bump",
+    "htp-average-15-bit-reciprocal",
     "cubic-resize-exclude-outside-ignored",
     "linear-resize-codes-exact-half-up",
     "resize-requantised-through-float16",
