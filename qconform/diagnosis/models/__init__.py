@@ -45,6 +45,7 @@ from qconform.diagnosis.models import qnn_htp
 from qconform.diagnosis.models import qnn_htp_requant
 from qconform.diagnosis.models import qnn_htp_elementwise
 from qconform.diagnosis.models import qnn_htp_pools
+from qconform.diagnosis.models import qnn_htp_qlinear
 from qconform.diagnosis.models.base import Deviation, Spec, compose, deviating_oracle
 from qconform.diagnosis.models.common import swap_slots
 from qconform.diagnosis.models.dequantize import bfloat16_half_up_if_odd
@@ -190,6 +191,7 @@ ORDER = (
     "htp-eighth-code-intermediate",
     "htp-per-axis-bias-codes-as-reals",
     "htp-convert-mixed-width-half-down",
+    "htp-qlinear-weights-symmetric-int8",
     "htp-add-15-bit-common-shift",
     "htp-leaky-relu-float32-ratio-half-even",
     "htp-leaky-relu-16-bit-floored-multipliers",
@@ -215,7 +217,7 @@ ORDER = (
 )
 STEPS = (rounding, division, zero_point, saturation, encoding, inputs, granularity, output_type, dequantize, dynamic, matmul,
          fused, fixed_point, blocked, contrib_qlinear, qnn_htp, qnn_htp_requant, qnn_htp_elementwise,
-         qnn_htp_pools)
+         qnn_htp_pools, qnn_htp_qlinear)
 
 
 def _registry() -> dict[str, Deviation]:
