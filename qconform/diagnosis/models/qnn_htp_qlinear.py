@@ -30,22 +30,10 @@ from qconform.case import Draft
 from qconform.diagnosis.models.base import Deviation
 from qconform.diagnosis.models.qnn_htp_requant import MEASURED, float16_ratio
 from qconform.oracle import integer
-from qconform.oracle.arith import as_float64
-from qconform.oracle.base import Evaluation
 
 OPS = frozenset({"QLinearConv", "QLinearMatMul"})
 _NAMES = {"QLinearConv": ("x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point", "B"),
           "QLinearMatMul": ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point")}
-
-
-def _codes(a) -> np.ndarray:
-    return np.asarray(as_float64(a.value, a.type)).astype(np.int64)
-
-
-def _fractions(a, n: int) -> list[Fraction]:
-    """A scale input as exact values, one per output channel (a scalar repeated)."""
-    v = np.asarray(a.value, np.float64).reshape(-1)
-    return [Fraction(float(v[i if v.size > 1 else 0])) for i in range(n)]
 
 
 def symmetric_int8(diffs: np.ndarray, scales: list[Fraction]) -> tuple[np.ndarray, list[Fraction]]:
@@ -90,57 +78,52 @@ def applies(d: Draft) -> bool:
     if any(np.size(v[n].value) != 1 for n in per_tensor):
         return False
     scales = [np.asarray(v[n].value, np.float64) for n in (names[1], names[4], names[6])]
-    if not all(np.all(np.isfinite(s) & (s > 0)) for s in scales):
-        return False
-    return d.op == "QLinearConv" or (np.ndim(v["b"].value) >= 1 and np.ndim(v["a"].value) >= 1)
-
-
-def htp_qlinear(d: Draft) -> np.ndarray:
-    """The HTP's output codes for an ``applies`` draft (int64, before packing)."""
-    v = _inputs(d)
-    n = _NAMES[d.op]
-    x, w = v[n[0]], v[n[3]]
-    sx, sy = Fraction(float(np.asarray(v[n[1]].value, np.float64).reshape(-1)[0])), \
-        Fraction(float(np.asarray(v[n[6]].value, np.float64).reshape(-1)[0]))
-    zx, zy = int(_codes(v[n[2]]).reshape(-1)[0]), int(_codes(v[n[7]]).reshape(-1)[0])
-    lo, hi = dtypes.get(v[n[7]].type).qrange
-    zw = _codes(v[n[5]])
-    vector = d.op == "QLinearMatMul" and np.ndim(w.value) == 1
-    if d.op == "QLinearConv":
-        diffs = _codes(w) - (zw.reshape((-1,) + (1,) * (np.ndim(w.value) - 1)) if zw.size > 1 else zw.reshape(()))
-    else:  # the columns of b (over every batch) are the output channels; a 1-D b is one column
-        b = _codes(w) - zw.reshape(())
-        diffs = np.moveaxis(b[:, None] if vector else b, -1, 0)
-    m = diffs.shape[0]
-    sw = _fractions(v[n[4]], m)
-    codes, held = symmetric_int8(diffs, sw)
-    if d.op == "QLinearConv":
-        acc = integer.conv_sums(_codes(x), np.int64(zx), codes, np.zeros(m, np.int64), d.attrs)
-        chan = np.indices(acc.shape)[1]
-        bias = _codes(v["B"]) if "B" in v else np.zeros(m, np.int64)
-    else:
-        acc = np.matmul(_codes(x) - zx, np.moveaxis(codes, 0, -1))
-        acc = acc[..., 0] if vector else acc
-        chan = np.zeros(acc.shape, np.int64) if vector else np.indices(acc.shape)[-1]
-        bias = np.zeros(m, np.int64)
-    out = np.empty(acc.shape, np.int64)
-    for idx, a in np.ndenumerate(acc):
-        c = int(chan[idx])
-        out[idx] = requantise_on_accumulator_grid(int(a), int(bias[c]) * sw[c] / held[c], sx * held[c], sy, zy, lo, hi)
-    return out
+    return all(np.all(np.isfinite(s) & (s > 0)) for s in scales) and np.ndim(v[names[0]].value) >= 1 \
+        and np.ndim(v[names[3]].value) >= 1
 
 
 class HtpQLinearSymmetricWeights:
-    """The node as the HTP runs it (``htp_qlinear``): one reading, the runtime's."""
+    """The node as the HTP runs it: the accumulator over the weights ``symmetric_int8`` holds (QLinearConv's
+    ``conv_sums``, QLinearMatMul's ``accumulate``; their per-channel scale ratios kept for the
+    requantisation), then ``requantise_on_accumulator_grid`` on each element, the bias (the exact sum
+    less that accumulator) in the held weights' units: one reading, the runtime's."""
 
-    def evaluate(self, draft: Draft, primary_only: bool = False) -> Evaluation:
-        if not applies(draft):
-            return super().evaluate(draft, primary_only)
-        out_t = dtypes.get(_inputs(draft)["y_zero_point"].type)
-        y, undefined = self.encode_output(htp_qlinear(draft).astype(np.float64), out_t)
-        ev = Evaluation(clause="qnn-htp-qlinear", primary_only=primary_only)
-        ev.add("spec", (y,), (undefined,))
-        return ev
+    _held: np.ndarray | None = None
+
+    def _hold(self, diffs: np.ndarray) -> np.ndarray:
+        """``symmetric_int8`` of (channels first) differences; the ratios s'_c/s_w kept."""
+        codes, ratios = symmetric_int8(diffs, [Fraction(1)] * diffs.shape[0])
+        self._held = np.asarray(ratios, object)
+        return codes
+
+    def conv_sums(self, x, x_zp, w, w_zp, attrs):
+        wz = np.asarray(w_zp, np.int64)
+        codes = self._hold(np.asarray(w, np.int64) - (wz.reshape((-1,) + (1,) * (w.ndim - 1)) if wz.size > 1 else wz.reshape(())))
+        self._held = self._held.reshape((1, -1) + (1,) * (w.ndim - 2))
+        self._acc = integer.conv_sums(x, x_zp, codes, np.zeros(codes.shape[0], np.int64), attrs)
+        return self._acc
+
+    def accumulate(self, da, db, raw, zeros, types):
+        codes = np.moveaxis(self._hold(np.moveaxis(np.asarray(db, np.int64), -1, 0)), 0, -1)  # columns over every batch
+        self._acc = np.matmul(np.asarray(da, np.int64), codes)
+        return self._acc
+
+    def add_readings(self, ev, accs, e, scales, yz, out_t, scale_t, touched, out_shape):
+        if self._held is None or not out_t.is_integer or out_t.bits != 8:
+            return super().add_readings(ev, accs, e, scales, yz, out_t, scale_t, touched, out_shape)
+        exact = np.broadcast_to(accs[-1][1], out_shape)
+        acc = np.broadcast_to(self._acc, out_shape)
+        held = np.broadcast_to(self._held, out_shape)
+        sx = np.broadcast_to(scales[0], out_shape)
+        sw = np.broadcast_to(scales[1], out_shape)
+        sy, lo, hi = Fraction(float(scales[2])), *out_t.qrange
+        y = np.empty(out_shape, np.float64)
+        for i, a in np.ndenumerate(acc):
+            u = Fraction(float(sx[i])) * Fraction(float(sw[i])) * held[i]
+            y[i] = requantise_on_accumulator_grid(int(a), Fraction(int(exact[i]) - int(a)) / held[i], u, sy, int(yz), lo, hi)
+        self._held = None
+        out, undefined = self.encode_output(y, out_t)
+        ev.add("spec", (out,), (undefined,))
 
 
 DEVIATIONS = [
@@ -163,5 +146,4 @@ DEVIATIONS = [
               HtpQLinearSymmetricWeights, applies, ("attributes", "zero-points", "random", "tails")),
 ]
 
-__all__ = ["DEVIATIONS", "HtpQLinearSymmetricWeights", "applies", "htp_qlinear", "requantise_on_accumulator_grid",
-           "symmetric_int8"]
+__all__ = ["DEVIATIONS", "HtpQLinearSymmetricWeights", "applies", "requantise_on_accumulator_grid", "symmetric_int8"]
