@@ -12,7 +12,8 @@ from test_diagnosis_qnn import assert_failed_and_named_first
 
 from qconform import corpus as corpus_mod
 from qconform.diagnosis.models import MODELS
-from qconform.diagnosis.models.qnn_htp_qlinear import requantise_on_accumulator_grid, symmetric_int8
+from qconform.diagnosis.models.qnn_htp_qlinear import symmetric_int8
+from qconform.diagnosis.models.qnn_htp_requant import requantise_on_accumulator_grid
 from qconform.plugin import default_golden
 
 NAME = "htp-qlinear-weights-symmetric-int8"

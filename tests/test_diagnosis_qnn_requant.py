@@ -11,7 +11,7 @@ from test_diagnosis_qnn import assert_failed_and_named_first
 
 from qconform import corpus as corpus_mod
 from qconform.diagnosis.models import MODELS
-from qconform.diagnosis.models.qnn_htp_requant import float16_ratio, requantise
+from qconform.diagnosis.models.qnn_htp_requant import float16_ratio, requantise, requantise_on_accumulator_grid
 from qconform.plugin import default_golden
 
 
@@ -31,14 +31,14 @@ def test_the_16_bit_requantisation_drops_the_low_byte_and_the_zero_point_below_i
 
 
 def test_the_8_bit_requantisation_floors_on_an_eighth_of_the_output_scales_power_of_two():
-    # s_y in [1, 2): the grid is 2^-3; the exact value 132.5166 codes (with z_y = 127) floors to
-    # 1060 eighths·(2^-3/s_y)... and rounds to 132 where the text rounds to 133
+    # u = s_x·s_w = 2^-11, s_y in [1, 2): the grid is 2^8 accumulator units, 2^-3 in real units; the
+    # accumulator 12936 (132.5168 codes with z_y = 127) plus the offset 127·s_y/u (rounded) floors to
+    # 1060 eighths and rounds to 132 where the text rounds to 133
     sy = Fraction(float(np.float32(1.144973)))
-    grid = Fraction(1, 8)
-    value = (Fraction(132.5166).limit_denominator(10**6) - 127) * sy
-    assert round(value / sy + 127) == 133
-    assert requantise(value, 127 * sy, grid, sy, 1, 0) == 132
-    assert float16_ratio(grid / sy) == Fraction(float(np.float16(0.125 / 1.144973)))
+    u = Fraction(1, 2048)
+    assert round(12936 * u / sy + 127) == 133
+    assert requantise_on_accumulator_grid(12936, Fraction(0), u, sy, 127, 0, 255) == 132
+    assert float16_ratio(256 * u / sy) == Fraction(float(np.float16(0.125 / 1.144973)))
 
 
 #: Corpus cases each model changes (a Conv → Relu → Q with z_y = qmin, the Relu fused; a Gemm bias

@@ -5,7 +5,7 @@ or MatMul with the node's own scales and zero points on its tensors
 ``qlinear_matmul_op_builder.cc``: "QNN encodes quant params in tensor metadata"; the bias gets
 scale x_scale·w_scale, offset 0, its codes unchanged).
 
-Two measured steps, where the QDQ patterns' 8-bit model (``qnn_htp_requant``) has one:
+Two measured steps:
 
 - **Weights that leave int8.** An output channel whose weight codes minus zero point all fit int8
   is used as it is; another (uint8 with zero point 0, int8 with zero point ±127: differences up to
@@ -15,8 +15,8 @@ Two measured steps, where the QDQ patterns' 8-bit model (``qnn_htp_requant``) ha
   accumulator units, e = ⌊log₂(s_y/u_c)⌋ − 3 (the largest power-of-two multiple of u_c not above
   s_y/8); the output offset (z_y − qmin)·s_y/u_c and the bias (in the same units) are added as one
   integer, rounded to nearest: t = ⌊(acc + B)/2^e⌋, y = ⌊fl16(2^e·u_c/s_y)·t + 1/2⌋ + qmin,
-  saturated. Where u_c is a power of two this is the QDQ patterns' eighth-code grid
-  (2^(⌊log₂ s_y⌋ − 3)) but for the offset's rounding.
+  saturated: the QDQ patterns' 8-bit requantisation (``qnn_htp_requant.requantise_on_accumulator_grid``),
+  on the held weights' scale.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import numpy as np
 from qconform import dtypes
 from qconform.case import Draft
 from qconform.diagnosis.models.base import Deviation
-from qconform.diagnosis.models.qnn_htp_requant import MEASURED, float16_ratio
+from qconform.diagnosis.models.qnn_htp_requant import MEASURED, requantise_on_accumulator_grid
 from qconform.oracle import integer
 
 OPS = frozenset({"QLinearConv", "QLinearMatMul"})
@@ -48,16 +48,6 @@ def symmetric_int8(diffs: np.ndarray, scales: list[Fraction]) -> tuple[np.ndarra
             codes[c] = np.vectorize(lambda v: math.floor(Fraction(int(v)) / ratio + Fraction(1, 2)), otypes=[np.int64])(d)
         held.append(scales[c] * ratio)
     return codes, held
-
-
-def requantise_on_accumulator_grid(acc: int, bias: Fraction, u: Fraction, sy: Fraction, zy: int, lo: int, hi: int) -> int:
-    """One output code: the offset (z_y − qmin)·s_y/u plus the bias (accumulator units) rounded to an
-    integer, added to the accumulator, floored on 2^e units, times fl16(2^e·u/s_y), half up, + qmin."""
-    e = math.floor(math.log2(sy / u)) - 3
-    grid = Fraction(2) ** e
-    offset = round((zy - lo) * sy / u + bias)
-    t = ((acc + offset) / grid).__floor__()
-    return min(max(math.floor(float16_ratio(grid * u / sy) * t + Fraction(1, 2)) + lo, lo), hi)
 
 
 def _inputs(d: Draft) -> dict:
@@ -146,4 +136,4 @@ DEVIATIONS = [
               HtpQLinearSymmetricWeights, applies, ("attributes", "zero-points", "random", "tails")),
 ]
 
-__all__ = ["DEVIATIONS", "HtpQLinearSymmetricWeights", "applies", "requantise_on_accumulator_grid", "symmetric_int8"]
+__all__ = ["DEVIATIONS", "HtpQLinearSymmetricWeights", "applies", "symmetric_int8"]
