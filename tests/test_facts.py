@@ -103,10 +103,13 @@ def _observe() -> dict[str, dict[str, observe.Result] | str]:
 
 
 def _results(observations, source: str) -> dict[str, observe.Result]:
+    """The source's observations its own facts speak for (a variant's others are its parent's:
+    ``Runtime.facts_scope``)."""
     got = observations[source]
     if isinstance(got, str):
         pytest.skip(got)
-    return got
+    src = facts.SOURCES[source]
+    return {key: r for key, r in got.items() if src.speaks_for(observe.case_id_of(key))}
 
 
 def _group(case_id: str) -> str:
@@ -373,6 +376,19 @@ def test_drift_closes_fixed_facts_widens_returning_ones_and_proposes_new_ones():
     text = facts.dump(d.proposed)
     assert facts.parse("onnxruntime", text, known_readings=set()).facts == d.proposed.facts
     assert "fixed or changed (2)" in d.text() and "new (2)" in d.text()
+
+
+def test_a_variants_drift_leaves_the_cases_outside_its_facts_scope_to_its_parents_facts():
+    """onnxruntime-optimized's facts speak for the QDQ patterns only (``Runtime.facts_scope``): a single
+    node runs as plain onnxruntime runs it, whose facts hold there, so the drift proposes no copy of
+    them (a fact is written once) and says how many cases it left to them; a pattern still drifts."""
+    ff = facts.FactFile("onnxruntime-optimized", Path("onnxruntime-optimized.toml"), ())
+    results = {"QuantizeLinear-21/float32-int8/basic/x": _r("fail", "1 element(s) differ"),
+               "qdq.Add-21/int8-int8-int8/ties/x": _r("fail", "1 element(s) differ")}
+    d = drift.compute("onnxruntime-optimized", results, "1.32.0", feats=frozenset(), machine="x86_64",
+                      files={"onnxruntime-optimized": ff})
+    assert [ids for _, ids in d.new] == [["qdq.Add-21/int8-int8-int8/ties/x"]]
+    assert d.elsewhere == ("onnxruntime", 1) and "left to onnxruntime's facts: 1 observed case(s)" in d.text()
 
 
 def test_drift_reports_no_drift_when_the_facts_describe_the_runtime():

@@ -49,6 +49,8 @@ class Drift:
     new: list[tuple[facts.Fact, list[str]]] = field(default_factory=list)  # (proposed fact, case ids)
     measured_added: facts.Measured | None = None
     proposed: facts.FactFile | None = None
+    #: observed cases left to another runtime's facts (``Runtime.facts_scope``): (that runtime, how many)
+    elsewhere: tuple[str, int] | None = None
     #: the packing measurement re-run on the observed cases, where one is recorded for the installed
     #: version here: (recorded, compared now, ids differing now)
     packing: tuple[facts.Packing, int, list[str]] | None = None
@@ -75,6 +77,9 @@ class Drift:
                       f"already recorded ({f.versions})"
                 lines.append(f"    {f.id} [{f.kind}] {f.op_versions} -- {rec}\n      now: {seen}")
         lines.append(f"  still hold: {len(self.holds)} ({', '.join(f.id for f in self.holds) or 'none'})")
+        if self.elsewhere:
+            lines.append(f"  left to {self.elsewhere[0]}'s facts: {self.elsewhere[1]:,} observed case(s) outside "
+                         "the cases this file speaks for (it runs them as that runtime does)")
         if self.unobserved:
             lines.append(f"  not observed (example not in this corpus): {', '.join(f.id for f in self.unobserved)}")
         for old, new, why in self.changed:
@@ -213,6 +218,11 @@ def compute(source: str, results: dict[str, Result], installed: str, against: st
     against = against or default_against(ff, installed)
     label = plat.label(feats, machine)
     drift = Drift(source, installed, against, label)
+    src = facts.SOURCES.get(source)
+    if src is not None and src.elsewhere:  # cases another runtime's facts speak for
+        outside = [cid for cid in results if not src.speaks_for(case_id_of(cid))]
+        drift.elsewhere = (src.elsewhere, len(outside))
+        results = {cid: r for cid, r in results.items() if src.speaks_for(case_id_of(cid))}
     proposed: dict[str, facts.Fact] = {f.id: f for f in ff.facts}
     baseline = [f for f in ff.facts if f.applies(against, feats, machine)]
     for f in baseline:

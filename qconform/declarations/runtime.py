@@ -109,6 +109,9 @@ class Runtime:
     variant_of: str | None = None  # a variant: this other runtime's runner ...
     options: Mapping[str, str] = field(default_factory=dict)  # ... with these options (``--runner-opt``)
     check: tuple[str, ...] = ()  # case-id globs the facts tests observe; () = the whole corpus
+    #: case-id globs its own facts file speaks for; elsewhere it runs as ``variant_of`` does and that
+    #: runtime's facts hold (a fact is written once); () = the whole corpus
+    facts_scope: tuple[str, ...] = ()
     #: case-id globs the runtime is certified on by default, and why the rest is left out (a runtime
     #: that by its own rule runs no single QuantizeLinear/DequantizeLinear node): () = the whole corpus
     scope: tuple[str, ...] = ()

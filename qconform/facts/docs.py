@@ -56,7 +56,13 @@ def render(files, sources: Mapping[str, Any]) -> str:
     for source, ff in files.items():
         out.append(f"## {source}")
         out.append("")
-        check = sources[source].check if source in sources else ()
+        src = sources.get(source)
+        if src is not None and getattr(src, "elsewhere", None):
+            out.append("These facts speak for " + ", ".join(f"`{g}`" for g in src.scope) + f" only: elsewhere "
+                       f"{source} runs as {src.elsewhere} does, and [{src.elsewhere}'s facts](#{src.elsewhere}) "
+                       "hold (its declaration's `facts_scope`).")
+            out.append("")
+        check = src.check if src is not None else ()
         if check:
             out.append("Checked complete on the slice " + ", ".join(f"`{g}`" for g in check) + " (and every "
                        "row's example): a whole-corpus pass takes too long for the test run; "

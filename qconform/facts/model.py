@@ -33,6 +33,9 @@ class Source:
     check: tuple[str, ...] = ()  # case-id globs the tests observe; () = the whole corpus
     #: the runtime's declaration (``qconform.declarations.runtimes``), which says how to read its version
     runtime: Runtime | None = None
+    #: case-id globs its facts speak for, and whose facts hold elsewhere (``Runtime.facts_scope``)
+    scope: tuple[str, ...] = ()
+    elsewhere: str | None = None
 
     def version(self) -> str | None:
         """The installed version, or None where the software is not installed."""
@@ -47,7 +50,12 @@ class Source:
     def of(cls, rt: Runtime) -> Source:
         """A runtime as a facts source: its runner exercises it, its declaration says how to read
         its version and which cases the tests observe."""
-        return cls(rt.name, str(rt.module), runner=rt.name, check=rt.check, runtime=rt)
+        return cls(rt.name, str(rt.module), runner=rt.name, check=rt.check, runtime=rt, scope=rt.facts_scope,
+                   elsewhere=rt.variant_of if rt.facts_scope else None)
+
+    def speaks_for(self, case_id: str) -> bool:
+        """Whether this source's own facts account for the case (not ``elsewhere``'s)."""
+        return not self.scope or any(fnmatchcase(case_id, g) for g in self.scope)
 
     def checked(self, case_id: str) -> bool:
         """Whether the project's tests observe this case for the source."""
