@@ -465,3 +465,23 @@ def test_drift_from_a_finished_report_sees_what_a_fresh_run_sees(tmp_path):
         bad.write_text(json.dumps({**report, **change}))
         with pytest.raises(facts.FactsError, match=why):
             drift.from_report(bad, golden)
+
+
+def test_a_drift_from_a_report_reads_a_plugin_providers_own_version_and_its_bucketed_reasons():
+    """onnxruntime-qnn's report names onnxruntime 1.32.0 as its runner and its execution provider's
+    package, onnxruntime-qnn 2.7.0, apart: its facts are keyed by the latter. And a report keeps
+    unsupported reasons bucketed (``n1_Clip_N``), which a fact's message for the runtime's own words
+    (``n[\\d.]+_Clip_[\\d.]+``) must still match, or every such fact reads as fixed."""
+    import re
+
+    from qconform.facts.observe import _unbucketed
+    from qconform.report.model import reason_bucket
+
+    runner = {"name": "onnxruntime", "version": "1.32.0", "providers": ["QNNExecutionProvider"],
+              "execution_provider": {"package": "onnxruntime-qnn", "version": "2.7.0"}}
+    assert drift._version_of(runner, "onnxruntime-qnn") == "2.7.0"
+    assert drift._version_of({"name": "onnxruntime", "version": "1.32.0"}, "onnxruntime") == "1.32.0"
+    said = "QNN.backendValidateOpConfig() failed for node `n1_Clip_12` of type `ReluMinMax` with error code 3110"
+    fact = r"QNN\.backendValidateOpConfig\(\) failed for node `n[\d.]+_Clip_[\d.]+` of type `ReluMinMax`"
+    assert re.search(fact, said) and not re.search(fact, reason_bucket(said))
+    assert re.search(fact, _unbucketed(reason_bucket(said)))

@@ -294,6 +294,18 @@ def _packing_now(runner: str, golden: Path, recorded: facts.Packing, select: tup
     return recorded, m.compared, m.differing
 
 
+def _version_of(runner: dict, source: str) -> str:
+    """The version a report's run had of the source its facts are keyed by: a plugin execution
+    provider's own package (onnxruntime-qnn 2.7.0) where the source is that package, else the
+    runner's (onnxruntime-qnn's report names onnxruntime 1.32.0 as its runner)."""
+    src = facts.SOURCES.get(source)
+    ep = runner.get("execution_provider") or {}
+    dist = src.runtime.dist if src is not None and src.runtime is not None else None
+    if dist and ep.get("package") == dist and ep.get("version"):
+        return str(ep["version"])
+    return str(runner["version"])
+
+
 def from_report(path: Path, golden: Path, against: str | None = None) -> Drift:
     """The drift shown by a finished ``pytest --runner=NAME --report=DIR`` run (DIR or its
     report.json): the version and the platform are the run's own, nothing is re-run."""
@@ -307,7 +319,8 @@ def from_report(path: Path, golden: Path, against: str | None = None) -> Drift:
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
         runner = report["runner"]
-        source, installed = runtime_name(runner), facts.release(str(runner["version"]))
+        source = runtime_name(runner)
+        installed = facts.release(_version_of(runner, source))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise facts.FactsError(f"{path}: not a qconform report.json ({type(exc).__name__}: {exc})") from exc
     if source not in facts.RUNNER_SOURCES:

@@ -113,6 +113,16 @@ def _isolated(runner_name: str, root: Path, digest: str, cases: list, diagnose: 
         engine.close()
 
 
+def _unbucketed(text: str) -> str:
+    """A report's reason bucket (``qconform.report.model.reason_bucket``: the numbers in generated
+    names became N) read back as one reason it stands for, numbers as 0: a fact's message matches
+    the runtime's own words, ``n[\\d.]+_Clip_[\\d.]+``, which the bucket's ``n1_Clip_N`` is not."""
+    import re
+
+    text = re.sub(r"(?<=_)N(?![A-Za-z0-9])", "0", text)
+    return re.sub(r"\b0xN\b", "0x000000", text)
+
+
 def from_report(report: dict, cases: dict) -> dict[str, Result]:
     """The observations a finished ``--report`` run already made (report.json), keyed like
     ``observe``'s: a whole-corpus run of a slow runtime need not be repeated to compute its drift.
@@ -124,7 +134,7 @@ def from_report(report: dict, cases: dict) -> dict[str, Result]:
         cid, verdict = entry["id"], entry["verdict"]
         f = failures.get(cid, {})
         reason = entry.get("reason")
-        message = f.get("problem") or (reasons[reason]["text"] if reason is not None else "")
+        message = f.get("problem") or (_unbucketed(reasons[reason]["text"]) if reason is not None else "")
         case = cases.get(cid)
         if verdict in (CRASHED, TIMEOUT):  # as _view reads the engine's verdict: the runner failed the case
             results[cid] = Result(ERROR, message=message, clause=f.get("clause") or (case.clause if case else ""))
