@@ -120,6 +120,26 @@ def run_pytest(*args: str, cwd: Path | None = None, env: dict | None = None, tim
                           cwd=cwd or REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
 
 
+def terminated_once_started(cmd: list[str], started) -> tuple[int, str]:
+    """Run ``cmd`` (output merged), send it SIGTERM once a line satisfies ``started`` (cases are being
+    judged), and return its exit status and the rest of its output: how a CI timeout or ``kill``
+    stops a run part way."""
+    import signal
+
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        for line in proc.stdout:
+            if started(line):
+                break
+        os.kill(proc.pid, signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, rest
+
+
 def run_shared(tmp_path_factory) -> Path:
     """This run's temp root, shared by its xdist workers (never another run's). A worker's own is
     ``popen-<worker>`` inside it; a pytest started by a test inherits $PYTEST_XDIST_WORKER without

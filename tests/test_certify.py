@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_pytest
+from conftest import REPO, run_pytest, terminated_once_started
 
 #: A slice with passes, failures (diagnosed), errors, unsupported and information cases.
 SLICE = "QuantizeLinear-21/*"
@@ -217,24 +217,12 @@ def test_a_terminated_run_reports_the_cases_it_finished_and_says_it_was_interrup
     """SIGTERM (a CI timeout, a scheduler, `kill`; a run a shell started in the background ignores
     Ctrl-C) stops certify as Ctrl-C does: a report of the cases done, marked interrupted and not
     complete, exit status 2 — not a run that ends with no report at all."""
-    import os
-    import signal
-
     report = tmp_path / "r"
-    proc = subprocess.Popen([sys.executable, "-m", "qconform.cli", "certify", "--runner", "onnx-reference", "-j", "1",
-                             "--diagnose", "off", "--case", "QuantizeLinear-2*", "--report", str(report)],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        for line in proc.stdout:  # the first progress line: cases are being judged
-            if line.startswith("certify: ") and " of " in line:
-                break
-        os.kill(proc.pid, signal.SIGTERM)
-        rest, _ = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    code, rest = terminated_once_started(
+        [sys.executable, "-m", "qconform.cli", "certify", "--runner", "onnx-reference", "-j", "1", "--diagnose", "off",
+         "--case", "QuantizeLinear-2*", "--report", str(report)],
+        lambda line: line.startswith("certify: ") and " of " in line)  # the first progress line
     rep = json.loads((report / "report.json").read_text())
-    assert proc.returncode == 2, rest[-2000:]
+    assert code == 2, rest[-2000:]
     assert rep["interrupted"] and not rep["complete"]
     assert 0 < rep["counts"]["ran"] < rep["counts"]["collected"], rep["counts"]

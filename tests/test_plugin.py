@@ -316,28 +316,16 @@ def test_a_terminated_pytest_run_reports_the_cases_it_finished_and_says_it_was_i
     """SIGTERM to ``pytest --runner=NAME --report=DIR`` (a CI job's timeout, ``kill``) stops it as
     Ctrl-C does, as it stops ``qconform certify``: the report holds the cases judged, marked
     interrupted and not complete — not a run that ends with no report at all."""
-    import os
-    import signal
-    import subprocess
     import sys
 
-    from conftest import REPO
+    from conftest import terminated_once_started
 
     report = tmp_path / "r"
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "--runner=onnx-reference",
-                             "--diagnose=off", "-k", "QuantizeLinear-2", f"--report={report}"],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        for line in proc.stdout:  # the first judged case
-            if " PASSED" in line or " FAILED" in line:
-                break
-        os.kill(proc.pid, signal.SIGTERM)
-        rest, _ = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    code, rest = terminated_once_started(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "--runner=onnx-reference", "--diagnose=off",
+         "-k", "QuantizeLinear-2", f"--report={report}"],
+        lambda line: " PASSED" in line or " FAILED" in line)  # the first judged case
     rep = json.loads((report / "report.json").read_text())
-    assert proc.returncode == pytest.ExitCode.INTERRUPTED, rest[-2000:]
+    assert code == pytest.ExitCode.INTERRUPTED, rest[-2000:]
     assert rep["interrupted"] and not rep["complete"]
     assert 0 < rep["counts"]["ran"] < rep["counts"]["collected"], rep["counts"]
