@@ -57,6 +57,9 @@ TRIGGERS = {
     # the HTP's 8-bit MaxPool requantises through float16 and rounds half away from zero: most codes that
     # move sit on exact ties, the rest within float16's spacing of one
     "qnn_htp_pools": ("htp-max-pool-float16-requant", "exact tie"),
+    # the HTP's single QLinear conv/matmul: weights held as symmetric int8 and the accumulator floored on
+    # its grid move one code, next to a tie of the text's value (within a bfloat16 ulp of it)
+    "qnn_htp_qlinear": ("htp-qlinear-weights-symmetric-int8", "within half a bfloat16 ulp of a tie"),
 }
 
 

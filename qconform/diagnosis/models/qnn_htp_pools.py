@@ -33,7 +33,7 @@ from qconform import dtypes
 from qconform.case import Draft
 from qconform.diagnosis.models.base import Deviation
 from qconform.diagnosis.models.fused_kernels import _pack, _saturate
-from qconform.diagnosis.models.fused_pattern import pattern
+from qconform.diagnosis.models.fused_pattern import float_ops_that, pattern
 from qconform.diagnosis.models.qnn_htp_requant import float16_ratio
 from qconform.oracle.arith import as_float64
 
@@ -41,6 +41,8 @@ from qconform.oracle.arith import as_float64
 _F16_MAX = Fraction(65504)
 #: The tallest input (NCHW height) the HTP's small padded MaxPool kernel takes (measured: 8 yes, 9 no).
 SMALL_HEIGHT = 8
+#: the pools that average (``FloatOp.averages``: AveragePool, GlobalAveragePool)
+AVERAGING = float_ops_that("averages")
 
 
 def _scalar(v) -> Fraction:
@@ -142,7 +144,7 @@ def _non_overlapping_average(d: Draft) -> bool:
     """DQ(x) → GlobalAveragePool, or AveragePool with windows that tile the input (strides equal to the
     kernel, no padding, no ceil_mode, no dilation) → Q, 8- or 16-bit integers, per tensor, rank 3 or 4."""
     p = pattern(d) if d.graph else None
-    if p is None or p.op not in ("AveragePool", "GlobalAveragePool") or not p.operands or p.operands[0] is None:
+    if p is None or p.op not in AVERAGING or not p.operands or p.operands[0] is None:
         return False
     x = p.operands[0]
     tx, ty = dtypes.get(x.type), dtypes.get(p.y_type)
@@ -210,7 +212,7 @@ DEVIATIONS = [
               "uint8, s_y = 2·s_x, z_x = z_y = 128, 3×3, pads 1, 6×6: a maximum of 212 (d = 84) gives 171, "
               "the text's 170",
               HtpMaxPoolSmallPaddedBump, _bumped, ("geometry", "ties")),
-    Deviation("htp-average-15-bit-reciprocal", frozenset({"AveragePool", "GlobalAveragePool"}),
+    Deviation("htp-average-15-bit-reciprocal", AVERAGING,
               "Your runtime averages a quantized window that does not overlap its neighbours (GlobalAveragePool, or an "
               "AveragePool whose strides equal its kernel, unpadded) as Σ(x − z_x) times s_x/(s_y·N) held as a 15-bit "
               "multiplier M·2^-s, plus 2^-16 (for a 2×2 window with s_x/s_y < 2: plus 2^(⌊log₂(s_x/s_y)⌋ − 5)), rounded "

@@ -1,4 +1,4 @@
-"""What Qualcomm's QNN HTP computes for a single QLinearConv or QLinearMatMul node, measured on its
+"""What Qualcomm's QNN HTP computes for a single ONNX QLinear conv or matmul node, measured on its
 simulator (the kernel is closed): the QNN EP hands it the node as one Conv2d/Conv3d/DepthWiseConv2d
 or MatMul with the node's own scales and zero points on its tensors
 (onnxruntime/onnxruntime-qnn ``builder/opbuilder/qlinear_conv_op_builder.cc`` and
@@ -27,13 +27,18 @@ import numpy as np
 
 from qconform import dtypes
 from qconform.case import Draft
+from qconform.declarations import operators
 from qconform.diagnosis.models.base import Deviation
 from qconform.diagnosis.models.qnn_htp_requant import MEASURED, requantise_on_accumulator_grid
 from qconform.oracle import integer
 
-OPS = frozenset({"QLinearConv", "QLinearMatMul"})
-_NAMES = {"QLinearConv": ("x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point", "B"),
-          "QLinearMatMul": ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point")}
+#: the ONNX operators that requantise an accumulator (QLinearConv and the QLinear matmul), read from
+#: their declarations: their inputs' names, and how each contracts ("conv" or "matmul")
+_DECLARED = {o.op: o for o in operators.OPERATORS
+             if o.kind is operators.Kind.REQUANTIZE and o.domain == operators.ONNX_DOMAIN}
+OPS = frozenset(_DECLARED)
+_NAMES = {op: tuple(i.name for i in o.inputs) for op, o in _DECLARED.items()}
+_CONV, _MATMUL = ({op for op, o in _DECLARED.items() if o.contraction == c}.pop() for c in ("conv", "matmul"))
 
 
 def symmetric_int8(diffs: np.ndarray, scales: list[Fraction]) -> tuple[np.ndarray, list[Fraction]]:
@@ -55,8 +60,8 @@ def _inputs(d: Draft) -> dict:
 
 
 def applies(d: Draft) -> bool:
-    """8-bit QLinearConv or QLinearMatMul with per-tensor activation and output parameters, positive
-    scales and weights per tensor or (QLinearConv) per output channel, as the QNN EP accepts them."""
+    """An 8-bit node of ``OPS`` with per-tensor activation and output parameters, positive scales and
+    weights per tensor or (the conv) per output channel, as the QNN EP accepts them."""
     if d.op not in OPS:
         return False
     v = _inputs(d)
@@ -64,7 +69,7 @@ def applies(d: Draft) -> bool:
     if any(n not in v for n in names[:8]) or any(dtypes.get(v[n].type).bits != 8 or not dtypes.get(v[n].type).is_integer
                                                  for n in (names[0], names[3], names[7])):
         return False
-    per_tensor = (names[1], names[2], names[6], names[7]) + ((names[4], names[5]) if d.op == "QLinearMatMul" else ())
+    per_tensor = (names[1], names[2], names[6], names[7]) + ((names[4], names[5]) if d.op == _MATMUL else ())
     if any(np.size(v[n].value) != 1 for n in per_tensor):
         return False
     scales = [np.asarray(v[n].value, np.float64) for n in (names[1], names[4], names[6])]
@@ -73,8 +78,8 @@ def applies(d: Draft) -> bool:
 
 
 class HtpQLinearSymmetricWeights:
-    """The node as the HTP runs it: the accumulator over the weights ``symmetric_int8`` holds (QLinearConv's
-    ``conv_sums``, QLinearMatMul's ``accumulate``; their per-channel scale ratios kept for the
+    """The node as the HTP runs it: the accumulator over the weights ``symmetric_int8`` holds (the conv's
+    ``conv_sums``, the matmul's ``accumulate``; their per-channel scale ratios kept for the
     requantisation), then ``requantise_on_accumulator_grid`` on each element, the bias (the exact sum
     less that accumulator) in the held weights' units: one reading, the runtime's."""
 
@@ -118,20 +123,20 @@ class HtpQLinearSymmetricWeights:
 
 DEVIATIONS = [
     Deviation("htp-qlinear-weights-symmetric-int8", OPS,
-              "Your runtime runs an 8-bit QLinearConv or QLinearMatMul with each output channel whose weight codes "
+              f"Your runtime runs an 8-bit {_CONV} or {_MATMUL} with each output channel whose weight codes "
               "minus zero point leave int8 (uint8 with zero point 0, int8 with zero point ±127) requantised to "
               "symmetric int8 (s_w·max(M⁺/127, M⁻/128), half up), and requantises the accumulator on a grid of 2^e accumulator "
               "units (e = ⌊log₂(s_y/(s_x·s_w))⌋ − 3) with the output offset rounded to an accumulator unit, times "
               "the multiplier rounded to float16, half up; the text multiplies the exact sum by s_x·s_w/s_y once.",
               f"{MEASURED}: the QNN EP builds these nodes into HTP Conv2d/MatMul ops with the node's scales and zero "
               "points on the tensors and the bias at x_scale·w_scale (onnxruntime/onnxruntime-qnn builder/opbuilder/"
-              "qlinear_conv_op_builder.cc, qlinear_matmul_op_builder.cc); 77 of the 144 failing QLinearConv cases no "
+              f"qlinear_conv_op_builder.cc, qlinear_matmul_op_builder.cc); 77 of the 144 failing {_CONV} cases no "
               "other model named (the 22 with weights kept but for int32-extremes bias, 55 of the 120 with weights "
-              "requantised) and 66 of the 78 such QLinearMatMul cases (all 15 kept, 51 of 63 requantised) are this "
+              f"requantised) and 66 of the 78 such {_MATMUL} cases (all 15 kept, 51 of 63 requantised) are this "
               "model bit for bit; not the int32-extremes bias cases (the HTP saturates where the exact value is in "
-              "range), sums beyond 2^31, nor 63 QLinearConv and 8 QLinearMatMul cases with requantised weights, off by "
+              f"range), sums beyond 2^31, nor 63 {_CONV} and 8 {_MATMUL} cases with requantised weights, off by "
               "one code in 1 to 21 elements (the conversion's details not pinned down)",
-              "QLinearConv uint8, w_zero_point 0, a channel w = [100, 140, 18], s_x = s_w = 1, s_y = 512, z_y = 128: "
+              f"{_CONV} uint8, w_zero_point 0, a channel w = [100, 140, 18], s_x = s_w = 1, s_y = 512, z_y = 128: "
               "held as [91, 127, 16] at 140/127, x − z_x = [2, 115, −95] (exact 156.496) gives 157, the text 156",
               HtpQLinearSymmetricWeights, applies, ("attributes", "zero-points", "random", "tails")),
 ]
