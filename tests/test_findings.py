@@ -360,18 +360,37 @@ class HangingNpu(AbortingNpu):
         run = super(AbortingNpu, self).prepare(model)
 
         def go(inputs):
-            if any(np.any(np.asarray(v) == -128) for v in inputs.values()):
-                import time
-                time.sleep(3600)
+            if any(np.any(np.asarray(v) == -128) for v in inputs.values()):  # a compiler subprocess that hangs
+                import subprocess
+                child = subprocess.Popen(["sleep", "3600"])
+                with open(os.environ["HANGING_NPU_PIDFILE"], "w") as f:
+                    f.write(str(child.pid))
+                child.wait()
             return run(inputs)
         return go
 '''
 
 
+def _gone(pid: int, seconds: float = 10.0) -> bool:
+    """Whether the process has ended (or is a zombie awaiting its reaper) within ``seconds``."""
+    import time
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
 @pytest.mark.parametrize("runner, verdict, said, timeout", [("AbortingNpu", "crashed", "ended the worker process", 600),
                                                              ("HangingNpu", "timeout", "no result after 20 s", 20)])
-def test_a_runtime_that_aborts_or_hangs_on_a_case_costs_that_case_not_the_findings_run(tmp_path: Path, runner, verdict,
-                                                                                     said, timeout) -> None:
+def test_a_runtime_that_aborts_or_hangs_on_a_case_costs_that_case_not_the_findings_run(tmp_path: Path, monkeypatch, runner,
+                                                                                     verdict, said, timeout) -> None:
     """The findings observe each candidate case in a worker process: a case that aborts the runtime is
     observed as crashed, one with no result within the observer's timeout as a timeout (its worker
     ended; a findings run of a runtime that hung used to wait forever), and the next case gets a
@@ -382,6 +401,8 @@ def test_a_runtime_that_aborts_or_hangs_on_a_case_costs_that_case_not_the_findin
 
     runner_file = tmp_path / "vendor_runner.py"
     runner_file.write_text(ABORTING_RUNNER, encoding="utf-8")
+    pidfile = tmp_path / "compiler.pid"
+    monkeypatch.setenv("HANGING_NPU_PIDFILE", str(pidfile))
     index = corpus.index(corpus.DEFAULT_ROOT)
     cases = index.cases_of([r.id for r in index.refs if r.id.startswith("DequantizeLinear-10/int8-float32/")])
     holding = [c for c in cases.values() if any(np.any(v == -128) for v in c.feeds.values())]
@@ -391,6 +412,8 @@ def test_a_runtime_that_aborts_or_hangs_on_a_case_costs_that_case_not_the_findin
     try:
         stopped = observer(holding[0])
         assert stopped.verdict == verdict and said in stopped.message
+        if pidfile.exists():  # the hung compiler ended with its worker, not left running
+            assert _gone(int(pidfile.read_text()))
         observer.timeout = 600  # a loaded machine may take long to start the fresh worker
         after = observer(clean[0])
         assert after.verdict in (PASS, FAIL) and after.outputs is not None

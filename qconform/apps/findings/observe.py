@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import io
+import os
+import signal
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -92,8 +94,8 @@ class IsolatedObserver:
 
         from qconform.verdicts import CRASHED, TIMEOUT
 
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
+        if self._pool is None:  # the worker leads a process group: a compiler it started dies with it
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"), initializer=os.setsid)
         try:
             return self._pool.submit(_observe_by_name, self.load, case, must_reject).result(timeout=self.timeout)
         except FutureTimeout:
@@ -108,9 +110,12 @@ class IsolatedObserver:
     def close(self, kill: bool = False) -> None:
         """Shut the worker down; ``kill``: end it first (it is busy with a case that hangs)."""
         if self._pool is not None:
-            if kill:
+            if kill:  # the worker and what it started (IREE's iree-compile): its whole process group
                 for proc in list(getattr(self._pool, "_processes", {}).values()):
-                    proc.kill()
+                    try:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
