@@ -19,6 +19,7 @@ import pytest
 from qconform import corpus
 from qconform import platform as plat
 from qconform.apps import findings
+from qconform.verdicts import CRASHED, TIMEOUT
 
 ROOT = findings.default_out()
 METAS = sorted(ROOT.glob(f"*/*/{findings.META}"))
@@ -387,8 +388,8 @@ def _gone(pid: int, seconds: float = 10.0) -> bool:
     return False
 
 
-@pytest.mark.parametrize("runner, verdict, said, timeout", [("AbortingNpu", "crashed", "ended the worker process", 600),
-                                                             ("HangingNpu", "timeout", "no result after 20 s", 20)])
+@pytest.mark.parametrize("runner, verdict, said, timeout", [("AbortingNpu", CRASHED, "ended the worker process", 600),
+                                                             ("HangingNpu", TIMEOUT, "no result after 20 s", 20)])
 def test_a_runtime_that_aborts_or_hangs_on_a_case_costs_that_case_not_the_findings_run(tmp_path: Path, monkeypatch, runner,
                                                                                      verdict, said, timeout) -> None:
     """The findings observe each candidate case in a worker process: a case that aborts the runtime is

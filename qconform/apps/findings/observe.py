@@ -95,7 +95,8 @@ class IsolatedObserver:
         from qconform.verdicts import CRASHED, TIMEOUT
 
         if self._pool is None:  # the worker leads a process group: a compiler it started dies with it
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"), initializer=os.setsid)
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"),
+                                             initializer=getattr(os, "setsid", None))  # POSIX only
         try:
             return self._pool.submit(_observe_by_name, self.load, case, must_reject).result(timeout=self.timeout)
         except FutureTimeout:
@@ -113,7 +114,7 @@ class IsolatedObserver:
             if kill:  # the worker and what it started (IREE's iree-compile): its whole process group
                 for proc in list(getattr(self._pool, "_processes", {}).values()):
                     try:
-                        os.killpg(proc.pid, signal.SIGKILL)
+                        os.killpg(proc.pid, signal.SIGKILL) if hasattr(os, "killpg") else proc.kill()
                     except ProcessLookupError:
                         pass
             self._pool.shutdown(wait=False, cancel_futures=True)
