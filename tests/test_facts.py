@@ -97,7 +97,8 @@ def _observe() -> dict[str, dict[str, observe.Result] | str]:
     root = str(_golden())
     with ProcessPoolExecutor(max_workers=max(1, min(len(todo), os.cpu_count() or 1)), mp_context=mp.get_context("spawn")) as pool:
         futures = {s: pool.submit(observe.observe, facts.SOURCES[s].runner, root, True, facts.SOURCES[s].check,
-                                  frozenset(f.example for f in FILES[s].facts)) for s in todo}
+                                  frozenset(f.example for f in FILES[s].facts),
+                                  hangs=frozenset(f.example for f in FILES[s].facts if f.hangs)) for s in todo}
         out.update({s: f.result() for s, f in futures.items()})
     return out
 

@@ -71,3 +71,39 @@ def test_the_bundled_web_fact_is_intermittent_and_covers_both_ops():
     row = next(f for f in facts.all_facts() if f.id == "E364")
     assert row.source == "onnxruntime-web" and row.intermittent and row.kind == "erratum"
     assert row.covers(CASE) and row.covers(CASE.replace("LeakyRelu", "Sigmoid"))
+
+
+# ----------------------------------------------------------------------------------------------
+# A fact whose example the source never finishes (IREE's Pad mode=wrap, E1784)
+# ----------------------------------------------------------------------------------------------
+def test_only_an_erratum_hangs_and_hangs_survives_a_round_trip():
+    hanging = ROW.format(kind="erratum", flag="false").replace("intermittent = false", "hangs = true")
+    ff = facts.parse("onnxruntime-web", hanging, known_readings=set())
+    assert ff.facts[0].hangs and "hangs = true" in facts.dump(ff)
+    assert facts.parse("onnxruntime-web", facts.dump(ff), known_readings=set()).facts == ff.facts
+    with pytest.raises(facts.FactsError, match="only an erratum hangs"):
+        facts.parse("onnxruntime-web", hanging.replace('kind = "erratum"', 'kind = "unsupported"'), known_readings=set())
+    with pytest.raises(facts.FactsError, match="hangs is true or false"):
+        facts.parse("onnxruntime-web", hanging.replace("hangs = true", 'hangs = "yes"'), known_readings=set())
+
+
+def test_an_example_that_hangs_is_observed_with_the_short_timeout_and_shows_as_an_error():
+    """The observer gives a hanging example ``HANG_TIMEOUT_S``, not a case's 120 s (a fault runner
+    that sleeps on one case), and the fact that says it hangs shows."""
+    import time
+    from pathlib import Path
+
+    from fault_runners import FAULTS
+
+    from qconform import corpus
+    from qconform.facts import observe
+
+    hang = next(cid for cid, f in FAULTS.items() if f == "hang")
+    runner = f"{Path(__file__).with_name('fault_runners.py')}:FaultRunner"
+    start = time.monotonic()
+    got = observe.observe(runner, corpus.DEFAULT_ROOT, probes=False, select=(hang,), hangs=frozenset({hang}))
+    assert time.monotonic() - start < 120  # the hang did not get a case's whole timeout
+    assert got[hang].verdict == ERROR and "--case-timeout=15s" in got[hang].message
+    row = facts.parse("onnxruntime-web", ROW.format(kind="erratum", flag="false").replace(
+        "intermittent = false", "hangs = true").replace(CASE, hang), known_readings=set()).facts[0]
+    assert shows(row, got)[0]

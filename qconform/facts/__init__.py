@@ -23,6 +23,9 @@ Kinds (what a fact's example must show):
 An erratum marked ``intermittent = true`` is one whose outcome varies from run to run on the same
 version and platform (a read past the end of an input that traps or not by what the process held
 before): it accounts for a disagreement when one occurs, and its example may pass or fail.
+An erratum marked ``hangs = true`` is one whose example the source never finishes (a compiler in an
+endless loop): the example is observed with ``observe.HANG_TIMEOUT_S``, not a case's whole timeout,
+and must time out there.
 
 Examples: a corpus case id; ``probe:NAME`` for a draft in ``qconform.facts.probes``; a node test
 name (source ``onnx-node-tests``); a test function in tests/test_floats.py (source ``ml_dtypes``).

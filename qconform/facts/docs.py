@@ -84,7 +84,8 @@ def render(files, sources: Mapping[str, Any]) -> str:
         out.append("| id | versions | platform | kind | op-version | cases | example | what it does | what the spec says |")
         out.append("|---|---|---|---|---|---|---|---|---|")
         for f in ff.facts:
-            kind = f.kind + (f" `{f.reading}`" if f.reading else "") + (" (intermittent)" if f.intermittent else "")
+            kind = f.kind + (f" `{f.reading}`" if f.reading else "") + (" (intermittent)" if f.intermittent else "") \
+                + (" (hangs)" if f.hangs else "")
             does = f.does + (f" (reason matches `{f.message}`)" if f.message else "")
             if f.evidence:
                 does += f" Evidence: {f.evidence}"

@@ -92,6 +92,9 @@ class Fact:
     #: disagreement when one occurs, and its example may pass or fail; the certificate still counts
     #: every disagreement it sees.
     intermittent: bool = False
+    #: the source never finishes the example (an erratum only: a compiler that loops): observers give
+    #: it ``HANG_TIMEOUT_S`` instead of a case's full timeout, since a timeout is all it can show
+    hangs: bool = False
 
     def covers(self, case_id: str) -> bool:
         return any(fnmatchcase(case_id, p) for p in self.cases)

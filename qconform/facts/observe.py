@@ -18,6 +18,10 @@ from qconform.facts import PROBE, Fact
 from qconform.facts.probes import PROBES, probe_case
 from qconform.verdicts import CRASHED, ERROR, FAIL, PASS, TIMEOUT, UNSUPPORTED, Probe, Verdict
 
+#: seconds an example the source never finishes (a fact's ``hangs``) is given: a timeout is all it
+#: can show, and the case's own 120 s would be spent on every observation
+HANG_TIMEOUT_S = 15.0
+
 
 @dataclass(frozen=True)
 class Result:
@@ -73,10 +77,12 @@ def run_probe(runner, name: str) -> Result:
 
 
 def observe(runner_name: str, root: str | Path, probes: bool = True, select: tuple[str, ...] = (),
-            also: frozenset[str] = frozenset(), diagnose: bool = False, isolate: bool = True) -> dict[str, Result]:
+            also: frozenset[str] = frozenset(), diagnose: bool = False, isolate: bool = True,
+            hangs: frozenset[str] = frozenset()) -> dict[str, Result]:
     """Every case of the corpus at ``root`` (with ``select``, the ids matching one of its globs, and
     those in ``also``) and every probe (keyed ``probe:NAME``) under a runner; with ``isolate`` the
-    cases run in a worker process (probes, small and few, in this one)."""
+    cases run in a worker process (probes, small and few, in this one), those in ``hangs`` (the
+    examples of facts that say the source never finishes them) with ``HANG_TIMEOUT_S``."""
     from qconform import corpus as corpus_mod
     from qconform.runner import resolve
 
@@ -89,7 +95,7 @@ def observe(runner_name: str, root: str | Path, probes: bool = True, select: tup
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # numpy overflow warnings inside the runners
         if isolate:
-            results = _isolated(runner_name, Path(root), corpus.digest, cases, diagnose)
+            results = _isolated(runner_name, Path(root), corpus.digest, cases, diagnose, hangs)
         else:
             results = {case.id: run_case(pipeline, case) for case in cases}
         if probes:
@@ -98,19 +104,28 @@ def observe(runner_name: str, root: str | Path, probes: bool = True, select: tup
     return results
 
 
-def _isolated(runner_name: str, root: Path, digest: str, cases: list, diagnose: bool) -> dict[str, Result]:
+def _isolated(runner_name: str, root: Path, digest: str, cases: list, diagnose: bool,
+              hangs: frozenset[str] = frozenset()) -> dict[str, Result]:
     """The cases judged by one isolated worker (``qconform.execution.local_executor``), as certify
-    runs them: a crash or a timeout is the case's verdict, not the end of the observation."""
+    runs them: a crash or a timeout is the case's verdict, not the end of the observation. The
+    cases in ``hangs`` get ``HANG_TIMEOUT_S`` in a worker of their own."""
     from qconform import corpus as corpus_mod
     from qconform.execution import Options, local_executor
 
     options = Options(golden=str(root), runner=runner_name, diagnose=diagnose, diagnose_per_group=None)
-    engine = local_executor(options, corpus_mod.index(root, digest), workers=1)
-    try:
-        engine.submit([case.id for case in cases])
-        return {case.id: _view(case, engine.result(case.id)) for case in cases}
-    finally:
-        engine.close()
+    index = corpus_mod.index(root, digest)
+    out: dict[str, Result] = {}
+    for part, timeout in (([c for c in cases if c.id not in hangs], 120.0),
+                          ([c for c in cases if c.id in hangs], HANG_TIMEOUT_S)):
+        if not part:
+            continue
+        engine = local_executor(options, index, workers=1, timeout=timeout)
+        try:
+            engine.submit([case.id for case in part])
+            out.update({case.id: _view(case, engine.result(case.id)) for case in part})
+        finally:
+            engine.close()
+    return out
 
 
 def _unbucketed(text: str) -> str:
@@ -186,4 +201,4 @@ def explains(fact: Fact, key: str, r: Result) -> bool:
     return False
 
 
-__all__ = ["Result", "case_id_of", "explains", "from_report", "observe", "run_case", "run_probe", "shows"]
+__all__ = ["HANG_TIMEOUT_S", "Result", "case_id_of", "explains", "from_report", "observe", "run_case", "run_probe", "shows"]

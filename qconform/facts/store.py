@@ -25,7 +25,7 @@ class FactsError(ValueError):
 # Reading and validating
 # ----------------------------------------------------------------------------------------------
 _FACT_KEYS = ("id", "kind", "versions", "platform", "op_versions", "cases", "example", "reading", "message",
-              "intermittent", "does", "spec", "evidence")
+              "intermittent", "hangs", "does", "spec", "evidence")
 _REQUIRED = ("id", "kind", "op_versions", "example", "does", "spec")
 
 
@@ -83,8 +83,13 @@ def _fact(source: str, raw: dict, where: str, known_readings: set[str]) -> Fact:
         raise FactsError(f"{where}: intermittent is true or false, got {intermittent!r}")
     if intermittent and kind != "erratum":
         raise FactsError(f"{where}: only an erratum is intermittent (an outcome that varies from run to run)")
+    hangs = raw.get("hangs", False)
+    if not isinstance(hangs, bool):
+        raise FactsError(f"{where}: hangs is true or false, got {hangs!r}")
+    if hangs and kind != "erratum":
+        raise FactsError(f"{where}: only an erratum hangs (a case the source never finishes)")
     return Fact(fid, source, kind, versions, cond, raw["op_versions"], cases, raw["example"], raw["does"],
-                raw["spec"], reading, message, str(raw.get("evidence", "")), intermittent)
+                raw["spec"], reading, message, str(raw.get("evidence", "")), intermittent, hangs)
 
 
 def parse(source: str, text: str, path: Path | None = None, known_readings: set[str] | None = None) -> FactFile:
