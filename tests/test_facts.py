@@ -98,7 +98,7 @@ def _observe() -> dict[str, dict[str, observe.Result] | str]:
     with ProcessPoolExecutor(max_workers=max(1, min(len(todo), os.cpu_count() or 1)), mp_context=mp.get_context("spawn")) as pool:
         futures = {s: pool.submit(observe.observe, facts.SOURCES[s].runner, root, True, facts.SOURCES[s].check,
                                   frozenset(f.example for f in FILES[s].facts),
-                                  hangs=frozenset(f.example for f in FILES[s].facts if f.hangs)) for s in todo}
+                                  hangs=FILES[s].hanging_examples) for s in todo}
         out.update({s: f.result() for s, f in futures.items()})
     return out
 

