@@ -118,7 +118,8 @@ def _isolated(runner_name: str, root: Path, digest: str, cases: list, diagnose: 
     for part, short in (([c for c in cases if c.id not in hangs], False), ([c for c in cases if c.id in hangs], True)):
         if not part:
             continue
-        engine = local_executor(options, index, workers=1, **({"timeout": HANG_TIMEOUT_S} if short else {}))
+        engine = local_executor(options, index, workers=1, timeout=HANG_TIMEOUT_S) if short \
+            else local_executor(options, index, workers=1)
         try:
             engine.submit([case.id for case in part])
             out.update({case.id: _view(case, engine.result(case.id)) for case in part})
