@@ -132,3 +132,21 @@ def test_applicability_follows_the_registry():
         assert saturation.applies(c.spec, c.types) == (c.quantize and c.y.is_integer)
         if floatkinds.applies(c.spec, c.types):
             assert c.q.is_float or c.s.name == "float8e8m0"
+
+
+def test_qlinearconv_depth_follows_the_quantizers_formats(corpus):
+    """semantics.md#qlconv-formula: all eight combinations are in the corpus; U8U8, U8S8 and S8S8
+    (y in x's type) get every family, the other five only ``basic`` and ``saturation``."""
+    from qconform.generators import conv
+    families: dict[str, set[str]] = {}
+    for c in corpus.cases:
+        if c.id.startswith("QLinearConv-10/"):
+            families.setdefault(c.id.split("/")[1], set()).add(c.family)
+    assert len(families) == 8
+    full = {f for f in conv.FAMILIES}
+    for types, fams in families.items():
+        x, w, y = types.split("-")[:3]
+        if x == y and (x, w) != ("int8", "uint8"):
+            assert fams == full, types
+        else:
+            assert fams == {"basic", "saturation"}, types

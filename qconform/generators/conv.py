@@ -5,6 +5,9 @@
 - ``attributes`` (the convolutions): every attribute that changes the arithmetic — strides, pads and
   each ``auto_pad`` mode, dilations, ``group`` up to depthwise, kernel shapes 1×1 to 7×7, 1-D, 2-D
   and 3-D, batches (Conv's text);
+- ``geometry`` (QLinearConv): those attributes crossed — kernels 1 to 7 × strides 1 to 3 × dilations
+  1 and 2 × three paddings, the factorised kernels (1×7, 7×1, …), depthwise over channel counts 1 … 65, 1-D and 3-D sweeps — where kernels
+  specialise (pointwise, depthwise, im2col paths);
 - ``per-channel``: w's scale and zero point per output channel ("or 1-D tensors (per output channel)");
   MatMulInteger's per-row a and per-column b zero points;
 - ``bias``: B at the int32 extremes and at ±2^24 ("Bias must be quantized using scale = x_scale * w_scale");
@@ -18,6 +21,14 @@
   (#qlconv-padding);
 - ``readings`` (QLinearConv): a multiplier 1/6 whose float32 value moves exact ties;
 - ``random``: seeded draws of every parameter, scales as a quantizer calibrates them.
+
+QLinearConv's depth goes where quantized models are: its geometry-only families (``attributes``,
+``geometry``, ``per-channel``, ``bias``, ``ties``, ``accumulator``, ``tails``, ``zero-points``,
+``readings``, ``random``) are drafted on the three formats onnxruntime's quantizer documents ("ONNX
+Runtime quantization on CPU can run U8U8, U8S8 and S8S8", docs/performance/model-optimizations/
+quantization.md), y in the activation's type as its QOperator format writes it; the schema's five other
+combinations get ``basic`` and ``saturation``, the families whose arithmetic turns on y's type
+(semantics.md#qlconv-formula says so).
 
 Module contract (read by the coverage table): ``FAMILIES``, ``applies(spec, combo, family=None)``,
 ``generate(family=None)``, ``entries()``.
@@ -40,10 +51,14 @@ from qconform.oracle.integer import conv_sums
 from qconform.schemas import OpSpec
 
 OPS = (operators.QLINEAR_CONV, operators.CONV_INTEGER, operators.MATMUL_INTEGER)
-FAMILIES = ("basic", "attributes", "per-channel", "bias", "ties", "saturation", "accumulator", "tails",
+FAMILIES = ("basic", "attributes", "geometry", "per-channel", "bias", "ties", "saturation", "accumulator", "tails",
             "zero-points", "readings", "random")
-_CONV_ONLY = {"attributes", "bias"}
-_REQUANT_ONLY = {"ties", "readings", "bias"}
+_CONV_ONLY = {"attributes", "geometry", "bias"}
+_REQUANT_ONLY = {"ties", "readings", "bias", "geometry"}
+#: QLinearConv's (x, w) formats onnxruntime's quantizer documents, y of x's type: every family.
+_DEPLOYED = {("uint8", "uint8"), ("uint8", "int8"), ("int8", "int8")}
+#: The families QLinearConv's other type combinations get.
+_EVERY_COMBINATION = {"basic", "saturation"}
 
 
 @dataclass(frozen=True)
@@ -58,6 +73,12 @@ class Combo:
     @property
     def requant(self) -> bool:
         return operators.get(self.spec.domain, self.spec.op).kind.value == "requantize"
+
+    @property
+    def deployed(self) -> bool:
+        """A format quantizers write (every combination of the ops without a requantisation)."""
+        t = self.types
+        return not self.requant or (t["T1"] == t["T3"] and (t["T1"], t["T2"]) in _DEPLOYED)
 
     @property
     def x(self) -> ElemType:
@@ -245,6 +266,44 @@ def _attributes(c: Combo) -> Iterator[Draft]:
                         **shape)
 
 
+def _geometry(c: Combo) -> Iterator[Draft]:
+    """Conv's attributes crossed, explicit pads only (each ``auto_pad`` mode is in ``attributes``)."""
+    for k in range(1, 8):
+        for s in (1, 2, 3):
+            for d in (1, 2):
+                ext = (k - 1) * d + 1
+                half = max(1, ext // 2)
+                for pname, pads in (("pads-0", [0, 0, 0, 0]), (f"pads-{half}", [half] * 4),
+                                    ("pads-asymmetric", [1, 2, 0, 1])):
+                    attrs = {"kernel_shape": [k, k], "strides": [s, s], "dilations": [d, d], "pads": pads}
+                    side = ext + s + 1
+                    yield _ordinary(c, "geometry", f"k{k}-s{s}-d{d}-{pname}", f"Conv attributes {attrs}", attrs,
+                                    calibrated=False, kernel=(k, k), spatial=(side, side + 1))
+    for kh, kw in ((1, 3), (3, 1), (1, 5), (5, 1), (1, 7), (7, 1), (2, 3), (3, 2)):  # Inception's factorised kernels
+        for s in (1, 2):
+            for d in (1, 2):
+                attrs = {"strides": [s, s], "dilations": [d, d], "pads": [kh // 2, kw // 2] * 2}
+                yield _ordinary(c, "geometry", f"k{kh}x{kw}-s{s}-d{d}", f"Conv attributes {attrs}", attrs,
+                                calibrated=False, kernel=(kh, kw),
+                                spatial=((kh - 1) * d + 2 + s, (kw - 1) * d + 3 + s))
+    for ch in (1, 3, 7, 8, 9, 15, 16, 17, 24, 25, 31, 32, 33, 63, 64, 65):
+        for k, s in ((3, 1), (5, 2)):
+            attrs = {"group": ch, "strides": [s, s], "pads": [k // 2] * 4}
+            yield _ordinary(c, "geometry", f"depthwise-c{ch}-k{k}", f"depthwise, C = M = {ch}", attrs,
+                            calibrated=False, ch=ch, m=ch, group=ch, kernel=(k, k), spatial=(5, 5))
+    for k in (1, 2, 3, 5, 7):
+        for s in (1, 2):
+            for d in (1, 2):
+                attrs = {"strides": [s], "dilations": [d], "pads": [1, 0]}
+                yield _ordinary(c, "geometry", f"1d-k{k}-s{s}-d{d}", f"1-D Conv attributes {attrs}", attrs,
+                                calibrated=False, kernel=(k,), spatial=((k - 1) * d + 2 + s,))
+    for k in (1, 2, 3):
+        for s in (1, 2):
+            attrs = {"strides": [s] * 3, "pads": [1, 0, 1, 0, 1, 1]}
+            yield _ordinary(c, "geometry", f"3d-k{k}-s{s}", f"3-D Conv attributes {attrs}", attrs, calibrated=False,
+                            ch=2, m=3, kernel=(k,) * 3, spatial=(k + s + 1,) * 3)
+
+
 def _per_channel(c: Combo) -> Iterator[Draft]:
     rng = c.rng("per-channel", "")
     if not c.conv:
@@ -426,13 +485,15 @@ def _random(c: Combo) -> Iterator[Draft]:
 
 
 _FAMILY_GEN: dict[str, Callable[[Combo], Iterator[Draft]]] = {
-    "basic": _basic, "attributes": _attributes, "per-channel": _per_channel, "bias": _bias, "ties": _ties,
+    "basic": _basic, "attributes": _attributes, "geometry": _geometry, "per-channel": _per_channel, "bias": _bias, "ties": _ties,
     "saturation": _saturation, "accumulator": _accumulator, "tails": _tails, "zero-points": _zero_points,
     "readings": _readings, "random": _random,
 }
 
 
 def _applies(c: Combo, family: str) -> bool:
+    if not c.deployed and family not in _EVERY_COMBINATION:
+        return False
     if family in _CONV_ONLY and not c.conv:
         return False
     return not (family in _REQUANT_ONLY and not c.requant)
