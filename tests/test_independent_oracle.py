@@ -234,3 +234,16 @@ def test_corpus_qlinear_matmul_sample():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.main(["--case", "QLinearMatMul-10/*/readings/*"]) == 0
+
+
+def test_int32_scale_at_23_is_an_integer_division():
+    """semantics.md Q2: QuantizeLinear-23+ with an int32 scale and no ``precision`` divides in int32
+    (two integer readings, no float division), and the corpus's such cases agree with it."""
+    from independent import qdq
+    assert qdq.ql_divisions(23, "", "float32", "int32", 0) == list(qdq.INT_DIV)
+    assert "division-in-float32" in qdq.ql_divisions(21, "", "int32", "int32", 0)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("independent_oracle", REPO / "scripts" / "independent_oracle.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--case", "QuantizeLinear-23/bfloat16-int32-float4e2m1/basic/*"]) == 0

@@ -65,8 +65,9 @@ def ql_divisions(opset: int, domain: str, tx: str, ts: str, prec: int) -> list[s
         return [f"operands-rounded-to-{p}", f"quotient-rounded-once-to-{p}"]
     if ts in PFMT:
         return [f"operands-rounded-to-{ts}", f"quotient-rounded-once-to-{ts}"]
-    out = ["division-in-float32"] + ([f"division-in-{tx}"] if half else []) + ["division-in-float64"]
-    return out + (list(INT_DIV) if ts == "int32" else [])
+    if ts == "int32":  # the scale's type is the precision: an integer division (Q2), no float one
+        return list(INT_DIV)
+    return ["division-in-float32"] + ([f"division-in-{tx}"] if half else []) + ["division-in-float64"]
 
 
 ZP_READINGS = ("zero-point-added", "zero-point-skipped")
@@ -171,7 +172,9 @@ def compute_ql(case, out_t: str):
         return c
 
     alternatives = [(d, z) for d in divs for z in (ZP_READINGS if not is_int else ZP_READINGS[:1])]
-    return divs, reading, alternatives, ("quotient-exact", "zero-point-added"), raw
+    # the plain reading: the exact quotient rounded once, in the division's precision where that is int32
+    plain = INT_DIV[1] if divs == list(INT_DIV) else "quotient-exact"
+    return divs, reading, alternatives, (plain, "zero-point-added"), raw
 
 
 DQ_READINGS = ("multiply-in-output-type", "multiply-in-float32-then-round", "multiply-exact-then-round")
