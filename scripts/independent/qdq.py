@@ -171,9 +171,11 @@ def compute_ql(case, out_t: str):
         c.rounded_sum = rounded_sum
         return c
 
-    alternatives = [(d, z) for d in divs for z in (ZP_READINGS if not is_int else ZP_READINGS[:1])]
-    # the plain reading: the exact quotient rounded once, in the division's precision where that is int32
-    plain = INT_DIV[1] if divs == list(INT_DIV) else "quotient-exact"
+    # Q5: the zero point is added, +0 included ("the quantization formula remains the same"); the name
+    # zero-point-skipped is still parsed, and a case carrying it is reported under (e)
+    alternatives = [(d, ZP_READINGS[0]) for d in divs]
+    # the plain reading: the exact quotient rounded once, in the precision the text names where it names one
+    plain = next((d for d in divs if d.startswith("quotient-rounded-once-to-")), "quotient-exact")
     return divs, reading, alternatives, (plain, "zero-point-added"), raw
 
 
