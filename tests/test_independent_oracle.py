@@ -227,13 +227,18 @@ def test_check_case_finds_a_wrong_golden_and_accepts_a_right_one():
     assert len(res["dis"]) == 1 and res["dis"][0][2] == 16
 
 
-def test_corpus_qlinear_matmul_sample():
-    """A few corpus cases end to end (the script's entry point): 0 disagreements."""
+def _oracle_main(*args: str) -> int:
+    """The script's entry point on the bundled corpus (its exit status: 0 when nothing disagrees)."""
     import importlib.util
     spec = importlib.util.spec_from_file_location("independent_oracle", REPO / "scripts" / "independent_oracle.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    assert mod.main(["--case", "QLinearMatMul-10/*/readings/*"]) == 0
+    return mod.main(list(args))
+
+
+def test_corpus_qlinear_matmul_sample():
+    """A few corpus cases end to end (the script's entry point): 0 disagreements."""
+    assert _oracle_main("--case", "QLinearMatMul-10/*/readings/*") == 0
 
 
 def test_int32_scale_at_23_is_an_integer_division():
@@ -242,8 +247,4 @@ def test_int32_scale_at_23_is_an_integer_division():
     from independent import qdq
     assert qdq.ql_divisions(23, "", "float32", "int32", 0) == list(qdq.INT_DIV)
     assert "division-in-float32" in qdq.ql_divisions(21, "", "int32", "int32", 0)
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("independent_oracle", REPO / "scripts" / "independent_oracle.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    assert mod.main(["--case", "QuantizeLinear-23/bfloat16-int32-float4e2m1/basic/*"]) == 0
+    assert _oracle_main("--case", "QuantizeLinear-23/bfloat16-int32-float4e2m1/basic/*") == 0

@@ -6,8 +6,8 @@
   each ``auto_pad`` mode, dilations, ``group`` up to depthwise, kernel shapes 1×1 to 7×7, 1-D, 2-D
   and 3-D, batches (Conv's text);
 - ``geometry`` (QLinearConv): those attributes crossed — kernels 1 to 7 × strides 1 to 3 × dilations
-  1 and 2 × three paddings, the factorised kernels (1×7, 7×1, …), depthwise over channel counts 1 … 65, 1-D and 3-D sweeps — where kernels
-  specialise (pointwise, depthwise, im2col paths);
+  1 and 2 × three paddings, the factorised kernels (1×7, 7×1, …), depthwise over channel counts
+  1 … 65, 1-D and 3-D sweeps — where kernels specialise (pointwise, depthwise, im2col paths);
 - ``per-channel``: w's scale and zero point per output channel ("or 1-D tensors (per output channel)");
   MatMulInteger's per-row a and per-column b zero points;
 - ``bias``: B at the int32 extremes and at ±2^24 ("Bias must be quantized using scale = x_scale * w_scale");
@@ -22,13 +22,11 @@
 - ``readings`` (QLinearConv): a multiplier 1/6 whose float32 value moves exact ties;
 - ``random``: seeded draws of every parameter, scales as a quantizer calibrates them.
 
-QLinearConv's depth goes where quantized models are: its geometry-only families (``attributes``,
-``geometry``, ``per-channel``, ``bias``, ``ties``, ``accumulator``, ``tails``, ``zero-points``,
-``readings``, ``random``) are drafted on the three formats onnxruntime's quantizer documents ("ONNX
+QLinearConv's depth goes where quantized models are: every family is drafted on the three formats onnxruntime's quantizer documents ("ONNX
 Runtime quantization on CPU can run U8U8, U8S8 and S8S8", docs/performance/model-optimizations/
-quantization.md), y in the activation's type as its QOperator format writes it; the schema's five other
-combinations get ``basic`` and ``saturation``, the families whose arithmetic turns on y's type
-(semantics.md#qlconv-formula says so).
+quantization.md), y in the activation's type as its QOperator format writes it; the schema's five
+other combinations get ``basic`` and ``saturation`` only, the families whose arithmetic turns on y's
+type (semantics.md#qlconv-formula says so).
 
 Module contract (read by the coverage table): ``FAMILIES``, ``applies(spec, combo, family=None)``,
 ``generate(family=None)``, ``entries()``.
@@ -51,8 +49,8 @@ from qconform.oracle.integer import conv_sums
 from qconform.schemas import OpSpec
 
 OPS = (operators.QLINEAR_CONV, operators.CONV_INTEGER, operators.MATMUL_INTEGER)
-FAMILIES = ("basic", "attributes", "geometry", "per-channel", "bias", "ties", "saturation", "accumulator", "tails",
-            "zero-points", "readings", "random")
+FAMILIES = ("basic", "attributes", "geometry", "per-channel", "bias", "ties", "saturation", "accumulator",
+            "tails", "zero-points", "readings", "random")
 _CONV_ONLY = {"attributes", "geometry", "bias"}
 _REQUANT_ONLY = {"ties", "readings", "bias", "geometry"}
 #: QLinearConv's (x, w) formats onnxruntime's quantizer documents, y of x's type: every family.
@@ -485,8 +483,8 @@ def _random(c: Combo) -> Iterator[Draft]:
 
 
 _FAMILY_GEN: dict[str, Callable[[Combo], Iterator[Draft]]] = {
-    "basic": _basic, "attributes": _attributes, "geometry": _geometry, "per-channel": _per_channel, "bias": _bias, "ties": _ties,
-    "saturation": _saturation, "accumulator": _accumulator, "tails": _tails, "zero-points": _zero_points,
+    "basic": _basic, "attributes": _attributes, "geometry": _geometry, "per-channel": _per_channel,
+    "bias": _bias, "ties": _ties, "saturation": _saturation, "accumulator": _accumulator, "tails": _tails, "zero-points": _zero_points,
     "readings": _readings, "random": _random,
 }
 
